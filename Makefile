@@ -1,0 +1,58 @@
+# sendonce: `make run` serves the local stack, `make test` runs every test and check.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+SAM_VENV := .venv-sam
+PY := $(VENV)/bin/python
+SAM := $(SAM_VENV)/bin/sam
+SAM_CLI_VERSION := 1.170.0
+export SAM_CLI_TELEMETRY := 0
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install run test lint typecheck validate unit integration e2e bench build clean
+
+$(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e layers/sendonce -e ".[test]"
+	touch $@
+
+# The SAM CLI lives in its own environment: it pins its own boto3 and pydantic.
+$(SAM_VENV)/.installed:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/sendonce run
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+validate: $(SAM_VENV)/.installed
+	$(SAM) validate --lint --template template.yaml
+
+unit: install
+	$(PY) -m pytest tests/unit -q
+
+integration: install
+	$(PY) -m pytest tests/integration -q
+
+e2e: install
+	$(PY) -m pytest tests/e2e -q
+
+test: install $(SAM_VENV)/.installed lint typecheck validate
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) -m bench
+
+build: $(SAM_VENV)/.installed
+	$(SAM) build
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""sendonce: send a message once, whatever the network, the client or the cloud do."""
