@@ -1,0 +1,149 @@
+"""The emulated API Gateway HTTP API: routes requests to the template's handlers as payload 2.0 events."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from sendonce_local.http_api_events import (
+    HttpRequest,
+    HttpResponse,
+    authorizer_event,
+    gateway_error,
+    is_authorized,
+    lambda_response,
+    proxy_event,
+    request_context,
+)
+from sendonce_local.lambda_runtime import FunctionRegistry
+from sendonce_local.routing import Router
+from sendonce_local.template import HttpRoute
+
+log = logging.getLogger("sendonce.api")
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+DRAIN_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+class HttpApi:
+    """Everything API Gateway does between the socket and the Lambda, minus the socket."""
+
+    def __init__(self, routes: list[HttpRoute], functions: FunctionRegistry) -> None:
+        self._router = Router(routes)
+        self._functions = functions
+
+    def handle(self, request: HttpRequest) -> HttpResponse:
+        found = self._router.match(request.method, unquote(request.raw_path))
+        if found is None:
+            return gateway_error(404, "Not Found")
+        route = found.route
+        context = request_context(request, route.route_key)
+        authorizer_context: dict[str, Any] | None = None
+        if route.authorizer is not None:
+            event = authorizer_event(request, route.route_key, found.path_parameters, context)
+            try:
+                result = self._functions[route.authorizer.function_id].invoke(event)
+            except Exception:
+                log.exception("AUTHORIZER %s RAISED: API Gateway answers 500", route.authorizer.function_id)
+                return gateway_error(500, "Internal Server Error")
+            allowed, authorizer_context = is_authorized(result, route.authorizer.simple_responses)
+            if not allowed:
+                return gateway_error(403, "Forbidden")
+        event = proxy_event(request, route.route_key, found.path_parameters, context, authorizer_context)
+        try:
+            result = self._functions[route.function_id].invoke(event)
+            response = lambda_response(result)
+        except Exception:
+            log.exception(
+                "HANDLER %s RAISED: API Gateway answers 500 (handlers must never raise)", route.function_id
+            )
+            return gateway_error(500, "Internal Server Error")
+        response.headers.append(("Apigw-Requestid", context["requestId"]))
+        return response
+
+
+class ApiServer:
+    def __init__(self, host: str, port: int, api: HttpApi) -> None:
+        handler = type("BoundApiHandler", (ApiRequestHandler,), {"api": api})
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._server.request_queue_size = 128
+        self._thread = threading.Thread(target=self._server.serve_forever, name="http-api", daemon=True)
+        self.host, self.port = host, port
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class ApiRequestHandler(BaseHTTPRequestHandler):
+    api: HttpApi
+    protocol_version = "HTTP/1.1"
+    server_version = "sendonce-local"
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+
+    def _serve(self) -> None:
+        started = time.monotonic()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            response = gateway_error(413, "Request Entity Too Large")
+            self._discard(length)
+        else:
+            body = self.rfile.read(length) if length > 0 else b""
+            path, _, query = self.path.partition("?")
+            request = HttpRequest(
+                method=self.command,
+                raw_path=path,
+                raw_query_string=query,
+                headers=list(self.headers.items()),
+                body=body,
+                source_ip=self.client_address[0],
+                protocol=self.request_version,
+            )
+            response = self.api.handle(request)
+        self._write(response)
+        log.info(
+            "%s %s -> %d (%.0f ms)",
+            self.command,
+            self.path,
+            response.status,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _discard(self, length: int) -> None:
+        """Read (and drop) an oversized body, so the client gets to read the 413."""
+        if length > DRAIN_LIMIT_BYTES:
+            self.close_connection = True
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 20))
+            if not chunk:
+                break
+            length -= len(chunk)
+
+    def _write(self, response: HttpResponse) -> None:
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers:
+                if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError):
+            log.info("the client left before the answer (%s %s)", self.command, self.path)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silenced: `_serve` logs one line per request itself."""

@@ -1,0 +1,137 @@
+"""The AWS emulator: moto's server in-process, holding every table and queue of the template."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+import boto3
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from sendonce_local.constants import REGION
+from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.emulator_middleware import EmulatorMiddleware
+from sendonce_local.intrinsics import Resolver
+from sendonce_local.template import ResourceSpec, Template
+
+log = logging.getLogger("sendonce.emulator")
+
+QUEUE_ATTRIBUTES = (
+    "VisibilityTimeout",
+    "MessageRetentionPeriod",
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "ReceiveMessageWaitTimeSeconds",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+)
+
+
+class AwsEmulator:
+    def __init__(self, host: str, port: int, deliveries: DeliveryLog) -> None:
+        self.host, self.port = host, port
+        app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app), deliveries)
+        self._server: BaseWSGIServer = make_server(
+            host, port, app, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="aws-emulator", daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def client(service: str, endpoint: str) -> Any:
+    return boto3.session.Session().client(
+        service,
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",  # noqa: S106 - the emulator's dummy credentials
+    )
+
+
+def table_request(table: ResourceSpec) -> dict[str, Any]:
+    """CreateTable arguments from an AWS::DynamoDB::Table's Properties."""
+    properties = table.properties
+    request: dict[str, Any] = {
+        "TableName": table.logical_id,
+        "AttributeDefinitions": properties["AttributeDefinitions"],
+        "KeySchema": properties["KeySchema"],
+        "BillingMode": properties.get("BillingMode", "PROVISIONED"),
+    }
+    throughput = properties.get("ProvisionedThroughput") or {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
+    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+        if properties.get(key):
+            indexes = [dict(index) for index in properties[key]]
+            if key == "GlobalSecondaryIndexes" and request["BillingMode"] == "PROVISIONED":
+                for index in indexes:
+                    index.setdefault("ProvisionedThroughput", throughput)
+            request[key] = indexes
+    if request["BillingMode"] == "PROVISIONED":
+        request["ProvisionedThroughput"] = throughput
+    stream = properties.get("StreamSpecification")
+    if stream:
+        request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
+    return request
+
+
+def queue_attributes(queue: ResourceSpec, resolver: Resolver) -> dict[str, str]:
+    """CreateQueue attributes from an AWS::SQS::Queue's Properties (the redrive target resolved)."""
+    properties = queue.properties
+    attributes = {name: _attribute(properties[name]) for name in QUEUE_ATTRIBUTES if name in properties}
+    redrive = properties.get("RedrivePolicy")
+    if redrive:
+        policy = resolver.resolve(redrive)
+        attributes["RedrivePolicy"] = json.dumps(
+            {
+                "deadLetterTargetArn": policy["deadLetterTargetArn"],
+                "maxReceiveCount": int(policy["maxReceiveCount"]),
+            }
+        )
+    return attributes
+
+
+def _attribute(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def queues_in_creation_order(queues: list[ResourceSpec]) -> list[ResourceSpec]:
+    """Dead-letter queues (queues without a redrive policy) first."""
+    return sorted(queues, key=lambda queue: "RedrivePolicy" in queue.properties)
+
+
+def provision(template: Template, endpoint: str, email_from: str) -> dict[str, str]:
+    """Create every table and queue, verify the sender identity; returns queue URLs by logical id."""
+    resolver = Resolver(template, endpoint)
+    dynamodb = client("dynamodb", endpoint)
+    for table in template.tables:
+        dynamodb.create_table(**table_request(table))
+        ttl = table.properties.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            dynamodb.update_time_to_live(
+                TableName=table.logical_id,
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+            )
+    sqs = client("sqs", endpoint)
+    urls: dict[str, str] = {}
+    for queue in queues_in_creation_order(template.queues):
+        urls[queue.logical_id] = sqs.create_queue(
+            QueueName=queue.logical_id, Attributes=queue_attributes(queue, resolver)
+        )["QueueUrl"]
+    client("ses", endpoint).verify_email_identity(EmailAddress=email_from)
+    client("sesv2", endpoint).create_email_identity(EmailIdentity=email_from)
+    return urls

@@ -1,0 +1,102 @@
+"""The process environment every handler of the local stack runs with.
+
+Order of precedence (last wins): the template's values, the local stack's defaults, whatever is
+already set in the process environment. The AWS settings are always forced to the emulator, so a
+local run can never reach a real AWS account.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+
+from sendonce_local.constants import (
+    DEFAULT_API_PORT,
+    DEFAULT_AWS_PORT,
+    DEFAULT_EMAIL_FROM,
+    DEFAULT_SANDBOX_PORT,
+    DEFAULT_SANDBOX_TOKEN,
+    REGION,
+)
+from sendonce_local.intrinsics import Resolver
+from sendonce_local.template import Template
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Ports:
+    api: int
+    aws: int
+    sandbox: int
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Ports:
+        env = os.environ if environ is None else environ
+        return cls(
+            api=int(env.get("SENDONCE_API_PORT") or DEFAULT_API_PORT),
+            aws=int(env.get("SENDONCE_AWS_PORT") or DEFAULT_AWS_PORT),
+            sandbox=int(env.get("SENDONCE_SANDBOX_PORT") or DEFAULT_SANDBOX_PORT),
+        )
+
+    @property
+    def aws_endpoint(self) -> str:
+        return f"http://{HOST}:{self.aws}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{HOST}:{self.api}"
+
+    @property
+    def sandbox_url(self) -> str:
+        return f"http://{HOST}:{self.sandbox}"
+
+
+def aws_settings(ports: Ports) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": ports.aws_endpoint,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+
+
+def local_defaults(ports: Ports) -> dict[str, str]:
+    return {
+        "SENDONCE_HTTP_PROVIDER_URL": ports.sandbox_url,
+        "SENDONCE_HTTP_PROVIDER_TOKEN": DEFAULT_SANDBOX_TOKEN,
+        "SENDONCE_EMAIL_FROM": DEFAULT_EMAIL_FROM,
+    }
+
+
+def template_variables(template: Template, resolver: Resolver) -> dict[str, str]:
+    """The union of every function's resolved Environment (names agree across functions)."""
+    variables: dict[str, str] = {}
+    for function in template.functions.values():
+        for name, raw in function.environment.items():
+            value = resolver.as_env_value(raw)
+            if value is not None:
+                variables[name] = value
+    return variables
+
+
+def function_environment(
+    template: Template, ports: Ports, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The variables the local stack sets (before the process environment is applied)."""
+    env = os.environ if environ is None else environ
+    resolver = Resolver(template, ports.aws_endpoint)
+    merged = template_variables(template, resolver)
+    merged.update(local_defaults(ports))
+    merged.update({name: value for name, value in env.items() if name in merged})
+    merged.update(aws_settings(ports))
+    return merged
+
+
+def apply_environment(variables: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> None:
+    env = os.environ if environ is None else environ
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        env.pop(name, None)
+    env.update(variables)

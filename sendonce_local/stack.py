@@ -1,0 +1,128 @@
+"""`sendonce run`: the whole local stack, started in an order that makes health mean ready."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from sendonce_local.api_gateway import ApiServer, HttpApi
+from sendonce_local.api_keys import parse_local_api_keys, store_api_key
+from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.emulator import AwsEmulator, client, provision
+from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
+from sendonce_local.event_sources import SqsPoller
+from sendonce_local.lambda_runtime import FunctionRegistry
+from sendonce_local.sandbox import HttpProvider, SandboxServer
+from sendonce_local.schedules import ScheduleRunner
+from sendonce_local.template import Template
+
+log = logging.getLogger("sendonce.local")
+
+STOP_JOIN_SECONDS = 3.0
+
+
+class LocalStack:
+    def __init__(self, template: Template, ports: Ports) -> None:
+        self.template = template
+        self.ports = ports
+        self.deliveries = DeliveryLog()
+        self.queue_urls: dict[str, str] = {}
+        self.workspaces: list[str] = []
+        self._stop = threading.Event()
+        self._emulator: AwsEmulator | None = None
+        self._sandbox: SandboxServer | None = None
+        self._api: ApiServer | None = None
+        self._pollers: list[SqsPoller] = []
+        self._schedules: list[ScheduleRunner] = []
+
+    def start(self) -> None:
+        apply_environment(function_environment(self.template, self.ports))
+        self._emulator = AwsEmulator(HOST, self.ports.aws, self.deliveries)
+        self._emulator.start()
+        self.queue_urls = provision(self.template, self.ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"])
+        self._store_api_keys()
+        provider = HttpProvider(self.deliveries, lambda: os.environ["SENDONCE_HTTP_PROVIDER_TOKEN"])
+        self._sandbox = SandboxServer(HOST, self.ports.sandbox, self.deliveries, provider)
+        self._sandbox.start()
+        functions = FunctionRegistry(self.template.functions)
+        functions.load_all()
+        self._start_event_sources(functions)
+        # Last: the API answers (health included) only once everything above is up.
+        self._api = ApiServer(HOST, self.ports.api, HttpApi(self.template.routes, functions))
+        self._api.start()
+
+    def _store_api_keys(self) -> None:
+        dynamodb = client("dynamodb", self.ports.aws_endpoint)
+        table = _api_keys_table(self.template)
+        for workspace, key in parse_local_api_keys(os.environ.get("SENDONCE_LOCAL_API_KEYS")):
+            store_api_key(dynamodb, table, workspace, key)
+            self.workspaces.append(workspace)
+
+    def _start_event_sources(self, functions: FunctionRegistry) -> None:
+        sqs = client("sqs", self.ports.aws_endpoint)
+        for mapping in self.template.sqs_mappings:
+            if mapping.enabled:
+                url = self.queue_urls[mapping.queue_id]
+                self._pollers.append(SqsPoller(mapping, functions[mapping.function_id], sqs, url, self._stop))
+        for schedule in self.template.schedules:
+            if schedule.enabled:
+                self._schedules.append(ScheduleRunner(schedule, functions[schedule.function_id], self._stop))
+        for runner in [*self._pollers, *self._schedules]:
+            runner.start()
+
+    def wait(self) -> None:
+        self._stop.wait()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for server in (self._api, self._sandbox):
+            if server is not None:
+                server.stop()
+        for runner in [*self._pollers, *self._schedules]:
+            runner.join(STOP_JOIN_SECONDS)
+        if self._emulator is not None:
+            self._emulator.stop()
+
+    def banner(self) -> str:
+        key = parse_local_api_keys(os.environ.get("SENDONCE_LOCAL_API_KEYS"))
+        example_key = key[0][1] if key else "<api key>"
+        lines = [
+            "",
+            "sendonce local stack is ready",
+            f"  HTTP API           {self.ports.api_url}   (health: {self.ports.api_url}/v1/health)",
+            f"  AWS emulator       {self.ports.aws_endpoint}   (region us-east-1, account 123456789012)",
+            f"  provider sandbox   {self.ports.sandbox_url}   (GET/DELETE /deliveries, PUT /faults)",
+            f"  tables             {', '.join(table.logical_id for table in self.template.tables)}",
+            f"  queues             {', '.join(self.queue_urls)}",
+            f"  functions          {', '.join(self.template.functions)}",
+            f"  API key workspaces {', '.join(self.workspaces) or '(none)'}",
+            "",
+            "Try:",
+            f"  curl -s -X POST {self.ports.api_url}/v1/messages -H 'Authorization: Bearer {example_key}'"
+            " -H 'Content-Type: application/json'"
+            ' -d \'{"channel":"sms","to":"+15550100000","body":"Hello from sendonce"}\'',
+            f"  curl -s {self.ports.sandbox_url}/deliveries",
+            f"  aws --endpoint-url {self.ports.aws_endpoint} dynamodb scan --table-name MessagesTable",
+            "",
+            "Ctrl-C stops it.",
+        ]
+        return "\n".join(lines)
+
+
+def _api_keys_table(template: Template) -> str:
+    names = [table.logical_id for table in template.tables]
+    if "ApiKeysTable" in names:
+        return "ApiKeysTable"
+    raise ValueError(f"the template has no ApiKeysTable (tables: {', '.join(names)})")
+
+
+def default_template_path() -> Path:
+    here = Path.cwd() / "template.yaml"
+    if here.is_file():
+        return here
+    return Path(__file__).resolve().parent.parent / "template.yaml"
