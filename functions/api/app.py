@@ -1,0 +1,12 @@
+"""API function: the HTTP API of sendonce (v1)."""
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sendonce.api.app import handle
+from sendonce.observability import logger, metrics
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    return handle(event, context)

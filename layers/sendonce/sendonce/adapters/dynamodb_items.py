@@ -1,0 +1,96 @@
+"""Messages as DynamoDB items, and back. Keys are namespaced so one table holds messages and locks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sendonce.clock import rfc3339
+from sendonce.messages.model import Channel, Message, MessageError, Status
+
+Item = dict[str, dict[str, Any]]
+
+MESSAGE_SK = "MESSAGE"
+LOCK_SK = "LOCK"
+TIE_SK = "TIE"
+OUTBOX_SHARDS = 4
+
+
+def message_key(message_id: str) -> Item:
+    return {"pk": {"S": f"MSG#{message_id}"}, "sk": {"S": MESSAGE_SK}}
+
+
+def lock_key(lock_id: str) -> Item:
+    return {"pk": {"S": f"DEDUP#{lock_id}"}, "sk": {"S": LOCK_SK}}
+
+
+def tie_key(tie_id: str) -> Item:
+    return {"pk": {"S": f"KEYTIE#{tie_id}"}, "sk": {"S": TIE_SK}}
+
+
+def workspace_status(workspace_id: str, status: Status) -> str:
+    return f"{workspace_id}#{status.value}"
+
+
+def outbox_shard(message_id: str) -> str:
+    return str(sum(message_id.encode()) % OUTBOX_SHARDS)
+
+
+def epoch_seconds(moment: datetime) -> dict[str, str]:
+    return {"N": str(int(moment.timestamp()))}
+
+
+def to_item(message: Message, outbox_due_at: datetime | None) -> Item:
+    item: Item = {
+        **message_key(message.id),
+        "id": {"S": message.id},
+        "workspaceId": {"S": message.workspace_id},
+        "workspaceStatus": {"S": workspace_status(message.workspace_id, message.status)},
+        "channel": {"S": message.channel.value},
+        "to": {"S": message.to},
+        "body": {"S": message.body},
+        "status": {"S": message.status.value},
+        "attempts": {"N": str(message.attempts)},
+        "metadata": {"M": {key: {"S": value} for key, value in message.metadata.items()}},
+        "createdAt": {"S": rfc3339(message.created_at)},
+        "updatedAt": {"S": rfc3339(message.updated_at)},
+    }
+    if message.subject is not None:
+        item["subject"] = {"S": message.subject}
+    if message.send_at is not None:
+        item["sendAt"] = {"S": rfc3339(message.send_at)}
+    if message.idempotency_key is not None:
+        item["idempotencyKey"] = {"S": message.idempotency_key}
+    if message.dedup_lock_id is not None:
+        item["dedupLockId"] = {"S": message.dedup_lock_id}
+    if outbox_due_at is not None:
+        # Present only while a hand-off is owed: the Outbox index stays sparse.
+        item["outboxShard"] = {"S": outbox_shard(message.id)}
+        item["outboxDueAt"] = {"S": rfc3339(outbox_due_at)}
+    return item
+
+
+def _datetime(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def from_item(item: Item) -> Message:
+    error = item.get("error", {}).get("M")
+    return Message(
+        id=item["id"]["S"],
+        workspace_id=item["workspaceId"]["S"],
+        channel=Channel(item["channel"]["S"]),
+        to=item["to"]["S"],
+        body=item["body"]["S"],
+        status=Status(item["status"]["S"]),
+        created_at=_datetime(item["createdAt"]["S"]),
+        updated_at=_datetime(item["updatedAt"]["S"]),
+        subject=item["subject"]["S"] if "subject" in item else None,
+        send_at=_datetime(item["sendAt"]["S"]) if "sendAt" in item else None,
+        metadata={key: value["S"] for key, value in item.get("metadata", {}).get("M", {}).items()},
+        idempotency_key=item["idempotencyKey"]["S"] if "idempotencyKey" in item else None,
+        attempts=int(item.get("attempts", {}).get("N", "0")),
+        error=MessageError(code=error["code"]["S"], message=error["message"]["S"]) if error else None,
+        provider_message_id=item["providerMessageId"]["S"] if "providerMessageId" in item else None,
+        dedup_lock_id=item["dedupLockId"]["S"] if "dedupLockId" in item else None,
+    )

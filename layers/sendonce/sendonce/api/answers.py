@@ -1,0 +1,53 @@
+"""How a send's outcome is answered: status code and body, the form stored for Idempotency-Key replays."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sendonce.messages.service import SendResult
+
+
+def _json(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def describe_age(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+
+
+def send_answer(result: SendResult) -> dict[str, Any]:
+    """{"statusCode", "body", "replayed"?}: JSON-serialisable, so it can be stored as it is."""
+    if result.duplicate:
+        age = describe_age(result.original_age_seconds or 0)
+        if result.message is not None:
+            sentence = (
+                f"The same message was already sent to this recipient {age} ago; "
+                "returning the existing message instead of sending again."
+            )
+        else:
+            sentence = (
+                f"An identical message to this recipient was accepted {age} ago; refusing to send it again."
+            )
+        body = {
+            "success": True,
+            "duplicateOnly": True,
+            "duplicateMessage": sentence,
+            "message": result.message.to_api() if result.message else None,
+        }
+        return {"statusCode": 200, "body": _json(body)}
+    assert result.message is not None  # a created or replayed send always has its message
+    body = {
+        "success": True,
+        "status": result.message.status.value,
+        "duplicateOnly": False,
+        "message": result.message.to_api(),
+    }
+    answer: dict[str, Any] = {"statusCode": 201, "body": _json(body)}
+    if result.replayed:
+        answer["replayed"] = True
+    return answer

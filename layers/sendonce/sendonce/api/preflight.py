@@ -1,0 +1,80 @@
+"""What is checked before a request reaches its route: the caller, the size and the media type.
+
+These run before any body validation and before anything is written, in the contract's order:
+401, then 413, then 415.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from sendonce.api.errors import ApiError, unauthorized
+
+MAX_BODY_BYTES = 256 * 1024
+PUBLIC_PREFIXES = ("/v1/health", "/v1/webhooks/", "/openapi.json", "/docs")
+
+
+def workspace_of(event: dict[str, Any]) -> str | None:
+    """The workspace the authorizer resolved the API key to, if any."""
+    context = (event.get("requestContext") or {}).get("authorizer") or {}
+    workspace = (context.get("lambda") or {}).get("workspaceId")
+    return workspace if isinstance(workspace, str) and workspace else None
+
+
+def header(event: dict[str, Any], name: str) -> str | None:
+    headers = event.get("headers") or {}
+    for key, value in headers.items():
+        if isinstance(key, str) and key.lower() == name:
+            return value if isinstance(value, str) else None
+    return None
+
+
+def raw_body(event: dict[str, Any]) -> bytes:
+    body = event.get("body")
+    if body is None:
+        return b""
+    if not isinstance(body, str):
+        raise ApiError(400, "validation_error", "The body is not valid JSON.")
+    if event.get("isBase64Encoded"):
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "validation_error", "The body is not valid base64.") from None
+    return body.encode("utf-8", errors="surrogatepass")
+
+
+def _is_json_media_type(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media_type, *parameters = (part.strip().lower() for part in content_type.split(";"))
+    if media_type != "application/json":
+        return False
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip() == "charset" and value.strip().strip('"') not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
+def check_request(event: dict[str, Any]) -> dict[str, Any]:
+    """Raise the answer for a request that must stop here; otherwise the event, body decoded."""
+    method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
+    path = str(event.get("rawPath") or "")
+    if path.startswith("/v1/") and not path.startswith(PUBLIC_PREFIXES) and workspace_of(event) is None:
+        raise unauthorized()
+    if method not in ("POST", "PUT", "PATCH"):
+        return event
+    body = raw_body(event)
+    if len(body) > MAX_BODY_BYTES:
+        raise ApiError(413, "payload_too_large", f"The body is over {MAX_BODY_BYTES // 1024} KiB.")
+    if path.startswith("/v1/webhooks/"):
+        return event  # signed raw bytes: the webhook route reads them as they came
+    if not _is_json_media_type(header(event, "content-type")):
+        raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(415, "unsupported_media_type", "The JSON body must be encoded as UTF-8.") from None
+    return {**event, "body": text, "isBase64Encoded": False}

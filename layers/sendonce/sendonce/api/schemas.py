@@ -1,0 +1,140 @@
+"""Request and response bodies of the HTTP API, as pydantic models (they also make the OpenAPI)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from sendonce.messages.model import Channel, Status
+from sendonce.messages.recipients import InvalidRecipient, normalise_recipient
+
+MAX_SCHEDULE_AHEAD = timedelta(days=30)
+MAX_METADATA_KEYS = 20
+
+
+class SendMessageRequest(BaseModel):
+    """POST /v1/messages. Unknown fields are rejected, so a typo never silently changes a send."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    channel: Literal["sms", "imessage", "email"]
+    to: str = Field(min_length=1, max_length=320, description="Phone number with country code, or email")
+    body: str = Field(min_length=1, max_length=10_000)
+    subject: str | None = Field(
+        default=None, min_length=1, max_length=998, validate_default=True, description="Email only; required"
+    )
+    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")  # noqa: N815
+    metadata: Annotated[dict[Annotated[str, Field(min_length=1, max_length=256)], Annotated[str, Field(max_length=2000)]], Field(max_length=MAX_METADATA_KEYS)] | None = None
+
+    @field_validator("to")
+    @classmethod
+    def _normalise_to(cls, value: str, info: ValidationInfo) -> str:
+        channel = info.data.get("channel")
+        if channel is None:
+            return value  # the channel's own error says what is wrong
+        try:
+            return normalise_recipient(Channel(channel), value).address
+        except InvalidRecipient as error:
+            raise ValueError(str(error)) from None
+
+    @field_validator("subject")
+    @classmethod
+    def _subject_for_email_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        channel = info.data.get("channel")
+        if channel == Channel.EMAIL.value and value is None:
+            raise ValueError("is required for email")
+        if channel in (Channel.SMS.value, Channel.IMESSAGE.value) and value is not None:
+            raise ValueError(f"is not allowed for {channel}")
+        return value
+
+    @field_validator("sendAt")
+    @classmethod
+    def _rfc3339_within_window(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        moment = parse_rfc3339(value)
+        if moment - datetime.now(UTC) > MAX_SCHEDULE_AHEAD:
+            raise ValueError("must be at most 30 days ahead")
+        return value
+
+    def send_at(self) -> datetime | None:
+        return parse_rfc3339(self.sendAt) if self.sendAt is not None else None
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """An RFC 3339 date-time with its offset; anything vaguer is refused."""
+    text = value.strip()
+    if len(text) < 20 or text[10] not in "Tt" or text[4] != "-" or text[7] != "-":
+        raise ValueError("must be an RFC 3339 timestamp, such as 2026-01-31T09:00:00Z")
+    try:
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1] in "Zz" else text)
+    except ValueError:
+        raise ValueError("must be an RFC 3339 timestamp, such as 2026-01-31T09:00:00Z") from None
+    if moment.tzinfo is None:
+        raise ValueError("must carry a time zone offset, such as Z or +02:00")
+    return moment.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------------- responses
+class MessageError(BaseModel):
+    code: str
+    message: str
+
+
+class MessageModel(BaseModel):
+    id: str
+    channel: Literal["sms", "imessage", "email"]
+    to: str
+    subject: str | None
+    body: str
+    status: Status
+    sendAt: str | None  # noqa: N815
+    metadata: dict[str, str]
+    idempotencyKey: str | None  # noqa: N815
+    attempts: int
+    error: MessageError | None
+    createdAt: str  # noqa: N815
+    updatedAt: str  # noqa: N815
+
+
+class SendAccepted(BaseModel):
+    success: Literal[True]
+    status: Status
+    duplicateOnly: Literal[False]  # noqa: N815
+    message: MessageModel
+
+
+class DuplicateCaught(BaseModel):
+    success: Literal[True]
+    duplicateOnly: Literal[True]  # noqa: N815
+    duplicateMessage: str  # noqa: N815
+    message: MessageModel | None
+
+
+class MessageEnvelope(BaseModel):
+    success: Literal[True]
+    message: MessageModel
+
+
+class MessagePage(BaseModel):
+    success: Literal[True]
+    messages: list[MessageModel]
+    nextCursor: str | None  # noqa: N815
+
+
+class Health(BaseModel):
+    success: Literal[True]
+    status: Literal["ok"]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: list[dict[str, str]] | None = None
+
+
+class ErrorBody(BaseModel):
+    success: Literal[False]
+    error: ErrorDetail

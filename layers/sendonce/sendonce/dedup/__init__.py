@@ -1,0 +1,1 @@
+"""The dedup guard: one send per (workspace, recipient, content) per window, for every caller."""

@@ -1,0 +1,151 @@
+"""Deliver one message, at most once.
+
+Claim before sending: a conditional update moves the message to `sending` and counts the attempt
+before the provider is called, so a second copy of the queue record, or a concurrent dispatcher,
+finds the claim and sends nothing. What happens after the call is decided by what the provider
+can promise: an ambiguous attempt is repeated only through a provider that dedups on the message id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from sendonce.clock import Clock, utc_now
+from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
+from sendonce.messages.model import Channel, Message, MessageError, Status
+from sendonce.messages.recipients import masked
+from sendonce.observability import logger, metrics
+from sendonce.ports import ClaimRefused, MessageStore, Provider
+
+
+class RetryLater(Exception):  # noqa: N818 (a signal to the queue, not an error)
+    """Leave the record on its queue and bring it back after `seconds`."""
+
+    def __init__(self, seconds: int, reason: str) -> None:
+        super().__init__(reason)
+        self.seconds = seconds
+
+
+class Outcome(StrEnum):
+    SENT = "sent"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    RETRYING = "retrying"
+    SKIPPED = "skipped"  # already claimed, finished or canceled: nothing to do
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRequest:
+    workspace_id: str
+    message_id: str
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: MessageStore,
+        provider_for: Callable[[Channel], Provider],
+        retry_policy: RetryPolicy,
+        claim_seconds: int,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._provider_for = provider_for
+        self._retry = retry_policy
+        self._claim_seconds = claim_seconds
+        self._clock = clock
+
+    def deliver(self, request: DeliveryRequest) -> Outcome:
+        now = self._clock()
+        claimed = self._store.claim(request.workspace_id, request.message_id, now, self._claim_seconds)
+        if isinstance(claimed, ClaimRefused):
+            if claimed.not_due_until is not None:
+                wait = int((claimed.not_due_until - now).total_seconds()) + 1
+                raise RetryLater(wait, "scheduled for later")
+            logger.info(
+                "message.dispatch.skipped",
+                extra={
+                    "event": "message.dispatch.skipped",
+                    "message_id": request.message_id,
+                    "status": claimed.current.status.value if claimed.current else None,
+                },
+            )
+            return Outcome.SKIPPED
+        provider = self._provider_for(claimed.channel)
+        try:
+            provider_id = provider.send(claimed)
+        except AmbiguousOutcome as failure:
+            if provider.honours_idempotency_key:
+                return self._retry_or_fail(claimed, failure)
+            return self._finish(claimed, Status.UNKNOWN, failure)
+        except TransientFailure as failure:
+            return self._retry_or_fail(claimed, failure)
+        except PermanentFailure as failure:
+            return self._finish(claimed, Status.FAILED, failure)
+        return self._finish(claimed, Status.SENT, provider_message_id=provider_id, provider=provider.name)
+
+    def _retry_or_fail(self, message: Message, failure: DeliveryFailure) -> Outcome:
+        if not self._retry.may_retry(message.attempts):
+            return self._finish(message, Status.FAILED, failure)
+        delay = self._retry.delay_seconds(message.attempts)
+        now = self._clock()
+        if self._store.finish_attempt(
+            message,
+            Status.QUEUED,
+            now,
+            error=MessageError(failure.code, failure.message),
+            # Should the queue lose the record, the outbox brings the message back.
+            handoff_due_at=now + timedelta(seconds=delay) + timedelta(minutes=2),
+        ):
+            metrics.add_metric(name="DeliveryRetried", unit="Count", value=1)
+            logger.info(
+                "message.dispatch.retrying",
+                extra={
+                    "event": "message.dispatch.retrying",
+                    "message_id": message.id,
+                    "attempts": message.attempts,
+                    "retry_in_seconds": delay,
+                    "cause": failure.code,
+                },
+            )
+            raise RetryLater(delay, failure.code)
+        return Outcome.SKIPPED
+
+    def _finish(
+        self,
+        message: Message,
+        status: Status,
+        failure: DeliveryFailure | None = None,
+        provider_message_id: str | None = None,
+        provider: str | None = None,
+    ) -> Outcome:
+        now: datetime = self._clock()
+        error = MessageError(failure.code, failure.message) if failure else None
+        recorded = self._store.finish_attempt(
+            message, status, now, error=error, provider_message_id=provider_message_id
+        )
+        if recorded and status is Status.FAILED:
+            self._store.release_dedup_lock(message)  # a deliberate retry may send again
+        outcome = {Status.SENT: Outcome.SENT, Status.FAILED: Outcome.FAILED, Status.UNKNOWN: Outcome.UNKNOWN}[
+            status
+        ]
+        metrics.add_metric(name=f"Message{outcome.value.capitalize()}", unit="Count", value=1)
+        log = logger.warning if status is not Status.SENT else logger.info
+        log(
+            f"message.dispatch.{outcome.value}",
+            extra={
+                "event": f"message.dispatch.{outcome.value}",
+                "message_id": message.id,
+                "channel": message.channel.value,
+                "to": masked(message.to),
+                "attempts": message.attempts,
+                "provider": provider,
+                "cause": failure.code if failure else None,
+                "recorded": recorded,
+            },
+        )
+        return outcome

@@ -1,0 +1,66 @@
+"""The dispatcher's SQS batch: each record handled alone, failures reported per record.
+
+A record that cannot be read fails alone and reaches the dead-letter queue after its redrive;
+it never blocks the rest of its batch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sendonce.delivery import dependencies
+from sendonce.delivery.dispatcher import DeliveryRequest, RetryLater
+from sendonce.messages.ids import looks_like_message_id
+from sendonce.messages.model import Channel
+from sendonce.observability import logger
+
+
+class UnreadableRecord(ValueError):
+    pass
+
+
+def delivery_request(body: str) -> DeliveryRequest:
+    try:
+        parsed = json.loads(body)
+        workspace_id, message_id = parsed["workspaceId"], parsed["messageId"]
+    except (ValueError, TypeError, KeyError):
+        raise UnreadableRecord("the record does not name a message") from None
+    if not isinstance(workspace_id, str) or not isinstance(message_id, str):
+        raise UnreadableRecord("the record does not name a message")
+    if not looks_like_message_id(message_id):
+        raise UnreadableRecord("the record does not name a message")
+    return DeliveryRequest(workspace_id=workspace_id, message_id=message_id)
+
+
+def handle_batch(channel: Channel, event: Any, context: LambdaContext) -> dict[str, Any]:
+    def handle_record(record: SQSRecord) -> str:
+        try:
+            request = delivery_request(record.body)
+        except UnreadableRecord:
+            logger.error(
+                "message.dispatch.unreadable_record",
+                extra={"event": "message.dispatch.unreadable_record", "sqs_message_id": record.message_id},
+            )
+            raise
+        try:
+            return dependencies.dispatcher().deliver(request).value
+        except RetryLater as retry:
+            try:
+                dependencies.redelivery(channel).postpone(record.receipt_handle, retry.seconds)
+            except Exception:  # the queue's own visibility timeout brings it back instead
+                logger.warning("message.dispatch.postpone_failed", extra={"message_id": request.message_id})
+            raise
+
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    result: dict[str, Any] = process_partial_response(
+        event=event if isinstance(event, dict) else {"Records": []},
+        record_handler=handle_record,
+        processor=processor,
+        context=context,
+    )
+    return result

@@ -1,0 +1,55 @@
+"""Domain errors. Each names what went wrong; the HTTP layer alone decides how to answer it."""
+
+from __future__ import annotations
+
+
+class SendonceError(Exception):
+    """Base of every error the domain raises on purpose."""
+
+
+class MessageNotFound(SendonceError):
+    pass
+
+
+class MessageNotCancelable(SendonceError):
+    def __init__(self, status: str) -> None:
+        super().__init__(f"a message that is {status} can no longer be canceled")
+        self.status = status
+
+
+class IdempotencyKeyReused(SendonceError):
+    def __init__(self, reason: str = "this Idempotency-Key was already used with a different request") -> None:
+        super().__init__(reason)
+
+
+class DependencyUnavailable(SendonceError):
+    """A dependency failed and nothing was written: safe for the caller to retry."""
+
+
+class QueueUnavailable(SendonceError):
+    """The hand-off to the queue failed; the message stays owed to it."""
+
+
+class InvalidCursor(SendonceError):
+    pass
+
+
+class DeliveryFailure(SendonceError):
+    """A provider call that did not deliver; `code` names the cause on the message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class PermanentFailure(DeliveryFailure):
+    """The provider refused the message (4xx): retrying cannot help."""
+
+
+class TransientFailure(DeliveryFailure):
+    """The provider did not take the message (5xx, throttling, no connection): safe to retry."""
+
+
+class AmbiguousOutcome(DeliveryFailure):
+    """The request may have reached the provider, but its answer was lost."""

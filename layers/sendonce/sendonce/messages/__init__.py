@@ -1,0 +1,1 @@
+"""Messages: what a caller asks to send, and what becomes of it."""

@@ -1,0 +1,80 @@
+"""The message and its statuses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sendonce.clock import rfc3339
+
+
+class Channel(StrEnum):
+    SMS = "sms"
+    IMESSAGE = "imessage"
+    EMAIL = "email"
+
+
+class Status(StrEnum):
+    ACCEPTED = "accepted"  # stored; its hand-off to the queue is still owed
+    SCHEDULED = "scheduled"  # waiting for sendAt
+    QUEUED = "queued"  # on its channel's queue
+    SENDING = "sending"  # a dispatcher claimed it and is calling the provider
+    SENT = "sent"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    UNKNOWN = "unknown"  # the provider may or may not have it; never retried automatically
+
+
+# A message may still be canceled, or claimed by a dispatcher, from these.
+WAITING_STATUSES = frozenset({Status.ACCEPTED, Status.SCHEDULED, Status.QUEUED})
+FINAL_STATUSES = frozenset({Status.SENT, Status.DELIVERED, Status.FAILED, Status.CANCELED, Status.UNKNOWN})
+
+
+@dataclass(frozen=True, slots=True)
+class MessageError:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: str
+    workspace_id: str
+    channel: Channel
+    to: str
+    body: str
+    status: Status
+    created_at: datetime
+    updated_at: datetime
+    subject: str | None = None
+    send_at: datetime | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    attempts: int = 0
+    error: MessageError | None = None
+    provider_message_id: str | None = None
+    dedup_lock_id: str | None = None
+
+    def with_status(self, status: Status, at: datetime) -> Message:
+        return replace(self, status=status, updated_at=at)
+
+    def to_api(self) -> dict[str, Any]:
+        """The contract's Message object."""
+        return {
+            "id": self.id,
+            "channel": self.channel.value,
+            "to": self.to,
+            "subject": self.subject,
+            "body": self.body,
+            "status": self.status.value,
+            "sendAt": rfc3339(self.send_at) if self.send_at else None,
+            "metadata": dict(self.metadata),
+            "idempotencyKey": self.idempotency_key,
+            "attempts": self.attempts,
+            "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
+            "createdAt": rfc3339(self.created_at),
+            "updatedAt": rfc3339(self.updated_at),
+        }

@@ -1,0 +1,62 @@
+"""Recipients, normalised: one human, one address, however the caller wrote it.
+
+The normalised form is what is stored and returned; the dedup form is what the dedup guard
+compares (an email's local part compared without case, as the contract asks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sendonce.messages.model import Channel
+
+
+class InvalidRecipient(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    address: str  # E.164 phone number, or an email address with its domain lower-cased
+    dedup_form: str
+
+
+def normalise_phone(raw: str) -> Recipient:
+    import phonenumbers  # noqa: PLC0415  (loaded on first use: a large module kept off cold starts that never need it)
+
+    try:
+        number = phonenumbers.parse(raw, None)
+    except phonenumbers.NumberParseException as error:
+        raise InvalidRecipient("must be a phone number with its country code, such as +15550100000") from error
+    if not phonenumbers.is_possible_number(number):
+        raise InvalidRecipient("is not a possible phone number")
+    e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    return Recipient(address=e164, dedup_form=e164)
+
+
+def normalise_email(raw: str) -> Recipient:
+    from email_validator import EmailNotValidError, validate_email  # noqa: PLC0415
+
+    try:
+        checked = validate_email(raw, check_deliverability=False, test_environment=True)
+    except EmailNotValidError as error:
+        raise InvalidRecipient(f"is not a valid email address: {error}") from error
+    address = checked.normalized
+    return Recipient(address=address, dedup_form=address.casefold())
+
+
+def normalise_recipient(channel: Channel, raw: str) -> Recipient:
+    if channel is Channel.EMAIL:
+        return normalise_email(raw)
+    if channel is Channel.SMS:
+        return normalise_phone(raw)
+    # iMessage reaches a phone number or an Apple ID email address.
+    return normalise_email(raw) if "@" in raw else normalise_phone(raw)
+
+
+def masked(address: str) -> str:
+    """For logs: enough to tell recipients apart when debugging, never the whole address."""
+    if "@" in address:
+        local, _, domain = address.partition("@")
+        return f"{local[:1]}***@{domain}"
+    return f"{address[:3]}***{address[-2:]}"

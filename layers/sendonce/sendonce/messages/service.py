@@ -1,0 +1,166 @@
+"""The message use cases: send, read, list, cancel. Pure domain; it speaks only to ports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sendonce.clock import Clock, utc_now
+from sendonce.dedup.identity import dedup_identity
+from sendonce.errors import IdempotencyKeyReused, MessageNotFound, QueueUnavailable
+from sendonce.idempotency.keys import tie_identity
+from sendonce.messages.ids import new_message_id
+from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.recipients import Recipient
+from sendonce.observability import logger, metrics
+from sendonce.ports import Created, DedupClaim, DuplicateOf, KeyTie, MessageQueue, MessageStore, Page
+
+# SQS can hold a message back at most 15 minutes; later sends wait in the outbox.
+MAX_QUEUE_DELAY = timedelta(minutes=15)
+# How long a message may wait for its dispatcher before the outbox hands it over again.
+HANDOFF_GRACE = timedelta(minutes=2)
+
+
+def handoff_due_at(now: datetime, send_at: datetime | None) -> datetime:
+    """When the outbox takes a new message's hand-off over, should the direct one not arrive."""
+    if send_at is None or send_at <= now:
+        return now + HANDOFF_GRACE
+    if send_at - now <= MAX_QUEUE_DELAY:
+        return send_at + HANDOFF_GRACE
+    return send_at - MAX_QUEUE_DELAY
+
+
+@dataclass(frozen=True, slots=True)
+class SendCommand:
+    workspace_id: str
+    channel: Channel
+    recipient: Recipient
+    body: str
+    subject: str | None = None
+    send_at: datetime | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    payload_fingerprint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    message: Message | None
+    created: bool = False
+    duplicate: bool = False
+    replayed: bool = False  # the Idempotency-Key had already created this message
+    original_age_seconds: int | None = None
+
+
+class MessageService:
+    def __init__(
+        self,
+        store: MessageStore,
+        queue: MessageQueue,
+        dedup_window: timedelta,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._dedup_window = dedup_window
+        self._clock = clock
+
+    def send(self, command: SendCommand) -> SendResult:
+        now = self._clock()
+        scheduled = command.send_at is not None and command.send_at > now
+        message = Message(
+            id=new_message_id(),
+            workspace_id=command.workspace_id,
+            channel=command.channel,
+            to=command.recipient.address,
+            subject=command.subject,
+            body=command.body,
+            status=Status.SCHEDULED if scheduled else Status.QUEUED,
+            send_at=command.send_at,
+            metadata=dict(command.metadata),
+            idempotency_key=command.idempotency_key,
+            created_at=now,
+            updated_at=now,
+        )
+        claim = DedupClaim(
+            lock_id=dedup_identity(
+                command.workspace_id, command.recipient.dedup_form, command.subject, command.body
+            ),
+            expires_at=now + self._dedup_window,
+        )
+        tie = None
+        if command.idempotency_key is not None and command.payload_fingerprint is not None:
+            tie = KeyTie(
+                tie_id=tie_identity(command.workspace_id, command.idempotency_key, command.recipient.address),
+                payload_fingerprint=command.payload_fingerprint,
+            )
+
+        outcome = self._store.create(message, claim, tie, handoff_due_at(now, command.send_at), now)
+        if isinstance(outcome, Created):
+            return SendResult(message=self._hand_off(outcome.message, now), created=True)
+        if isinstance(outcome, DuplicateOf):
+            age = max(0, int((now - outcome.locked_at).total_seconds()))
+            logger.info(
+                "message.api.duplicate_blocked",
+                extra={
+                    "event": "message.api.duplicate_blocked",
+                    "original_message_id": outcome.original.id if outcome.original else None,
+                    "original_age_seconds": age,
+                    "workspace_id": command.workspace_id,
+                },
+            )
+            metrics.add_metric(name="DuplicateBlocked", unit="Count", value=1)
+            return SendResult(message=outcome.original, duplicate=True, original_age_seconds=age)
+        # The key created a message before, for this destination; its 24-hour record is gone.
+        original = outcome.original
+        if (
+            original is None
+            or outcome.payload_fingerprint != command.payload_fingerprint
+            or original.status is Status.CANCELED
+        ):
+            raise IdempotencyKeyReused()
+        return SendResult(message=original, replayed=True)
+
+    def _hand_off(self, message: Message, now: datetime) -> Message:
+        delay = timedelta(0)
+        if message.send_at is not None and message.send_at > now:
+            delay = message.send_at - now
+            if delay > MAX_QUEUE_DELAY:
+                return message  # the outbox hands it over when it comes due
+        try:
+            self._queue.enqueue(message, delay_seconds=_ceil_seconds(delay))
+        except QueueUnavailable:
+            logger.warning(
+                "message.api.handoff_failed",
+                extra={"event": "message.api.handoff_failed", "message_id": message.id},
+            )
+            metrics.add_metric(name="HandoffFailed", unit="Count", value=1)
+            if message.status is Status.SCHEDULED:
+                return message  # still scheduled; the outbox hands it over
+            try:
+                self._store.mark_handoff_failed(message, now)
+            except Exception:  # the outbox still holds it: no message is left behind
+                logger.exception("message.api.handoff_mark_failed", extra={"message_id": message.id})
+            return message.with_status(Status.ACCEPTED, now)
+        return message
+
+    def get(self, workspace_id: str, message_id: str) -> Message:
+        message = self._store.get(workspace_id, message_id)
+        if message is None:
+            raise MessageNotFound(message_id)
+        return message
+
+    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+        return self._store.list(workspace_id, status, limit, cursor)
+
+    def cancel(self, workspace_id: str, message_id: str) -> Message:
+        message = self._store.cancel(workspace_id, message_id, self._clock())
+        self._store.release_dedup_lock(message)
+        logger.info("message.api.canceled", extra={"event": "message.api.canceled", "message_id": message_id})
+        return message
+
+
+def _ceil_seconds(delta: timedelta) -> int:
+    seconds = delta.total_seconds()
+    whole = int(seconds)
+    return whole + (1 if seconds > whole else 0)

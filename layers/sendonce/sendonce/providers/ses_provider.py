@@ -1,0 +1,36 @@
+"""Email through Amazon SES (v2). SES has no idempotency key: an ambiguous attempt ends `unknown`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sendonce.messages.model import Message
+from sendonce.providers.aws_errors import classify
+
+MESSAGE_ID_TAG = "sendonce-message-id"
+
+
+class SesProvider:
+    name = "ses"
+    honours_idempotency_key = False
+
+    def __init__(self, client: Any, from_address: str) -> None:
+        self._client = client  # built with SDK retries off: a lost answer must not be re-sent
+        self._from = from_address
+
+    def send(self, message: Message) -> str:
+        try:
+            response = self._client.send_email(
+                FromEmailAddress=self._from,
+                Destination={"ToAddresses": [message.to]},
+                Content={
+                    "Simple": {
+                        "Subject": {"Data": message.subject or "", "Charset": "UTF-8"},
+                        "Body": {"Text": {"Data": message.body, "Charset": "UTF-8"}},
+                    }
+                },
+                EmailTags=[{"Name": MESSAGE_ID_TAG, "Value": message.id}],
+            )
+        except Exception as error:
+            raise classify(error, self.name) from error
+        return str(response.get("MessageId", message.id))
