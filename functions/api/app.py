@@ -1,7 +1,6 @@
 """API function: the HTTP API of sendonce (v1)."""
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from sendonce.api.app import handle
 from sendonce.observability import logger, metrics
 

@@ -3,7 +3,6 @@
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from sendonce.auth.authorizer import authorize
 
 

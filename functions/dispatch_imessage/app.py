@@ -3,7 +3,6 @@
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from sendonce.delivery.sqs_batch import handle_batch
 from sendonce.messages.model import Channel
 from sendonce.observability import logger, metrics

@@ -21,4 +21,4 @@ def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: b
         retries={"mode": "standard", "total_max_attempts": 3 if sdk_retries else 1},
         tcp_keepalive=True,
     )
-    return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+    return boto3.session.Session().client(service, config=config)

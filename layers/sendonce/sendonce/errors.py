@@ -18,7 +18,9 @@ class MessageNotCancelable(SendonceError):
 
 
 class IdempotencyKeyReused(SendonceError):
-    def __init__(self, reason: str = "this Idempotency-Key was already used with a different request") -> None:
+    def __init__(
+        self, reason: str = "this Idempotency-Key was already used with a different request"
+    ) -> None:
         super().__init__(reason)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.messages.model import Channel, Message, MessageError, Status
+from sendonce.messages.model import Message, MessageError, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +86,7 @@ class MessageStore(Protocol):
         message: Message,
         status: Status,
         now: datetime,
+        *,
         error: MessageError | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,

@@ -120,7 +120,7 @@ class DynamoDbMessageStore:
                     return outcome
                 if not any(reason.get("Code") == CONFLICT for reason in reasons):
                     raise DependencyUnavailable(str(error)) from error
-                time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))  # noqa: S311 (jitter, not a secret)
+                time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
         raise DependencyUnavailable("the dedup lock stayed contended")
 
     def _explain_cancellation(
@@ -149,7 +149,8 @@ class DynamoDbMessageStore:
                 TableName=self._table,
                 Key=message_key(message.id),
                 UpdateExpression=(
-                    "SET #status = :accepted, workspaceStatus = :ws_status, updatedAt = :now, outboxDueAt = :now"
+                    "SET #status = :accepted, workspaceStatus = :ws_status, "
+                    "updatedAt = :now, outboxDueAt = :now"
                 ),
                 ConditionExpression="#status = :queued",
                 ExpressionAttributeNames={"#status": "status"},
@@ -204,9 +205,9 @@ class DynamoDbMessageStore:
     # ------------------------------------------------------------------ reads
     def _get_item(self, key: Item) -> Item | None:
         try:
-            item: Item | None = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
-                "Item"
-            )
+            item: Item | None = self._client.get_item(
+                TableName=self._table, Key=key, ConsistentRead=True
+            ).get("Item")
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error
         return item
@@ -223,8 +224,10 @@ class DynamoDbMessageStore:
         if status is None:
             index, partition_name, partition = "ByWorkspace", "workspaceId", workspace_id
         else:
-            index, partition_name, partition = "ByWorkspaceStatus", "workspaceStatus", workspace_status(
-                workspace_id, status
+            index, partition_name, partition = (
+                "ByWorkspaceStatus",
+                "workspaceStatus",
+                workspace_status(workspace_id, status),
             )
         query: dict[str, Any] = {
             "TableName": self._table,
@@ -300,6 +303,7 @@ class DynamoDbMessageStore:
         message: Message,
         status: Status,
         now: datetime,
+        *,
         error: MessageError | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,

@@ -186,7 +186,7 @@ def send_message(
     },
     tags=["messages"],
 )
-def get_message(id: str) -> Response[Any]:  # noqa: A002 (the path's own name)
+def get_message(id: str) -> Response[Any]:
     message = dependencies.message_service().get(_workspace(), id)
     return _json_response(200, {"success": True, "message": message.to_api()})
 
@@ -225,7 +225,7 @@ def list_messages(
     },
     tags=["messages"],
 )
-def cancel_message(id: str) -> Response[Any]:  # noqa: A002
+def cancel_message(id: str) -> Response[Any]:
     message = dependencies.message_service().cancel(_workspace(), id)
     return _json_response(200, {"success": True, "message": message.to_api()})
 
@@ -234,7 +234,9 @@ def cancel_message(id: str) -> Response[Any]:  # noqa: A002
     "/v1/health",
     summary="Health",
     security=PUBLIC,
-    responses={200: {"description": "Ready to take sends", "content": {"application/json": {"model": Health}}}},
+    responses={
+        200: {"description": "Ready to take sends", "content": {"application/json": {"model": Health}}}
+    },
     tags=["service"],
 )
 def health() -> Response[Any]:
@@ -250,17 +252,14 @@ app.enable_swagger(path="/docs", **OPENAPI)
 
 
 # ---------------------------------------------------------------------------- errors, in one place
-@app.exception_handler(ApiError)
 def _api_error(error: ApiError) -> Response[Any]:
     return _json_response(error.status, error.body(), error.headers)
 
 
-@app.exception_handler(SendonceError)
 def _domain_error(error: SendonceError) -> Response[Any]:
     return _api_error(from_domain_error(error))
 
 
-@app.exception_handler(RequestValidationError)
 def _invalid_request(error: RequestValidationError) -> Response[Any]:
     return _api_error(validation_error(details_from_pydantic(list(error.errors()))))
 
@@ -274,7 +273,6 @@ _ROUTES: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-@app.not_found
 def _not_found(_: NotFoundError) -> Response[Any]:
     path = app.current_event.path
     for pattern, methods in _ROUTES:
@@ -283,10 +281,16 @@ def _not_found(_: NotFoundError) -> Response[Any]:
     return _api_error(not_found())
 
 
-@app.exception_handler(Exception)
 def _unexpected(error: Exception) -> Response[Any]:
     logger.exception("api.unexpected_error", extra={"event": "api.unexpected_error"})
     return _api_error(unavailable())
+
+
+app.exception_handler(ApiError)(_api_error)
+app.exception_handler(SendonceError)(_domain_error)
+app.exception_handler(RequestValidationError)(_invalid_request)
+app.exception_handler(Exception)(_unexpected)
+app.not_found(_not_found)
 
 
 # ---------------------------------------------------------------------------- entry point

@@ -24,8 +24,8 @@ StoredAnswer = dict[str, Any]
 SendOnce = Callable[..., StoredAnswer]
 
 
-def _mark_replayed(answer: StoredAnswer, record: DataRecord) -> StoredAnswer:
-    return {**answer, "replayed": True}
+def _mark_replayed(response: Any, idempotent_data: DataRecord) -> Any:
+    return {**response, "replayed": True}
 
 
 def idempotency_config(ttl_seconds: int) -> IdempotencyConfig:
@@ -39,9 +39,7 @@ def idempotency_config(ttl_seconds: int) -> IdempotencyConfig:
     )
 
 
-def make_idempotent(
-    send: SendOnce, table_name: str, client: Any, config: IdempotencyConfig
-) -> SendOnce:
+def make_idempotent(send: SendOnce, table_name: str, client: Any, config: IdempotencyConfig) -> SendOnce:
     """`send(request={"workspace", "key", "payload"}, ...)`, run at most once per key and window."""
     persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
     wrapped: SendOnce = idempotent_function(

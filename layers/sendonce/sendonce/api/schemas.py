@@ -25,8 +25,14 @@ class SendMessageRequest(BaseModel):
     subject: str | None = Field(
         default=None, min_length=1, max_length=998, validate_default=True, description="Email only; required"
     )
-    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")  # noqa: N815
-    metadata: Annotated[dict[Annotated[str, Field(min_length=1, max_length=256)], Annotated[str, Field(max_length=2000)]], Field(max_length=MAX_METADATA_KEYS)] | None = None
+    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
+    metadata: (
+        Annotated[
+            dict[Annotated[str, Field(min_length=1, max_length=256)], Annotated[str, Field(max_length=2000)]],
+            Field(max_length=MAX_METADATA_KEYS),
+        ]
+        | None
+    ) = None
 
     @field_validator("to")
     @classmethod
@@ -90,26 +96,26 @@ class MessageModel(BaseModel):
     subject: str | None
     body: str
     status: Status
-    sendAt: str | None  # noqa: N815
+    sendAt: str | None
     metadata: dict[str, str]
-    idempotencyKey: str | None  # noqa: N815
+    idempotencyKey: str | None
     attempts: int
     error: MessageError | None
-    createdAt: str  # noqa: N815
-    updatedAt: str  # noqa: N815
+    createdAt: str
+    updatedAt: str
 
 
 class SendAccepted(BaseModel):
     success: Literal[True]
     status: Status
-    duplicateOnly: Literal[False]  # noqa: N815
+    duplicateOnly: Literal[False]
     message: MessageModel
 
 
 class DuplicateCaught(BaseModel):
     success: Literal[True]
-    duplicateOnly: Literal[True]  # noqa: N815
-    duplicateMessage: str  # noqa: N815
+    duplicateOnly: Literal[True]
+    duplicateMessage: str
     message: MessageModel | None
 
 
@@ -121,7 +127,7 @@ class MessageEnvelope(BaseModel):
 class MessagePage(BaseModel):
     success: Literal[True]
     messages: list[MessageModel]
-    nextCursor: str | None  # noqa: N815
+    nextCursor: str | None
 
 
 class Health(BaseModel):

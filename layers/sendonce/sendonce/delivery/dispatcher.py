@@ -22,7 +22,7 @@ from sendonce.observability import logger, metrics
 from sendonce.ports import ClaimRefused, MessageStore, Provider
 
 
-class RetryLater(Exception):  # noqa: N818 (a signal to the queue, not an error)
+class RetryLater(Exception):
     """Leave the record on its queue and bring it back after `seconds`."""
 
     def __init__(self, seconds: int, reason: str) -> None:

@@ -17,4 +17,4 @@ class RetryPolicy:
 
     def delay_seconds(self, attempts_made: int) -> int:
         ceiling = min(self.cap_seconds, self.base_seconds * 2 ** max(attempts_made - 1, 0))
-        return max(1, round(random.uniform(ceiling / 2, ceiling)))  # noqa: S311 (jitter, not a secret)
+        return max(1, round(random.uniform(ceiling / 2, ceiling)))

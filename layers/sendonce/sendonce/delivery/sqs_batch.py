@@ -57,10 +57,10 @@ def handle_batch(channel: Channel, event: Any, context: LambdaContext) -> dict[s
             raise
 
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    result: dict[str, Any] = process_partial_response(
+    result = process_partial_response(
         event=event if isinstance(event, dict) else {"Records": []},
         record_handler=handle_record,
         processor=processor,
         context=context,
     )
-    return result
+    return dict(result)

@@ -27,7 +27,9 @@ def normalise_phone(raw: str) -> Recipient:
     try:
         number = phonenumbers.parse(raw, None)
     except phonenumbers.NumberParseException as error:
-        raise InvalidRecipient("must be a phone number with its country code, such as +15550100000") from error
+        raise InvalidRecipient(
+            "must be a phone number with its country code, such as +15550100000"
+        ) from error
     if not phonenumbers.is_possible_number(number):
         raise InvalidRecipient("is not a possible phone number")
     e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)

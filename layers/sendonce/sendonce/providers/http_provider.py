@@ -53,14 +53,20 @@ class HttpProvider:
             status = error.code
             if status == THROTTLED or status >= 500:
                 raise TransientFailure("provider_unavailable", f"the provider answered {status}") from None
-            raise PermanentFailure("provider_rejected", f"the provider refused the message ({status})") from None
+            raise PermanentFailure(
+                "provider_rejected", f"the provider refused the message ({status})"
+            ) from None
         except urllib.error.URLError as error:
             if isinstance(error.reason, TimeoutError | socket.timeout):
                 raise AmbiguousOutcome("provider_timeout", "the provider did not answer in time") from None
-            raise TransientFailure("provider_unreachable", f"the provider could not be reached: {error.reason}") from None
-        except (TimeoutError, ConnectionResetError, socket.timeout):
+            raise TransientFailure(
+                "provider_unreachable", f"the provider could not be reached: {error.reason}"
+            ) from None
+        except (TimeoutError, ConnectionResetError):
             raise AmbiguousOutcome("provider_timeout", "the provider did not answer in time") from None
         except (ValueError, OSError) as error:
-            raise AmbiguousOutcome("provider_bad_answer", f"the provider's answer was unreadable: {error}") from None
+            raise AmbiguousOutcome(
+                "provider_bad_answer", f"the provider's answer was unreadable: {error}"
+            ) from None
         provider_id = answer.get("id") if isinstance(answer, dict) else None
         return str(provider_id) if provider_id else message.id
