@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.messages.model import Message, MessageError, Status
+from sendonce.messages.model import Channel, Message, MessageError, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,17 @@ class MessageStore(Protocol):
 
     def release_dedup_lock(self, message: Message) -> None: ...
 
+    def outbox_due(self, now: datetime, limit: int) -> Sequence[OutboxEntry]:
+        """Messages whose hand-off or claim deadline has passed, oldest first."""
+        ...
+
+    def move_outbox_entry(
+        self, entry: OutboxEntry, now: datetime, *, status: Status, due_at: datetime | None
+    ) -> bool:
+        """Move an entry on (its status, and when it is due again; None: out of the outbox),
+        only if nobody moved it since it was read. False if somebody did."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimRefused:
@@ -105,8 +117,33 @@ class ClaimRefused:
     not_due_until: datetime | None = None
 
 
+class Deliverable(Protocol):
+    """What a queue record names: a message, or an outbox entry of one."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def workspace_id(self) -> str: ...
+
+    @property
+    def channel(self) -> Channel: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A message whose hand-off to its queue, or whose claimed attempt, is overdue."""
+
+    id: str
+    workspace_id: str
+    channel: Channel
+    status: Status
+    due_at: datetime
+    send_at: datetime | None
+
+
 class MessageQueue(Protocol):
-    def enqueue(self, message: Message, delay_seconds: int = 0) -> None:
+    def enqueue(self, message: Deliverable, delay_seconds: int = 0) -> None:
         """Hand a message to its channel's queue; raise QueueUnavailable on failure."""
         ...
 

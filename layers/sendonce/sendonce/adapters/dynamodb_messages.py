@@ -7,14 +7,17 @@ duplicate always finds the original, and a crash never leaves a lock without its
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import (
+    OUTBOX_SHARDS,
     Item,
     epoch_seconds,
     from_item,
@@ -28,7 +31,7 @@ from sendonce.adapters.dynamodb_items import (
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor, MessageNotCancelable, MessageNotFound
 from sendonce.messages.ids import looks_like_message_id
-from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
+from sendonce.messages.model import WAITING_STATUSES, Channel, Message, MessageError, Status
 from sendonce.observability import logger
 from sendonce.ports import (
     ClaimRefused,
@@ -37,6 +40,7 @@ from sendonce.ports import (
     DedupClaim,
     DuplicateOf,
     KeyTie,
+    OutboxEntry,
     Page,
     TiedToKey,
 )
@@ -366,6 +370,69 @@ class DynamoDbMessageStore:
             "message.dedup.lock_released",
             extra={"event": "message.dedup.lock_released", "message_id": message.id},
         )
+
+    # ------------------------------------------------------------------ the outbox
+    def outbox_due(self, now: datetime, limit: int) -> Sequence[OutboxEntry]:
+        entries: builtins.list[OutboxEntry] = []
+        for shard in range(OUTBOX_SHARDS):
+            try:
+                items = self._client.query(
+                    TableName=self._table,
+                    IndexName="Outbox",
+                    KeyConditionExpression="outboxShard = :shard AND outboxDueAt <= :now",
+                    ExpressionAttributeValues={":shard": {"S": str(shard)}, ":now": {"S": rfc3339(now)}},
+                    Limit=limit,
+                ).get("Items", [])
+            except Exception as error:
+                raise DependencyUnavailable(str(error)) from error
+            entries.extend(
+                OutboxEntry(
+                    id=item["pk"]["S"].removeprefix("MSG#"),
+                    workspace_id=item["workspaceId"]["S"],
+                    channel=Channel(item["channel"]["S"]),
+                    status=Status(item["status"]["S"]),
+                    due_at=datetime.fromisoformat(item["outboxDueAt"]["S"].replace("Z", "+00:00")),
+                    send_at=(
+                        datetime.fromisoformat(item["sendAt"]["S"].replace("Z", "+00:00"))
+                        if "sendAt" in item
+                        else None
+                    ),
+                )
+                for item in items
+            )
+        return sorted(entries, key=lambda entry: entry.due_at)[:limit]
+
+    def move_outbox_entry(
+        self, entry: OutboxEntry, now: datetime, *, status: Status, due_at: datetime | None
+    ) -> bool:
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":ws_status": {"S": workspace_status(entry.workspace_id, status)},
+            ":now": {"S": rfc3339(now)},
+            ":seen_status": {"S": entry.status.value},
+            ":seen_due": {"S": rfc3339(entry.due_at)},
+        }
+        expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
+        if due_at is None:
+            expression += " REMOVE outboxShard, outboxDueAt"
+        else:
+            expression += ", outboxDueAt = :due"
+            values[":due"] = {"S": rfc3339(due_at)}
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=message_key(entry.id),
+                UpdateExpression=expression,
+                # Nobody moved it since it was read: not a dispatcher's claim, nor a cancel.
+                ConditionExpression="#status = :seen_status AND outboxDueAt = :seen_due",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+            )
+        except Exception as error:
+            if _error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise DependencyUnavailable(str(error)) from error
+        return True
 
 
 def _encode_cursor(message_id: str) -> str:

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from sendonce.errors import QueueUnavailable
-from sendonce.messages.model import Channel, Message
+from sendonce.messages.model import Channel
+from sendonce.ports import Deliverable
 
 
-def queue_body(message: Message) -> str:
+def queue_body(message: Deliverable) -> str:
     return json.dumps({"messageId": message.id, "workspaceId": message.workspace_id}, separators=(",", ":"))
 
 
@@ -19,7 +20,7 @@ class SqsMessageQueue:
         self._client = client
         self._queue_urls = dict(queue_urls)
 
-    def enqueue(self, message: Message, delay_seconds: int = 0) -> None:
+    def enqueue(self, message: Deliverable, delay_seconds: int = 0) -> None:
         try:
             self._client.send_message(
                 QueueUrl=self._queue_urls[message.channel],

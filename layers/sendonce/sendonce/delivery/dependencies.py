@@ -5,9 +5,10 @@ from __future__ import annotations
 from functools import cache
 
 from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
-from sendonce.adapters.sqs_queue import SqsRedelivery
+from sendonce.adapters.sqs_queue import SqsMessageQueue, SqsRedelivery
 from sendonce.aws_clients import client
 from sendonce.delivery.dispatcher import Dispatcher
+from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.messages.model import Channel
 from sendonce.ports import Provider
@@ -49,3 +50,18 @@ def dispatcher() -> Dispatcher:
 @cache
 def redelivery(channel: Channel) -> SqsRedelivery:
     return SqsRedelivery(client("sqs"), dispatcher_settings().queue_url(channel))
+
+
+def _honours_idempotency_key(channel: Channel) -> bool:
+    # Decided by the setting alone: building the provider is not needed to know it.
+    return dispatcher_settings().provider_for(channel) == "http"
+
+
+@cache
+def outbox_sweeper() -> OutboxSweeper:
+    settings = dispatcher_settings()
+    return OutboxSweeper(
+        store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
+        queue=SqsMessageQueue(client("sqs"), {channel: settings.queue_url(channel) for channel in Channel}),
+        provider_honours_key=_honours_idempotency_key,
+    )
