@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
 
@@ -19,6 +19,7 @@ from sendonce_local.http_api_events import (
     proxy_event,
     request_context,
 )
+from sendonce_local.http_server import BurstHTTPServer
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.routing import Router
 from sendonce_local.template import HttpRoute
@@ -69,9 +70,7 @@ class HttpApi:
 class ApiServer:
     def __init__(self, host: str, port: int, api: HttpApi) -> None:
         handler = type("BoundApiHandler", (ApiRequestHandler,), {"api": api})
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 128
+        self._server = BurstHTTPServer((host, port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="http-api", daemon=True)
         self.host, self.port = host, port
 

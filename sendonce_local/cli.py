@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -69,7 +70,10 @@ def _create_api_key(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sendonce", description="The sendonce local stack and tools.")
     parser.add_argument(
-        "--template", type=Path, default=None, help="the SAM template (default: template.yaml)"
+        "--template",
+        type=Path,
+        default=None,
+        help="the SAM template (default: $SENDONCE_TEMPLATE, else template.yaml)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     if args.template is None:
-        args.template = default_template_path()
+        override = os.environ.get("SENDONCE_TEMPLATE")
+        args.template = Path(override) if override else default_template_path()
     commands = {"run": _run, "invoke": _invoke, "create-api-key": _create_api_key}
     return commands[args.command](args)

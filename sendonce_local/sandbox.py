@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.http_server import BurstHTTPServer
 
 log = logging.getLogger("sendonce.sandbox")
 
@@ -146,8 +147,7 @@ class SandboxServer:
         handler = type(
             "BoundSandboxHandler", (SandboxHandler,), {"deliveries": deliveries, "provider": provider}
         )
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
+        self._server = BurstHTTPServer((host, port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="sandbox", daemon=True)
         self.host, self.port = host, port
 
