@@ -8,7 +8,7 @@ SAM_CLI_VERSION := 1.170.0
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate unit integration e2e bench build clean
+.PHONY: install run test lint typecheck validate build-check unit integration e2e bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,12 @@ integration: install
 e2e: install
 	$(PY) -m pytest tests/e2e -q
 
-test: install $(SAM_VENV)/.installed lint typecheck validate
+# `sam build` without a container proves the layer and the functions build for Lambda.
+build-check: $(SAM_VENV)/.installed
+	$(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
+		|| (cat .aws-sam-build-check.log; exit 1)
+
+test: install $(SAM_VENV)/.installed lint typecheck validate build-check
 	$(PY) -m pytest -q
 
 bench: install

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from sendonce.clock import Clock, utc_now
 from sendonce.dedup.identity import dedup_identity
-from sendonce.errors import IdempotencyKeyReused, MessageNotFound, QueueUnavailable
+from sendonce.errors import DependencyUnavailable, IdempotencyKeyReused, MessageNotFound, QueueUnavailable
 from sendonce.idempotency.keys import tie_identity
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
@@ -95,7 +95,16 @@ class MessageService:
                 payload_fingerprint=command.payload_fingerprint,
             )
 
-        outcome = self._store.create(message, claim, tie, handoff_due_at(now, command.send_at), now)
+        try:
+            outcome = self._store.create(message, claim, tie, handoff_due_at(now, command.send_at), now)
+        except DependencyUnavailable:
+            # Nothing was written: unlike a guard that falls through, no send goes unguarded.
+            logger.exception(
+                "message.api.duplicate_guard_error",
+                extra={"event": "message.api.duplicate_guard_error", "workspace_id": command.workspace_id},
+            )
+            metrics.add_metric(name="DuplicateGuardError", unit="Count", value=1)
+            raise
         if isinstance(outcome, Created):
             return SendResult(message=self._hand_off(outcome.message, now), created=True)
         if isinstance(outcome, DuplicateOf):
