@@ -42,12 +42,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         stack.start()
     except OSError as error:
-        logging.getLogger("sendonce.local").error("could not start the local stack: %s", error)
+        logging.getLogger("sendonce_local.local").error("could not start the local stack: %s", error)
         stack.stop()
         return 1
     print(stack.banner(), flush=True)
     stack.wait()
-    logging.getLogger("sendonce.local").info("stopping")
+    logging.getLogger("sendonce_local.local").info("stopping")
     stack.stop()
     return 0
 

@@ -15,7 +15,7 @@ from sendonce_local.constants import ACCOUNT_ID, REGION
 from sendonce_local.lambda_runtime import LocalFunction
 from sendonce_local.template import ScheduleSpec
 
-log = logging.getLogger("sendonce.schedule")
+log = logging.getLogger("sendonce_local.schedule")
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _CRON = re.compile(r"^cron\((.+)\)$")
@@ -105,20 +105,23 @@ def next_run_function(expression: str) -> NextRun:
 
 
 def scheduled_event(schedule: ScheduleSpec, now: datetime) -> Any:
-    """What EventBridge passes the function (the `Input`, when the event sets one)."""
+    """What EventBridge (or EventBridge Scheduler) passes the function: the `Input`, else its default."""
     if schedule.input is not None:
         return json.loads(schedule.input)
+    name = f"{schedule.function_id}{schedule.event_name}"
+    if schedule.kind == "ScheduleV2":
+        source, resource = "aws.scheduler", f"arn:aws:scheduler:{REGION}:{ACCOUNT_ID}:schedule/default/{name}"
+    else:
+        source, resource = "aws.events", f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{name}"
     return {
         "version": "0",
         "id": str(uuid.uuid4()),
         "detail-type": "Scheduled Event",
-        "source": "aws.events",
+        "source": source,
         "account": ACCOUNT_ID,
         "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "region": REGION,
-        "resources": [
-            f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{schedule.function_id}{schedule.event_name}"
-        ],
+        "resources": [resource],
         "detail": {},
     }
 

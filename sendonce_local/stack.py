@@ -18,7 +18,7 @@ from sendonce_local.sandbox import HttpProvider, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
 from sendonce_local.template import Template
 
-log = logging.getLogger("sendonce.local")
+log = logging.getLogger("sendonce_local.local")
 
 STOP_JOIN_SECONDS = 3.0
 

@@ -72,6 +72,7 @@ class ScheduleSpec:
     expression: str
     input: str | None
     enabled: bool = True
+    kind: str = "Schedule"  # or "ScheduleV2" (EventBridge Scheduler)
 
 
 @dataclass
@@ -168,6 +169,7 @@ def _events(template: Template, function_id: str, events: dict[str, Any]) -> Non
                     expression=str(expression),
                     input=properties.get("Input"),
                     enabled=bool(enabled),
+                    kind=str(kind),
                 )
             )
 
