@@ -1,0 +1,451 @@
+"""Integration fixtures: every table and queue of template.yaml under moto, and the real handlers.
+
+The resources come from the template itself (through sendonce_local's reader), never from a second
+list kept here; the environment is the one the template gives the functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import importlib.util
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+import sendonce.api.dependencies as api_dependencies
+import sendonce.auth.authorizer as authorizer_module
+import sendonce.aws_clients as aws_clients
+import sendonce.delivery.dependencies as delivery_dependencies
+import sendonce.settings as settings_module
+from moto import mock_aws
+
+from sendonce_local.emulator import queue_attributes, queues_in_creation_order, table_request
+from sendonce_local.environment import template_variables
+from sendonce_local.intrinsics import Resolver, queue_url
+from sendonce_local.template import Template, load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+REGION = "us-east-1"
+# moto answers queue URLs on this host; the template's !Ref of a queue resolves to the same URL.
+SQS_ENDPOINT = f"https://sqs.{REGION}.amazonaws.com"
+WORKSPACE = "ws_local"
+API_KEY = "sk_local_dev"
+_UNSET: Any = object()
+
+
+# ---------------------------------------------------------------------------- the functions
+def _load_function(name: str) -> ModuleType:
+    """functions/<name>/app.py, loaded by its path as its own module (no sys.path edits)."""
+    path = ROOT / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"sendonce_function_{name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_FUNCTIONS: dict[str, ModuleType] = {}
+
+
+def function(name: str) -> ModuleType:
+    if name not in _FUNCTIONS:
+        _FUNCTIONS[name] = _load_function(name)
+    return _FUNCTIONS[name]
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "sendonce-ApiFunction"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = "/aws/lambda/sendonce-ApiFunction"
+    log_stream_name: str = "2026/01/01/[$LATEST]0123456789abcdef"
+    remaining_millis: int = 15_000
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_millis
+
+
+# ---------------------------------------------------------------------------- event files
+def load_event(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return event
+
+
+def api_event(
+    name: str,
+    *,
+    body: Any = _UNSET,
+    headers: dict[str, str | None] | None = None,
+    workspace: str | None = _UNSET,
+    method: str | None = None,
+    path: str | None = None,
+    query: dict[str, str] | None = None,
+    base64_body: bytes | None = None,
+) -> dict[str, Any]:
+    """An events/ file with its body, headers (None removes one), workspace, method, path or query changed.
+
+    `body`: a dict or list is JSON-encoded, a str is sent as is; `base64_body`: raw bytes sent
+    base64-encoded, as API Gateway does for a body it does not take for text.
+    """
+    event = copy.deepcopy(load_event(name))
+    event_headers: dict[str, str] = event.setdefault("headers", {})
+    if body is not _UNSET:
+        text = body if isinstance(body, str) or body is None else json.dumps(body)
+        if text is None:
+            event.pop("body", None)
+            event_headers.pop("content-length", None)
+        else:
+            event["body"] = text
+            event["isBase64Encoded"] = False
+            event_headers["content-length"] = str(len(text.encode("utf-8", errors="surrogatepass")))
+    if base64_body is not None:
+        event["body"] = base64.b64encode(base64_body).decode("ascii")
+        event["isBase64Encoded"] = True
+        event_headers["content-length"] = str(len(base64_body))
+    for header_name, value in (headers or {}).items():
+        event_headers.pop(header_name.lower(), None)
+        if value is not None:
+            event_headers[header_name.lower()] = value
+    if workspace is not _UNSET:
+        if workspace is None:
+            event["requestContext"].pop("authorizer", None)
+        else:
+            event["requestContext"]["authorizer"] = {"lambda": {"workspaceId": workspace}}
+    if method is not None:
+        event["requestContext"]["http"]["method"] = method
+    if path is not None:
+        event["rawPath"] = path
+        event["requestContext"]["http"]["path"] = path
+    if method is not None or path is not None:
+        route = f"{event['requestContext']['http']['method']} {event['rawPath']}"
+        event["routeKey"] = event["requestContext"]["routeKey"] = route
+    if query is not None:
+        event["rawQueryString"] = "&".join(f"{k}={v}" for k, v in query.items())
+        if query:
+            event["queryStringParameters"] = dict(query)
+        else:
+            event.pop("queryStringParameters", None)
+    event["requestContext"]["requestId"] = uuid.uuid4().hex[:16] + "="
+    return event
+
+
+@dataclass
+class ApiAnswer:
+    status: int
+    headers: dict[str, str]
+    raw_body: str
+    json: Any
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers.items():
+            if key.lower() == name.lower():
+                return value
+        return None
+
+
+def call_api(event: dict[str, Any]) -> ApiAnswer:
+    """The API function's own handler, as API Gateway calls it."""
+    response = function("api").handler(event, FakeLambdaContext())
+    raw = response.get("body") or ""
+    headers = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
+    return ApiAnswer(response["statusCode"], headers, raw, json.loads(raw) if raw else None)
+
+
+def send(
+    name: str = "api_send_sms.json",
+    body: Any = _UNSET,
+    key: str | None = None,
+    workspace: str | None = WORKSPACE,
+    headers: dict[str, str | None] | None = None,
+) -> ApiAnswer:
+    extra: dict[str, str | None] = dict(headers or {})
+    if key is not None:
+        extra["Idempotency-Key"] = key
+    return call_api(api_event(name, body=body, headers=extra, workspace=workspace))
+
+
+def sqs_event(records: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The event Lambda's SQS event source mapping makes of received messages."""
+    return {
+        "Records": [
+            {
+                "messageId": record["MessageId"],
+                "receiptHandle": record["ReceiptHandle"],
+                "body": record["Body"],
+                "attributes": {
+                    "ApproximateReceiveCount": record.get("Attributes", {}).get(
+                        "ApproximateReceiveCount", "1"
+                    ),
+                    "SentTimestamp": record.get("Attributes", {}).get("SentTimestamp", "0"),
+                    "SenderId": record.get("Attributes", {}).get("SenderId", "123456789012"),
+                    "ApproximateFirstReceiveTimestamp": record.get("Attributes", {}).get(
+                        "ApproximateFirstReceiveTimestamp", "0"
+                    ),
+                },
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(record["Body"].encode()).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for record in records
+        ]
+    }
+
+
+# ---------------------------------------------------------------------------- the stack
+def clear_caches() -> None:
+    for getter in (
+        settings_module.authorizer_settings,
+        settings_module.api_settings,
+        settings_module.dispatcher_settings,
+        aws_clients.client,
+        api_dependencies.message_service,
+        api_dependencies.send_idempotency_config,
+        api_dependencies.idempotent_sender,
+        delivery_dependencies.provider,
+        delivery_dependencies.dispatcher,
+        delivery_dependencies.redelivery,
+        authorizer_module.api_key_store,
+    ):
+        getter.cache_clear()
+
+
+@dataclass
+class Stack:
+    template: Template
+    queue_urls: dict[str, str]  # by logical id
+    monkeypatch: pytest.MonkeyPatch
+
+    @property
+    def dynamodb(self) -> Any:
+        return boto3.client("dynamodb", region_name=REGION)
+
+    @property
+    def sqs(self) -> Any:
+        return boto3.client("sqs", region_name=REGION)
+
+    def setenv(self, name: str, value: str) -> None:
+        """Change one setting of the functions, as a redeploy would (caches cleared)."""
+        self.monkeypatch.setenv(name, value)
+        clear_caches()
+
+    def queue_url(self, channel: str) -> str:
+        return self.queue_urls[f"{channel.capitalize()}Queue"]
+
+    def queue_arn(self, channel: str) -> str:
+        return f"arn:aws:sqs:{REGION}:123456789012:{channel.capitalize()}Queue"
+
+    def receive(self, channel: str, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Every visible record of a channel's queue (received: hidden for the visibility timeout)."""
+        records: list[dict[str, Any]] = []
+        while True:
+            batch = self.sqs.receive_message(
+                QueueUrl=self.queue_url(channel),
+                MaxNumberOfMessages=min(max_messages, 10),
+                AttributeNames=["All"],
+            ).get("Messages", [])
+            if not batch:
+                return records
+            records.extend(batch)
+
+    def queue_depth(self, channel: str) -> int:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url(channel),
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def scan(self, table: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": table}
+        while True:
+            page = self.dynamodb.scan(**kwargs)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [item for item in self.scan("MessagesTable") if item["sk"]["S"] == "MESSAGE"]
+
+    def message_item(self, message_id: str) -> dict[str, Any]:
+        item: dict[str, Any] = self.dynamodb.get_item(
+            TableName="MessagesTable", Key={"pk": {"S": f"MSG#{message_id}"}, "sk": {"S": "MESSAGE"}}
+        )["Item"]
+        return item
+
+    # the helpers, reachable from every test through this fixture
+    event = staticmethod(api_event)
+    call = staticmethod(call_api)
+    send = staticmethod(send)
+
+    def dispatch(self, channel: str, records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Feed a channel's queued records to its dispatcher function, as the event source mapping would."""
+        if records is None:
+            records = self.receive(channel)
+        event = sqs_event(records, self.queue_arn(channel))
+        context = FakeLambdaContext(function_name=f"sendonce-Dispatch{channel.capitalize()}Function")
+        result: dict[str, Any] = function(f"dispatch_{channel}").handler(event, context)
+        return result
+
+
+def _create_resources(template: Template) -> dict[str, str]:
+    resolver = Resolver(template, SQS_ENDPOINT)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    for table in template.tables:
+        dynamodb.create_table(**table_request(table))
+        ttl = table.properties.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            dynamodb.update_time_to_live(
+                TableName=table.logical_id,
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+            )
+    sqs = boto3.client("sqs", region_name=REGION)
+    urls: dict[str, str] = {}
+    for queue in queues_in_creation_order(template.queues):
+        urls[queue.logical_id] = sqs.create_queue(
+            QueueName=queue.logical_id, Attributes=queue_attributes(queue, resolver)
+        )["QueueUrl"]
+    return urls
+
+
+_TEMPLATE: Template | None = None
+
+
+def template() -> Template:
+    global _TEMPLATE  # noqa: PLW0603  (parsed once per session)
+    if _TEMPLATE is None:
+        _TEMPLATE = load_template(ROOT / "template.yaml")
+    return _TEMPLATE
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    for name in list(os.environ):
+        if name.startswith("SENDONCE_"):
+            monkeypatch.delenv(name)
+    parsed = template()
+    clear_caches()
+    with mock_aws():
+        urls = _create_resources(parsed)
+        # The environment the template gives the functions, every !Ref resolved (queues: their URLs).
+        created = {queue_url(SQS_ENDPOINT, logical_id): url for logical_id, url in urls.items()}
+        for name, value in template_variables(parsed, Resolver(parsed, SQS_ENDPOINT)).items():
+            monkeypatch.setenv(name, created.get(value, value))
+        from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore  # noqa: PLC0415
+        from sendonce.auth.api_keys import issue_api_key  # noqa: PLC0415
+
+        issue_api_key(
+            DynamoDbApiKeyStore(boto3.client("dynamodb", region_name=REGION), "ApiKeysTable"),
+            WORKSPACE,
+            API_KEY,
+        )
+        yield Stack(parsed, urls, monkeypatch)
+    clear_caches()
+
+
+# ---------------------------------------------------------------------------- HTTP provider
+@dataclass
+class ProviderCall:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class FakeHttpProvider:
+    """A tiny HTTP provider: records every call, answers from a script (default 201)."""
+
+    url: str
+    calls: list[ProviderCall]
+    script: list[tuple[int, float]]  # (status, seconds to wait before answering)
+
+    def answer_next(self, status: int, delay: float = 0.0) -> None:
+        self.script.append((status, delay))
+
+
+@pytest.fixture
+def http_provider() -> Iterator[FakeHttpProvider]:
+    calls: list[ProviderCall] = []
+    script: list[tuple[int, float]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            with lock:
+                calls.append(
+                    ProviderCall(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
+                )
+                status, delay = script.pop(0) if script else (201, 0.0)
+            if delay:
+                stop.wait(delay)
+            body = json.dumps({"id": f"prov_{len(calls)}"} if status < 300 else {"error": "x"}).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield FakeHttpProvider(f"http://127.0.0.1:{server.server_address[1]}", calls, script)
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+Sender = Callable[..., ApiAnswer]

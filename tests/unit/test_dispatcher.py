@@ -1,0 +1,259 @@
+"""The Dispatcher against in-memory ports: claim before send, and what each provider answer leads to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sendonce.dedup.identity import dedup_identity
+from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome, RetryLater
+from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
+from sendonce.messages.ids import new_message_id
+from sendonce.messages.model import Channel, Message, Status
+from sendonce.ports import DedupClaim
+from unit_fakes import InMemoryStore, ManualClock
+
+
+@dataclass
+class ScriptedProvider:
+    """Answers each call with the next failure of its script, or success."""
+
+    name: str = "http"
+    honours_idempotency_key: bool = True
+    script: list[DeliveryFailure] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    def send(self, message: Message) -> str:
+        self.calls.append(message.id)
+        if self.script:
+            raise self.script.pop(0)
+        return f"prov-{len(self.calls)}"
+
+
+def _queued(store: InMemoryStore, clock: ManualClock, **changes: object) -> Message:
+    message = Message(
+        id=new_message_id(),
+        workspace_id="ws_a",
+        channel=Channel.SMS,
+        to="+15550100000",
+        body="hello",
+        status=Status.QUEUED,
+        created_at=clock.now,
+        updated_at=clock.now,
+        **changes,  # type: ignore[arg-type]
+    )
+    claim = DedupClaim(
+        dedup_identity("ws_a", message.to, None, message.body), clock.now + timedelta(minutes=15)
+    )
+    created = store.create(message, claim, None, clock.now, clock.now)
+    return created.message  # type: ignore[union-attr]
+
+
+def _dispatcher(
+    store: InMemoryStore, provider: ScriptedProvider, clock: ManualClock, attempts: int = 3
+) -> Dispatcher:
+    return Dispatcher(
+        store=store,
+        provider_for=lambda channel: provider,
+        retry_policy=RetryPolicy(max_attempts=attempts),
+        claim_seconds=70,
+        clock=clock,
+    )
+
+
+def _request(message: Message) -> DeliveryRequest:
+    return DeliveryRequest(workspace_id=message.workspace_id, message_id=message.id)
+
+
+def test_given_a_queued_message_when_the_provider_accepts_then_sent_after_one_attempt(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider()
+
+    outcome = _dispatcher(store, provider, clock).deliver(_request(message))
+
+    assert outcome is Outcome.SENT
+    assert provider.calls == [message.id]
+    stored = store.messages[message.id]
+    assert stored.status is Status.SENT
+    assert stored.attempts == 1
+    assert stored.provider_message_id == "prov-1"
+    assert stored.error is None
+    assert message.id not in store.released  # a sent message keeps its lock
+
+
+def test_given_the_provider_refuses_4xx_then_failed_at_once_with_the_cause_and_the_lock_released(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider(script=[PermanentFailure("provider_rejected", "refused (400)")])
+
+    outcome = _dispatcher(store, provider, clock).deliver(_request(message))
+
+    assert outcome is Outcome.FAILED
+    stored = store.messages[message.id]
+    assert stored.status is Status.FAILED
+    assert stored.error is not None
+    assert stored.error.code == "provider_rejected"
+    assert store.released == [message.id]
+    assert not store.locks
+
+
+def test_given_a_5xx_then_retry_later_until_the_last_attempt_then_failed(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider(script=[TransientFailure("provider_unavailable", "503")] * 3)
+    dispatcher = _dispatcher(store, provider, clock, attempts=3)
+
+    for attempt in (1, 2):
+        with pytest.raises(RetryLater) as retry:
+            dispatcher.deliver(_request(message))
+        assert retry.value.seconds >= 1
+        stored = store.messages[message.id]
+        assert stored.status is Status.QUEUED
+        assert stored.attempts == attempt
+        assert stored.error is not None
+        assert stored.error.code == "provider_unavailable"
+        clock.advance(retry.value.seconds)
+
+    assert dispatcher.deliver(_request(message)) is Outcome.FAILED
+    stored = store.messages[message.id]
+    assert stored.status is Status.FAILED
+    assert stored.attempts == 3
+    assert stored.error is not None
+    assert stored.error.code == "provider_unavailable"
+    assert len(provider.calls) == 3
+    assert store.released == [message.id]
+
+
+def test_given_a_5xx_then_a_success_then_sent_on_the_second_attempt(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider(script=[TransientFailure("provider_unreachable", "refused")])
+    dispatcher = _dispatcher(store, provider, clock)
+
+    with pytest.raises(RetryLater):
+        dispatcher.deliver(_request(message))
+    assert dispatcher.deliver(_request(message)) is Outcome.SENT
+
+    assert store.messages[message.id].attempts == 2
+    assert store.messages[message.id].error is None
+
+
+def test_given_an_ambiguous_outcome_with_a_provider_without_idempotency_then_unknown_and_never_retried(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider(
+        name="ses", honours_idempotency_key=False, script=[AmbiguousOutcome("provider_timeout", "timed out")]
+    )
+    dispatcher = _dispatcher(store, provider, clock)
+
+    assert dispatcher.deliver(_request(message)) is Outcome.UNKNOWN
+    stored = store.messages[message.id]
+    assert stored.status is Status.UNKNOWN
+    assert stored.error is not None
+    assert stored.error.code == "provider_timeout"
+    assert store.locks  # unknown keeps its lock
+
+    # a redelivered record finds the message finished: no second call
+    assert dispatcher.deliver(_request(message)) is Outcome.SKIPPED
+    assert len(provider.calls) == 1
+
+
+def test_given_an_ambiguous_outcome_with_the_http_provider_then_retried_with_the_same_message(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider(script=[AmbiguousOutcome("provider_timeout", "timed out")])
+    dispatcher = _dispatcher(store, provider, clock)
+
+    with pytest.raises(RetryLater):
+        dispatcher.deliver(_request(message))
+    assert store.messages[message.id].status is Status.QUEUED
+    assert dispatcher.deliver(_request(message)) is Outcome.SENT
+    assert provider.calls == [message.id, message.id]
+
+
+def test_given_the_claim_is_refused_then_skipped_without_a_provider_call(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    store.refuse_claims = True
+    provider = ScriptedProvider()
+
+    assert _dispatcher(store, provider, clock).deliver(_request(message)) is Outcome.SKIPPED
+    assert provider.calls == []
+
+
+def test_given_the_same_record_twice_then_one_provider_call(store: InMemoryStore, clock: ManualClock) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider()
+    dispatcher = _dispatcher(store, provider, clock)
+
+    assert dispatcher.deliver(_request(message)) is Outcome.SENT
+    assert dispatcher.deliver(_request(message)) is Outcome.SKIPPED
+    assert provider.calls == [message.id]
+
+
+@pytest.mark.parametrize(
+    "status", [Status.CANCELED, Status.SENDING, Status.SENT, Status.FAILED, Status.UNKNOWN]
+)
+def test_given_a_message_not_waiting_then_skipped(
+    store: InMemoryStore, clock: ManualClock, status: Status
+) -> None:
+    message = _queued(store, clock)
+    store.messages[message.id] = message.with_status(status, clock.now)
+    provider = ScriptedProvider()
+
+    assert _dispatcher(store, provider, clock).deliver(_request(message)) is Outcome.SKIPPED
+    assert provider.calls == []
+
+
+def test_given_an_unknown_message_or_another_workspace_then_skipped(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider()
+    dispatcher = _dispatcher(store, provider, clock)
+
+    assert dispatcher.deliver(DeliveryRequest("ws_a", new_message_id())) is Outcome.SKIPPED
+    assert dispatcher.deliver(DeliveryRequest("ws_other", message.id)) is Outcome.SKIPPED
+    assert provider.calls == []
+
+
+def test_given_a_scheduled_message_not_yet_due_then_retry_later_until_send_at(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock, send_at=clock.now + timedelta(seconds=300))
+    provider = ScriptedProvider()
+
+    with pytest.raises(RetryLater) as retry:
+        _dispatcher(store, provider, clock).deliver(_request(message))
+
+    assert 300 <= retry.value.seconds <= 301
+    assert provider.calls == []
+
+
+@given(attempts=st.integers(min_value=1, max_value=40))
+def test_property_retry_delays_stay_within_one_second_and_the_cap(attempts: int) -> None:
+    policy = RetryPolicy(max_attempts=5, base_seconds=2.0, cap_seconds=300.0)
+    ceiling = min(300.0, 2.0 * 2 ** (attempts - 1))
+
+    delay = policy.delay_seconds(attempts)
+
+    assert 1 <= delay <= 300
+    assert max(1, round(ceiling / 2)) <= delay <= round(ceiling)
+
+
+def test_given_the_retry_policy_then_retries_stop_at_max_attempts() -> None:
+    policy = RetryPolicy(max_attempts=3)
+
+    assert [policy.may_retry(n) for n in (0, 1, 2, 3, 4)] == [True, True, True, False, False]

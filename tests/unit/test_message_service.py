@@ -1,0 +1,243 @@
+"""MessageService.send against in-memory ports: created, accepted, duplicate, key tie."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from sendonce.errors import IdempotencyKeyReused, MessageNotCancelable
+from sendonce.messages.model import Channel, Status
+from sendonce.messages.recipients import normalise_recipient
+from sendonce.messages.service import MessageService, SendCommand, handoff_due_at
+from unit_fakes import FakeQueue, InMemoryStore, ManualClock
+
+
+def _service(store: InMemoryStore, queue: FakeQueue, clock: ManualClock, window: int = 900) -> MessageService:
+    return MessageService(store=store, queue=queue, dedup_window=timedelta(seconds=window), clock=clock)
+
+
+def _command(**changes: object) -> SendCommand:
+    command = SendCommand(
+        workspace_id="ws_a",
+        channel=Channel.SMS,
+        recipient=normalise_recipient(Channel.SMS, "+15550100000"),
+        body="hello",
+    )
+    return replace(command, **changes)  # type: ignore[arg-type]
+
+
+def test_given_a_new_message_when_sent_then_created_queued_and_enqueued_once(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    result = _service(store, queue, clock).send(_command())
+
+    assert result.created
+    assert not result.duplicate
+    assert not result.replayed
+    assert result.message is not None
+    assert result.message.status is Status.QUEUED
+    assert result.message.to == "+15550100000"
+    assert queue.enqueued == [(result.message.id, 0)]
+    assert store.messages[result.message.id].status is Status.QUEUED
+
+
+def test_given_the_queue_is_down_when_sent_then_accepted_and_marked_for_the_outbox(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    queue.fail = True
+
+    result = _service(store, queue, clock).send(_command())
+
+    assert result.created
+    assert result.message is not None
+    assert result.message.status is Status.ACCEPTED
+    assert store.handoff_failed == [result.message.id]
+    assert store.messages[result.message.id].status is Status.ACCEPTED
+
+
+def test_given_a_send_at_within_15_minutes_when_sent_then_scheduled_and_enqueued_with_a_delay(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    result = _service(store, queue, clock).send(_command(send_at=clock.now + timedelta(seconds=90.5)))
+
+    assert result.message is not None
+    assert result.message.status is Status.SCHEDULED
+    assert queue.enqueued == [(result.message.id, 91)]
+
+
+def test_given_a_send_at_days_ahead_when_sent_then_scheduled_and_left_to_the_outbox(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    result = _service(store, queue, clock).send(_command(send_at=clock.now + timedelta(days=3)))
+
+    assert result.message is not None
+    assert result.message.status is Status.SCHEDULED
+    assert queue.enqueued == []
+    assert handoff_due_at(clock.now, clock.now + timedelta(days=3)) == clock.now + timedelta(
+        days=3
+    ) - timedelta(minutes=15)
+
+
+def test_given_a_send_at_in_the_past_when_sent_then_queued_now(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    result = _service(store, queue, clock).send(_command(send_at=clock.now - timedelta(hours=1)))
+
+    assert result.message is not None
+    assert result.message.status is Status.QUEUED
+    assert queue.enqueued == [(result.message.id, 0)]
+
+
+def test_given_an_identical_send_within_the_window_then_duplicate_only_with_the_original_and_its_age(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    first = service.send(_command())
+    clock.advance(42)
+
+    second = service.send(_command())
+
+    assert second.duplicate
+    assert not second.created
+    assert second.message is not None
+    assert first.message is not None
+    assert second.message.id == first.message.id
+    assert second.original_age_seconds == 42
+    assert len(queue.enqueued) == 1
+
+
+def test_given_an_identical_send_after_the_window_then_a_new_message(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock, window=60)
+    first = service.send(_command())
+    clock.advance(61)
+
+    second = service.send(_command())
+
+    assert second.created
+    assert second.message is not None
+    assert first.message is not None
+    assert second.message.id != first.message.id
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"workspace_id": "ws_b"},
+        {"body": "hello!"},
+        {"recipient": normalise_recipient(Channel.SMS, "+15550100001")},
+        {"subject": "a subject"},
+    ],
+)
+def test_given_a_different_identity_then_not_a_duplicate(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock, change: dict[str, object]
+) -> None:
+    service = _service(store, queue, clock)
+    service.send(_command())
+
+    assert service.send(_command(**change)).created
+
+
+def test_given_metadata_differs_then_still_a_duplicate(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    service.send(_command(metadata={"a": "1"}))
+
+    assert service.send(_command(metadata={"a": "2"})).duplicate
+
+
+def test_given_the_same_words_on_another_channel_to_the_same_address_then_a_duplicate(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    service.send(_command())
+
+    duplicate = service.send(
+        _command(channel=Channel.IMESSAGE, recipient=normalise_recipient(Channel.IMESSAGE, "+1 555 010 0000"))
+    )
+    assert duplicate.duplicate
+
+
+def _keyed(fingerprint: str, **changes: object) -> SendCommand:
+    return _command(idempotency_key="key-1", payload_fingerprint=fingerprint, **changes)
+
+
+def test_given_a_key_tie_and_the_same_payload_then_the_original_is_replayed_without_a_send(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock, window=1)
+    first = service.send(_keyed("fp"))
+    clock.advance(5)  # the dedup lock is over; the tie is forever
+
+    again = service.send(_keyed("fp"))
+
+    assert again.replayed
+    assert not again.created
+    assert again.message is not None
+    assert first.message is not None
+    assert again.message.id == first.message.id
+    assert len(queue.enqueued) == 1
+
+
+def test_given_a_key_tie_and_another_payload_then_idempotency_key_reused(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    service.send(_keyed("fp"))
+
+    with pytest.raises(IdempotencyKeyReused):
+        service.send(_keyed("another-fp"))
+    assert len(queue.enqueued) == 1
+
+
+def test_given_a_key_tie_to_a_canceled_message_then_idempotency_key_reused(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    first = service.send(_keyed("fp"))
+    assert first.message is not None
+    service.cancel("ws_a", first.message.id)
+
+    with pytest.raises(IdempotencyKeyReused):
+        service.send(_keyed("fp"))
+
+
+def test_given_a_canceled_message_then_its_dedup_lock_is_released(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    first = service.send(_command())
+    assert first.message is not None
+
+    canceled = service.cancel("ws_a", first.message.id)
+
+    assert canceled.status is Status.CANCELED
+    assert service.send(_command()).created
+
+
+def test_given_a_message_with_an_attempt_when_canceled_then_not_cancelable(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    first = service.send(_command())
+    assert first.message is not None
+    store.claim("ws_a", first.message.id, clock.now, 60)
+
+    with pytest.raises(MessageNotCancelable):
+        service.cancel("ws_a", first.message.id)
+
+
+def test_given_the_same_key_in_another_workspace_then_another_message(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    first = service.send(_keyed("fp"))
+    other = service.send(_keyed("fp", workspace_id="ws_b"))
+
+    assert other.created
+    assert other.message is not None
+    assert first.message is not None
+    assert other.message.id != first.message.id

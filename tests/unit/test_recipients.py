@@ -1,0 +1,93 @@
+"""Recipients: one human, one address, however the caller wrote it (CONTRACT section 1, `to`)."""
+
+from __future__ import annotations
+
+import pytest
+from sendonce.messages.model import Channel
+from sendonce.messages.recipients import (
+    InvalidRecipient,
+    masked,
+    normalise_email,
+    normalise_phone,
+    normalise_recipient,
+)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["+1 (555) 010-0000", "+15550100000", "+1 555 010 0000", "+1-555-010-0000", "+1.555.010.0000"],
+)
+def test_given_formatting_variants_of_one_phone_when_normalised_then_one_e164_number(written: str) -> None:
+    recipient = normalise_phone(written)
+
+    assert recipient.address == "+15550100000"
+    assert recipient.dedup_form == "+15550100000"
+
+
+def test_given_a_non_us_number_when_normalised_then_its_country_code_is_kept() -> None:
+    assert normalise_phone("+44 20 7946 0958").address == "+442079460958"
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["5550100000", "555-010-0000", "not a number", "", "+", "+1 555", "+1 5550100000000000", "phone:+1555"],
+)
+def test_given_an_invalid_or_countryless_number_when_normalised_then_refused(written: str) -> None:
+    with pytest.raises(InvalidRecipient):
+        normalise_phone(written)
+
+
+def test_given_an_email_with_an_upper_case_domain_when_normalised_then_the_domain_is_lower_cased() -> None:
+    recipient = normalise_email("Ada.Lovelace@Example.COM")
+
+    assert recipient.address == "Ada.Lovelace@example.com"  # the local part is kept as written
+
+
+def test_given_email_case_variants_when_normalised_then_one_dedup_form() -> None:
+    forms = {
+        normalise_email(raw).dedup_form for raw in ("ada@example.com", "ADA@EXAMPLE.COM", "Ada@Example.com")
+    }
+
+    assert forms == {"ada@example.com"}
+
+
+def test_given_two_different_mailboxes_when_normalised_then_two_dedup_forms() -> None:
+    assert normalise_email("ada@example.com").dedup_form != normalise_email("bob@example.com").dedup_form
+
+
+@pytest.mark.parametrize(
+    "written", ["", "ada", "ada@", "@example.com", "ada@@example.com", "a b@example.com"]
+)
+def test_given_an_invalid_email_when_normalised_then_refused(written: str) -> None:
+    with pytest.raises(InvalidRecipient):
+        normalise_email(written)
+
+
+def test_given_sms_when_an_email_is_the_recipient_then_refused() -> None:
+    with pytest.raises(InvalidRecipient):
+        normalise_recipient(Channel.SMS, "ada@example.com")
+
+
+def test_given_email_when_a_phone_is_the_recipient_then_refused() -> None:
+    with pytest.raises(InvalidRecipient):
+        normalise_recipient(Channel.EMAIL, "+15550100000")
+
+
+@pytest.mark.parametrize(
+    ("written", "address"),
+    [("+1 (555) 010-0000", "+15550100000"), ("Ada@Example.COM", "Ada@example.com")],
+)
+def test_given_imessage_when_a_phone_or_an_email_is_the_recipient_then_either_is_normalised(
+    written: str, address: str
+) -> None:
+    assert normalise_recipient(Channel.IMESSAGE, written).address == address
+
+
+def test_given_imessage_when_the_recipient_is_neither_then_refused() -> None:
+    with pytest.raises(InvalidRecipient):
+        normalise_recipient(Channel.IMESSAGE, "ada")
+
+
+def test_given_an_address_when_masked_for_logs_then_it_is_never_whole() -> None:
+    assert masked("ada@example.com") == "a***@example.com"
+    assert "0100000" not in masked("+15550100000")

@@ -1,0 +1,143 @@
+"""In-memory fakes of the ports (no sockets, no AWS) and a clock the tests move."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
+from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
+from sendonce.ports import (
+    ClaimRefused,
+    Created,
+    CreateOutcome,
+    DedupClaim,
+    DuplicateOf,
+    KeyTie,
+    Page,
+    TiedToKey,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class ManualClock:
+    now: datetime = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@dataclass
+class _Lock:
+    message_id: str
+    locked_at: datetime
+    expires_at: datetime
+
+
+@dataclass
+class InMemoryStore:
+    """The MessageStore port in memory, with the same conditional rules as the DynamoDB adapter."""
+
+    messages: dict[str, Message] = field(default_factory=dict)
+    locks: dict[str, _Lock] = field(default_factory=dict)
+    ties: dict[str, tuple[str, str]] = field(default_factory=dict)  # tie id -> (message id, fingerprint)
+    handoff_failed: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    finished: list[tuple[str, Status]] = field(default_factory=list)
+    refuse_claims: bool = False
+
+    def create(
+        self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
+    ) -> CreateOutcome:
+        message = replace(message, dedup_lock_id=claim.lock_id)
+        if tie is not None and tie.tie_id in self.ties:
+            message_id, fingerprint = self.ties[tie.tie_id]
+            return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
+        lock = self.locks.get(claim.lock_id)
+        if lock is not None and lock.expires_at > now:
+            return DuplicateOf(original=self.messages.get(lock.message_id), locked_at=lock.locked_at)
+        self.messages[message.id] = message
+        self.locks[claim.lock_id] = _Lock(message.id, now, claim.expires_at)
+        if tie is not None:
+            self.ties[tie.tie_id] = (message.id, tie.payload_fingerprint)
+        return Created(message)
+
+    def get(self, workspace_id: str, message_id: str) -> Message | None:
+        message = self.messages.get(message_id)
+        return message if message is not None and message.workspace_id == workspace_id else None
+
+    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+        found = sorted(
+            (m for m in self.messages.values() if m.workspace_id == workspace_id),
+            key=lambda m: m.id,
+            reverse=True,
+        )
+        if status is not None:
+            found = [m for m in found if m.status is status]
+        return Page(found[:limit], None)
+
+    def mark_handoff_failed(self, message: Message, now: datetime) -> None:
+        self.handoff_failed.append(message.id)
+        self.messages[message.id] = self.messages[message.id].with_status(Status.ACCEPTED, now)
+
+    def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
+        message = self.get(workspace_id, message_id)
+        if message is None:
+            raise MessageNotFound(message_id)
+        if message.status not in WAITING_STATUSES or message.attempts:
+            raise MessageNotCancelable(message.status.value)
+        self.messages[message_id] = message.with_status(Status.CANCELED, now)
+        return self.messages[message_id]
+
+    def claim(
+        self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
+    ) -> Message | ClaimRefused:
+        current = self.get(workspace_id, message_id)
+        if self.refuse_claims or current is None or current.status not in WAITING_STATUSES:
+            return ClaimRefused(current=current)
+        if current.send_at is not None and current.send_at > now:
+            return ClaimRefused(current=current, not_due_until=current.send_at)
+        claimed = replace(current.with_status(Status.SENDING, now), attempts=current.attempts + 1, error=None)
+        self.messages[message_id] = claimed
+        return claimed
+
+    def finish_attempt(
+        self,
+        message: Message,
+        status: Status,
+        now: datetime,
+        *,
+        error: MessageError | None = None,
+        provider_message_id: str | None = None,
+        handoff_due_at: datetime | None = None,
+    ) -> bool:
+        current = self.messages.get(message.id)
+        if current is None or current.status is not Status.SENDING or current.attempts != message.attempts:
+            return False
+        self.messages[message.id] = replace(
+            current.with_status(status, now), error=error, provider_message_id=provider_message_id
+        )
+        self.finished.append((message.id, status))
+        return True
+
+    def release_dedup_lock(self, message: Message) -> None:
+        lock = self.locks.get(message.dedup_lock_id or "")
+        if lock is not None and lock.message_id == message.id:
+            del self.locks[message.dedup_lock_id or ""]
+            self.released.append(message.id)
+
+
+@dataclass
+class FakeQueue:
+    enqueued: list[tuple[str, int]] = field(default_factory=list)
+    fail: bool = False
+
+    def enqueue(self, message: Message, delay_seconds: int = 0) -> None:
+        if self.fail:
+            raise QueueUnavailable("the queue is down")
+        self.enqueued.append((message.id, delay_seconds))
