@@ -1,0 +1,71 @@
+"""Latency and AWS calls of the API paths, interleaved with the baseline in one run.
+
+Every round builds one request of each path (replays and duplicates refer to the round before,
+so their originals have completed), then runs the five in a shuffled order: a noisy neighbour
+slows all of them alike, and the ratios hold.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.call_counter import COUNTER
+from bench.paths import API_PATHS, BASELINE, Request, Workload
+from bench.quiet import silenced_stdout
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+PATHS = (BASELINE, *API_PATHS)
+FIRST_ROUND_ORDER = (BASELINE, "send_new", "send_new_with_key")
+
+
+@dataclass
+class PathSamples:
+    seconds: list[float] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+    operations: list[str] = field(default_factory=list)  # of the last request
+    failures: int = 0
+
+
+@dataclass
+class LatencyRun:
+    paths: dict[str, PathSamples]
+    rounds: int
+
+
+def _timed(handler: Handler, context: Callable[[], Any], request: Request, samples: PathSamples) -> None:
+    ctx = context()
+    with COUNTER.counting() as log:
+        started = time.perf_counter()
+        response = handler(request.event, ctx)
+        elapsed = time.perf_counter() - started
+    if not request.check(response):
+        samples.failures += 1
+        return
+    samples.seconds.append(elapsed)
+    samples.calls.append(len(log))
+    samples.operations = log.operations()
+
+
+def run_latency(
+    handlers: dict[str, Handler], context: Callable[[], Any], rounds: int, warmup: int, seed: int = 5
+) -> LatencyRun:
+    """`handlers` maps "baseline" and "api" to their handlers."""
+    shuffle = random.Random(seed)
+    workload = Workload()
+    measured = {path: PathSamples() for path in PATHS}
+    discarded = {path: PathSamples() for path in PATHS}
+    with silenced_stdout():
+        for number in range(warmup + rounds):
+            order = list(PATHS) if number > 0 else list(FIRST_ROUND_ORDER)
+            requests = {path: workload.make(path) for path in order if path in ("replay", "duplicate")}
+            requests.update({path: workload.make(path) for path in order if path not in requests})
+            shuffle.shuffle(order)
+            target = measured if number >= warmup else discarded
+            for path in order:
+                handler = handlers[BASELINE] if path == BASELINE else handlers["api"]
+                _timed(handler, context, requests[path], target[path])
+    return LatencyRun(paths=measured, rounds=rounds)

@@ -1,0 +1,73 @@
+"""The in-process bench stack: moto's server on a free loopback port, provisioned from the template.
+
+It reuses `sendonce_local` (template reading, emulator, provisioning, the functions' environment,
+loading handlers by file path), so the handlers run exactly as `sendonce run` runs them, minus
+the SQS pollers: the bench feeds the dispatcher itself.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sendonce_local.api_keys import store_api_key
+from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.emulator import AwsEmulator, client, provision
+from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
+from sendonce_local.lambda_runtime import FunctionRegistry
+from sendonce_local.template import Template, load_template
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template.yaml"
+WORKSPACE = "ws_bench"
+API_KEY = "sk_bench_key"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def free_ports() -> Ports:
+    return Ports(api=free_port(), aws=free_port(), sandbox=free_port())
+
+
+@dataclass
+class BenchStack:
+    template: Template
+    ports: Ports
+    emulator: AwsEmulator
+    functions: FunctionRegistry
+    queue_urls: dict[str, str]
+    deliveries: DeliveryLog
+
+    @property
+    def endpoint(self) -> str:
+        return self.ports.aws_endpoint
+
+    def client(self, service: str) -> Any:
+        """A client for the bench's own reads: not one the handlers use."""
+        return client(service, self.endpoint)
+
+    def stop(self) -> None:
+        self.emulator.stop()
+
+
+def start_stack() -> BenchStack:
+    template = load_template(TEMPLATE)
+    ports = free_ports()
+    environment = function_environment(template, ports)
+    # The sms dispatcher talks to the emulated SNS: no provider sandbox is needed in-process.
+    environment["SENDONCE_SMS_PROVIDER"] = "sns"
+    apply_environment(environment)
+    deliveries = DeliveryLog()
+    emulator = AwsEmulator(HOST, ports.aws, deliveries)
+    emulator.start()
+    queue_urls = provision(template, ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"])
+    store_api_key(client("dynamodb", ports.aws_endpoint), "ApiKeysTable", WORKSPACE, API_KEY)
+    return BenchStack(template, ports, emulator, FunctionRegistry(template.functions), queue_urls, deliveries)
