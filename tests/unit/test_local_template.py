@@ -1,0 +1,124 @@
+"""sendonce_local: reading template.yaml and resolving the handlers' environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sendonce_local.environment import Ports, function_environment
+from sendonce_local.intrinsics import Resolver
+from sendonce_local.template import load_template, parse_template
+
+REPO = Path(__file__).resolve().parents[2]
+PORTS = Ports(api=3000, aws=5000, sandbox=3001)
+
+
+@pytest.fixture(scope="module")
+def template():
+    return load_template(REPO / "template.yaml")
+
+
+def test_every_table_and_queue_is_found(template) -> None:
+    assert {t.logical_id for t in template.tables} >= {"MessagesTable", "IdempotencyTable", "ApiKeysTable"}
+    assert {q.logical_id for q in template.queues} >= {"SmsQueue", "SmsDeadLetterQueue", "EmailQueue"}
+
+
+def test_routes_carry_their_effective_authorizer(template) -> None:
+    routes = {route.route_key: route for route in template.routes}
+
+    assert routes["GET /v1/health"].authorizer is None
+    assert routes["$default"].authorizer is None
+    send = routes["POST /v1/messages"]
+    assert send.function_id == "ApiFunction"
+    assert send.authorizer is not None
+    assert send.authorizer.function_id == "AuthorizerFunction"
+    assert send.authorizer.simple_responses is True
+
+
+def test_sqs_mappings_name_their_queue_and_report_partial_failures(template) -> None:
+    mappings = {m.function_id: m for m in template.sqs_mappings}
+
+    assert mappings["DispatchSmsFunction"].queue_id == "SmsQueue"
+    assert mappings["DispatchSmsFunction"].batch_size == 10
+    assert mappings["DispatchSmsFunction"].report_batch_item_failures is True
+
+
+def test_functions_merge_globals(template) -> None:
+    api = template.functions["ApiFunction"]
+
+    assert api.code_dir == REPO / "functions" / "api"
+    assert api.handler == "app.handler"
+    assert api.timeout_seconds == 15  # Globals
+    assert "MESSAGES_TABLE" in api.environment  # Globals
+    assert template.functions["DispatchSmsFunction"].timeout_seconds == 30
+
+
+def test_environment_resolves_intrinsics(template) -> None:
+    env = function_environment(template, PORTS, environ={})
+
+    assert env["MESSAGES_TABLE"] == "MessagesTable"
+    assert env["SMS_QUEUE_URL"] == "http://127.0.0.1:5000/123456789012/SmsQueue"
+    assert env["SENDONCE_DEDUP_WINDOW_SECONDS"] == "900"
+    assert env["SENDONCE_HTTP_PROVIDER_URL"] == "http://127.0.0.1:3001"  # local default beats the template's
+    assert env["SENDONCE_EMAIL_FROM"] == "no-reply@sendonce.local"
+    assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:5000"
+    assert env["AWS_DEFAULT_REGION"] == "us-east-1"
+
+
+def test_the_process_environment_wins_except_for_aws(template) -> None:
+    env = function_environment(
+        template,
+        PORTS,
+        environ={
+            "SENDONCE_DEDUP_WINDOW_SECONDS": "5",
+            "AWS_ENDPOINT_URL": "https://real.example",
+            "UNRELATED": "x",
+        },
+    )
+
+    assert env["SENDONCE_DEDUP_WINDOW_SECONDS"] == "5"
+    assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:5000"
+    assert "UNRELATED" not in env
+
+
+SNIPPET = {
+    "Parameters": {"Rate": {"Type": "String", "Default": "rate(1 minute)"}},
+    "Resources": {
+        "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
+        "Sweep": {
+            "Type": "AWS::Serverless::Function",
+            "Properties": {
+                "CodeUri": "fn/",
+                "Handler": "app.handler",
+                "Environment": {
+                    "Variables": {
+                        "ARN": {"Fn::GetAtt": ["Queue", "Arn"]},
+                        "NAME": {"Fn::Sub": "${Queue.QueueName}-${AWS::Region}-${!Literal}"},
+                    }
+                },
+                "Events": {
+                    "Tick": {"Type": "Schedule", "Properties": {"Schedule": "rate(5 minutes)"}},
+                    "Tock": {
+                        "Type": "ScheduleV2",
+                        "Properties": {"ScheduleExpression": "cron(0 12 * * ? *)"},
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def test_a_snippet_with_schedules_and_intrinsics(tmp_path: Path) -> None:
+    template = parse_template(SNIPPET, tmp_path)
+    resolver = Resolver(template, "http://127.0.0.1:5000")
+    env = template.functions["Sweep"].environment
+
+    assert [(s.event_name, s.expression, s.kind) for s in template.schedules] == [
+        ("Tick", "rate(5 minutes)", "Schedule"),
+        ("Tock", "cron(0 12 * * ? *)", "ScheduleV2"),
+    ]
+    assert resolver.resolve(env["ARN"]) == "arn:aws:sqs:us-east-1:123456789012:Queue"
+    assert resolver.resolve(env["NAME"]) == "Queue-us-east-1-${Literal}"
+    assert resolver.resolve({"Ref": "Rate"}) == "rate(1 minute)"
