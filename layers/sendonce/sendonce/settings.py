@@ -31,6 +31,8 @@ class ApiSettings(_Settings):
     dedup_window_seconds: PositiveInt = Field(900, alias="SENDONCE_DEDUP_WINDOW_SECONDS")
     idempotency_ttl_seconds: PositiveInt = Field(86_400, alias="SENDONCE_IDEMPOTENCY_TTL_SECONDS")
     require_idempotency_key: bool = Field(False, alias="SENDONCE_REQUIRE_IDEMPOTENCY_KEY")
+    events_queue_url: str = Field("", alias="EVENTS_QUEUE_URL")
+    webhook_secret: str = Field("", alias="SENDONCE_WEBHOOK_SECRET", repr=False)
 
     def queue_urls(self) -> dict[Channel, str]:
         return {
@@ -51,7 +53,8 @@ class DispatcherSettings(_Settings):
     provider_timeout_seconds: float = Field(10, alias="SENDONCE_PROVIDER_TIMEOUT_SECONDS", gt=0, le=60)
     max_delivery_attempts: PositiveInt = Field(5, alias="SENDONCE_MAX_DELIVERY_ATTEMPTS")
     http_provider_url: str = Field("", alias="SENDONCE_HTTP_PROVIDER_URL")
-    http_provider_token: str = Field("", alias="SENDONCE_HTTP_PROVIDER_TOKEN")
+    http_provider_token: str = Field("", alias="SENDONCE_HTTP_PROVIDER_TOKEN", repr=False)
+    ses_configuration_set: str = Field("", alias="SENDONCE_SES_CONFIGURATION_SET")
     email_from: str = Field("no-reply@example.com", alias="SENDONCE_EMAIL_FROM")
     sms_queue_url: str = Field("", alias="SMS_QUEUE_URL")
     imessage_queue_url: str = Field("", alias="IMESSAGE_QUEUE_URL")
@@ -71,6 +74,15 @@ class DispatcherSettings(_Settings):
             Channel.EMAIL: self.email_provider,
         }[channel]
         return choice
+
+
+class EventsSettings(_Settings):
+    messages_table: str = Field(alias="MESSAGES_TABLE", min_length=1)
+
+
+@cache
+def events_settings() -> EventsSettings:
+    return EventsSettings.model_validate(os.environ)
 
 
 @cache

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import hashlib
+from datetime import datetime, timedelta
 from typing import Any
 
 from sendonce.clock import rfc3339
@@ -11,6 +12,8 @@ from sendonce.messages.model import Channel, Message, MessageError, Status
 Item = dict[str, dict[str, Any]]
 
 MESSAGE_SK = "MESSAGE"
+EVENT_SK = "EVENT"
+PROVIDER_EVENT_RETENTION = timedelta(days=7)
 LOCK_SK = "LOCK"
 TIE_SK = "TIE"
 OUTBOX_SHARDS = 4
@@ -26,6 +29,11 @@ def lock_key(lock_id: str) -> Item:
 
 def tie_key(tie_id: str) -> Item:
     return {"pk": {"S": f"KEYTIE#{tie_id}"}, "sk": {"S": TIE_SK}}
+
+
+def event_key(provider: str, event_id: str) -> Item:
+    digest = hashlib.sha256(event_id.encode("utf-8")).hexdigest()
+    return {"pk": {"S": f"EVENT#{provider}#{digest}"}, "sk": {"S": EVENT_SK}}
 
 
 def workspace_status(workspace_id: str, status: Status) -> str:

@@ -6,9 +6,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sendonce.errors import QueueUnavailable
+from sendonce.errors import DependencyUnavailable, QueueUnavailable
 from sendonce.messages.model import Channel
 from sendonce.ports import Deliverable
+from sendonce.provider_events.model import ProviderEvent
 
 
 def queue_body(message: Deliverable) -> str:
@@ -46,3 +47,17 @@ class SqsRedelivery:
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=min(max(seconds, 0), self.MAX_VISIBILITY_SECONDS),
         )
+
+
+class SqsEventQueue:
+    """Provider events waiting to be applied: the webhook acknowledges once its event is here."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self._queue_url = queue_url
+
+    def publish(self, event: ProviderEvent) -> None:
+        try:
+            self._client.send_message(QueueUrl=self._queue_url, MessageBody=event.to_json())
+        except Exception as error:
+            raise DependencyUnavailable(str(error)) from error

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -20,6 +21,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 
 from sendonce.api import dependencies
 from sendonce.api.answers import send_answer
@@ -34,8 +36,9 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
-from sendonce.api.preflight import check_request, workspace_of
+from sendonce.api.preflight import check_request, header, raw_body, workspace_of
 from sendonce.api.schemas import (
+    Acknowledged,
     DuplicateCaught,
     ErrorBody,
     Health,
@@ -50,6 +53,9 @@ from sendonce.messages.model import Channel, Status
 from sendonce.messages.recipients import normalise_recipient
 from sendonce.messages.service import SendCommand
 from sendonce.observability import logger
+from sendonce.provider_events.model import HttpProviderEvent
+from sendonce.provider_events.signature import InvalidSignature
+from sendonce.provider_events.signature import verify as verify_signature
 from sendonce.settings import api_settings
 
 app = APIGatewayHttpResolver(enable_validation=True)
@@ -230,6 +236,41 @@ def cancel_message(id: str) -> Response[Any]:
     return _json_response(200, {"success": True, "message": message.to_api()})
 
 
+# ---------------------------------------------------------------------------- provider events
+@app.post(
+    "/v1/webhooks/<provider>",
+    summary="Delivery events from a provider (signed)",
+    description=(
+        "For the HTTP provider (`http`): header `X-Sendonce-Signature: t=<unix seconds>,v1=<hex "
+        'HMAC-SHA256(secret, "<t>.<raw body>")>`, at most 5 minutes old. Each eventId takes effect '
+        "once; status never moves backwards. Acknowledged as soon as the event is safely queued."
+    ),
+    security=PUBLIC,
+    responses={
+        200: {"description": "Acknowledged", "content": {"application/json": {"model": Acknowledged}}},
+        **_error_docs(400, 401, 404, 413, 503),
+    },
+    tags=["provider events"],
+)
+def provider_webhook(provider: str) -> Response[Any]:
+    if provider != "http":
+        raise not_found("No such provider.")
+    raw_event = app.current_event.raw_event
+    body = raw_body(raw_event)
+    try:
+        verify_signature(
+            header(raw_event, "x-sendonce-signature"), body, api_settings().webhook_secret, time.time()
+        )
+    except InvalidSignature as error:
+        raise ApiError(401, "unauthorized", f"The webhook signature is not valid: {error}.") from None
+    try:
+        event = HttpProviderEvent.model_validate_json(body)
+    except ValidationError as error:
+        raise validation_error(details_from_pydantic(list(error.errors()))) from None
+    dependencies.event_queue().publish(event.to_event(provider))
+    return _json_response(200, {"success": True})
+
+
 @app.get(
     "/v1/health",
     summary="Health",
@@ -268,6 +309,7 @@ _ROUTES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^/v1/messages/?$"), "GET, POST"),
     (re.compile(r"^/v1/messages/[^/]+/?$"), "GET, DELETE"),
     (re.compile(r"^/v1/health/?$"), "GET"),
+    (re.compile(r"^/v1/webhooks/[^/]+/?$"), "POST"),
     (re.compile(r"^/openapi\.json$"), "GET"),
     (re.compile(r"^/docs/?$"), "GET"),
 ]

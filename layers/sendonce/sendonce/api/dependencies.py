@@ -8,7 +8,7 @@ from functools import cache
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
-from sendonce.adapters.sqs_queue import SqsMessageQueue
+from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api.idempotency import SendOnce, idempotency_config, make_idempotent
 from sendonce.aws_clients import client
 from sendonce.messages.service import MessageService
@@ -35,3 +35,8 @@ def idempotent_sender(send: SendOnce) -> SendOnce:
     return make_idempotent(
         send, api_settings().idempotency_table, client("dynamodb"), send_idempotency_config()
     )
+
+
+@cache
+def event_queue() -> SqsEventQueue:
+    return SqsEventQueue(client("sqs"), api_settings().events_queue_url)

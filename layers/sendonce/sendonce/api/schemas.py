@@ -130,6 +130,10 @@ class MessagePage(BaseModel):
     nextCursor: str | None
 
 
+class Acknowledged(BaseModel):
+    success: Literal[True]
+
+
 class Health(BaseModel):
     success: Literal[True]
     status: Literal["ok"]

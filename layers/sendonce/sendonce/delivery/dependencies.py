@@ -26,7 +26,11 @@ def provider(channel: Channel) -> Provider:
     if choice == "ses":
         from sendonce.providers.ses_provider import SesProvider  # noqa: PLC0415
 
-        return SesProvider(client("sesv2", timeout_seconds=timeout, sdk_retries=False), settings.email_from)
+        return SesProvider(
+            client("sesv2", timeout_seconds=timeout, sdk_retries=False),
+            settings.email_from,
+            settings.ses_configuration_set,
+        )
     if choice == "sns":
         from sendonce.providers.sns_provider import SnsProvider  # noqa: PLC0415
 

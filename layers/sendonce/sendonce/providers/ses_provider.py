@@ -14,9 +14,11 @@ class SesProvider:
     name = "ses"
     honours_idempotency_key = False
 
-    def __init__(self, client: Any, from_address: str) -> None:
+    def __init__(self, client: Any, from_address: str, configuration_set: str = "") -> None:
         self._client = client  # built with SDK retries off: a lost answer must not be re-sent
         self._from = from_address
+        # The configuration set publishes delivery, bounce and complaint events back to sendonce.
+        self._extra = {"ConfigurationSetName": configuration_set} if configuration_set else {}
 
     def send(self, message: Message) -> str:
         try:
@@ -30,6 +32,7 @@ class SesProvider:
                     }
                 },
                 EmailTags=[{"Name": MESSAGE_ID_TAG, "Value": message.id}],
+                **self._extra,
             )
         except Exception as error:
             raise classify(error, self.name) from error

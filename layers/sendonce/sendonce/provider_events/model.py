@@ -1,0 +1,143 @@
+"""A provider's word on a message, whatever provider said it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sendonce.messages.model import MessageError, Status
+
+
+class EventType(StrEnum):
+    SENT = "sent"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+# Status only moves forward: each event applies from these statuses, and from no others.
+APPLIES_FROM: dict[EventType, frozenset[Status]] = {
+    EventType.SENT: frozenset({Status.SENDING, Status.UNKNOWN}),
+    EventType.DELIVERED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
+    EventType.FAILED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
+}
+RESULTING_STATUS = {
+    EventType.SENT: Status.SENT,
+    EventType.DELIVERED: Status.DELIVERED,
+    EventType.FAILED: Status.FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderEvent:
+    provider: str
+    event_id: str
+    message_id: str
+    type: EventType
+    occurred_at: str
+    error: MessageError | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "provider": self.provider,
+                "eventId": self.event_id,
+                "messageId": self.message_id,
+                "type": self.type.value,
+                "occurredAt": self.occurred_at,
+                "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
+            },
+            separators=(",", ":"),
+        )
+
+
+class _EventError(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    code: str = Field(min_length=1, max_length=200)
+    message: str = Field(max_length=2000)
+
+
+class HttpProviderEvent(BaseModel):
+    """The body the HTTP provider posts to /v1/webhooks/http."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    eventId: str = Field(min_length=1, max_length=200)
+    messageId: str = Field(min_length=1, max_length=64)
+    type: Literal["sent", "delivered", "failed"]
+    occurredAt: datetime
+    error: _EventError | None = None
+
+    def to_event(self, provider: str) -> ProviderEvent:
+        return ProviderEvent(
+            provider=provider,
+            event_id=self.eventId,
+            message_id=self.messageId,
+            type=EventType(self.type),
+            occurred_at=self.occurredAt.isoformat(),
+            error=MessageError(self.error.code, self.error.message) if self.error else None,
+        )
+
+
+def from_json(text: str) -> ProviderEvent:
+    """The inverse of ProviderEvent.to_json (our own queue records)."""
+    data = json.loads(text)
+    error = data.get("error")
+    return ProviderEvent(
+        provider=str(data["provider"]),
+        event_id=str(data["eventId"]),
+        message_id=str(data["messageId"]),
+        type=EventType(data["type"]),
+        occurred_at=str(data["occurredAt"]),
+        error=MessageError(str(error["code"]), str(error["message"])) if error else None,
+    )
+
+
+_SES_TYPES = {
+    "Delivery": EventType.DELIVERED,
+    "Bounce": EventType.FAILED,
+    "Complaint": EventType.DELIVERED,
+    "Reject": EventType.FAILED,
+    "Send": EventType.SENT,
+}
+
+
+def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> ProviderEvent | None:
+    """An SES event (from its configuration set, through SNS) as a provider event; None if not ours.
+
+    A complaint means the mail was delivered (and unwanted): it never undoes `delivered`.
+    """
+    kind = notification.get("eventType") or notification.get("notificationType")
+    mail = notification.get("mail") or {}
+    tags = mail.get("tags") or {}
+    message_ids = tags.get(message_id_tag) or []
+    if kind not in _SES_TYPES or not message_ids:
+        return None
+    event_type = _SES_TYPES[kind]
+    error = None
+    if kind == "Bounce":
+        bounce = notification.get("bounce") or {}
+        error = MessageError(
+            "bounced", f"{bounce.get('bounceType', 'Bounce')}: {bounce.get('bounceSubType', '')}"
+        )
+    elif kind == "Reject":
+        error = MessageError("rejected", str((notification.get("reject") or {}).get("reason", "rejected")))
+    detail = notification.get(kind[0].lower() + kind[1:]) or {}
+    occurred_at = str(detail.get("timestamp") or mail.get("timestamp") or "")
+    # SES gives no event id: the same notification always hashes to the same one.
+    event_id = hashlib.sha256(
+        json.dumps([kind, mail.get("messageId"), occurred_at], separators=(",", ":")).encode()
+    ).hexdigest()
+    return ProviderEvent(
+        provider="ses",
+        event_id=event_id,
+        message_id=str(message_ids[0]),
+        type=event_type,
+        occurred_at=occurred_at,
+        error=error,
+    )

@@ -1,0 +1,63 @@
+"""The status function's SQS batch: our webhook's events and SES notifications (through SNS)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
+from sendonce.aws_clients import client
+from sendonce.observability import logger
+from sendonce.provider_events.applier import apply_event
+from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
+from sendonce.providers.ses_provider import MESSAGE_ID_TAG
+from sendonce.settings import events_settings
+
+
+class UnreadableEvent(ValueError):
+    pass
+
+
+@cache
+def event_store() -> DynamoDbMessageStore:
+    return DynamoDbMessageStore(client("dynamodb"), events_settings().messages_table)
+
+
+def provider_event(body: str) -> ProviderEvent | None:
+    """The event a record carries; None for a notification that is not about a message of ours."""
+    try:
+        data = json.loads(body)
+        if isinstance(data, dict) and data.get("Type") == "Notification":  # SNS envelope: SES
+            return from_ses_notification(json.loads(data["Message"]), MESSAGE_ID_TAG)
+        return from_json(body)
+    except (ValueError, KeyError, TypeError) as error:
+        raise UnreadableEvent(str(error)) from None
+
+
+def handle_batch(event: Any, context: LambdaContext) -> dict[str, Any]:
+    def handle_record(record: SQSRecord) -> str:
+        try:
+            parsed = provider_event(record.body)
+        except UnreadableEvent:
+            logger.error(
+                "message.events.unreadable_record",
+                extra={"event": "message.events.unreadable_record", "sqs_message_id": record.message_id},
+            )
+            raise
+        if parsed is None:
+            return "not_ours"
+        return apply_event(event_store(), parsed).value
+
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    result = process_partial_response(
+        event=event if isinstance(event, dict) else {"Records": []},
+        record_handler=handle_record,
+        processor=processor,
+        context=context,
+    )
+    return dict(result)
