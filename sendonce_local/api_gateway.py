@@ -24,7 +24,7 @@ from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.routing import Router
 from sendonce_local.template import HttpRoute
 
-log = logging.getLogger("sendonce_local.api")
+log = logging.getLogger("local-stack.api")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 DRAIN_LIMIT_BYTES = 64 * 1024 * 1024

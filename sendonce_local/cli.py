@@ -21,6 +21,8 @@ from sendonce_local.stack import LocalStack, default_template_path
 from sendonce_local.template import load_template
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Not named "sendonce...": Powertools' Logger(service="sendonce") filters every record whose logger
+# name contains its service name out of the root handlers.
 
 
 def _configure_logging(verbose: bool = False) -> None:
@@ -29,6 +31,7 @@ def _configure_logging(verbose: bool = False) -> None:
     )
     for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "moto"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # "pool is full" under bursts
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -42,12 +45,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         stack.start()
     except OSError as error:
-        logging.getLogger("sendonce_local.local").error("could not start the local stack: %s", error)
+        logging.getLogger("local-stack.local").error("could not start the local stack: %s", error)
         stack.stop()
         return 1
     print(stack.banner(), flush=True)
     stack.wait()
-    logging.getLogger("sendonce_local.local").info("stopping")
+    logging.getLogger("local-stack.local").info("stopping")
     stack.stop()
     return 0
 

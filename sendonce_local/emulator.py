@@ -17,7 +17,7 @@ from sendonce_local.emulator_middleware import EmulatorMiddleware
 from sendonce_local.intrinsics import Resolver
 from sendonce_local.template import ResourceSpec, Template
 
-log = logging.getLogger("sendonce_local.emulator")
+log = logging.getLogger("local-stack.emulator")
 
 QUEUE_ATTRIBUTES = (
     "VisibilityTimeout",

@@ -19,7 +19,7 @@ from typing import Any
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.provider_calls import SES_SEND_EMAIL_PATH, ProviderCall, ses_send_email, sns_publish
 
-log = logging.getLogger("sendonce_local.emulator")
+log = logging.getLogger("local-stack.emulator")
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Response = tuple[str, list[tuple[str, str]], bytes]

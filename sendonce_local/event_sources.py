@@ -17,7 +17,7 @@ from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LocalFunction
 from sendonce_local.template import SqsMapping
 
-log = logging.getLogger("sendonce_local.sqs")
+log = logging.getLogger("local-stack.sqs")
 
 WAIT_TIME_SECONDS = 1
 WORKERS_PER_MAPPING = 3

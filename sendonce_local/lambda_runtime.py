@@ -15,7 +15,7 @@ from typing import Any
 from sendonce_local.intrinsics import function_arn
 from sendonce_local.template import FunctionSpec
 
-log = logging.getLogger("sendonce_local.lambda")
+log = logging.getLogger("local-stack.lambda")
 
 Handler = Callable[[Any, Any], Any]
 

@@ -52,7 +52,7 @@ def _raw_content(data: str) -> tuple[str | None, str | None]:
     except (binascii.Error, ValueError):
         raw = data.encode("utf-8")
     parsed = email.message_from_bytes(raw, policy=email.policy.default)
-    part = parsed.get_body(preferencelist=("plain", "html"))  # type: ignore[attr-defined]
+    part = parsed.get_body(preferencelist=("plain", "html"))
     text = part.get_content() if part is not None else None
     return parsed.get("Subject"), text
 

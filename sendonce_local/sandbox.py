@@ -23,7 +23,7 @@ from typing import Any
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.http_server import BurstHTTPServer
 
-log = logging.getLogger("sendonce_local.sandbox")
+log = logging.getLogger("local-stack.sandbox")
 
 FAULT_MODES = ("error_500", "error_400", "timeout")
 DEFAULT_PROVIDER_TIMEOUT_SECONDS = 10.0

@@ -15,7 +15,7 @@ from sendonce_local.constants import ACCOUNT_ID, REGION
 from sendonce_local.lambda_runtime import LocalFunction
 from sendonce_local.template import ScheduleSpec
 
-log = logging.getLogger("sendonce_local.schedule")
+log = logging.getLogger("local-stack.schedule")
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _CRON = re.compile(r"^cron\((.+)\)$")

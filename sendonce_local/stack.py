@@ -18,7 +18,7 @@ from sendonce_local.sandbox import HttpProvider, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
 from sendonce_local.template import Template
 
-log = logging.getLogger("sendonce_local.local")
+log = logging.getLogger("local-stack.local")
 
 STOP_JOIN_SECONDS = 3.0
 
@@ -69,8 +69,10 @@ class LocalStack:
         for schedule in self.template.schedules:
             if schedule.enabled:
                 self._schedules.append(ScheduleRunner(schedule, functions[schedule.function_id], self._stop))
-        for runner in [*self._pollers, *self._schedules]:
-            runner.start()
+        for poller in self._pollers:
+            poller.start()
+        for schedule_runner in self._schedules:
+            schedule_runner.start()
 
     def wait(self) -> None:
         self._stop.wait()
@@ -83,8 +85,10 @@ class LocalStack:
         for server in (self._api, self._sandbox):
             if server is not None:
                 server.stop()
-        for runner in [*self._pollers, *self._schedules]:
-            runner.join(STOP_JOIN_SECONDS)
+        for poller in self._pollers:
+            poller.join(STOP_JOIN_SECONDS)
+        for schedule_runner in self._schedules:
+            schedule_runner.join(STOP_JOIN_SECONDS)
         if self._emulator is not None:
             self._emulator.stop()
 
