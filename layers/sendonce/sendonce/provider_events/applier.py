@@ -18,18 +18,15 @@ class EventOutcome(StrEnum):
     IGNORED = "ignored"  # unknown message, or the status would move backwards
 
 
+ApplyResult = tuple[EventOutcome, Message | None]
+
+
 class ProviderEventStore(Protocol):
-    def apply_provider_event(
-        self, event: ProviderEvent, now: datetime
-    ) -> tuple[EventOutcome, Message | None]:
+    def apply_provider_event(self, event: ProviderEvent, now: datetime) -> ApplyResult:
         """Record the event and apply its effect in one transaction, once; the message as it was."""
         ...
 
     def release_dedup_lock(self, message: Message) -> None: ...
-
-
-class EventQueue(Protocol):
-    def publish(self, event: ProviderEvent) -> None: ...
 
 
 def apply_event(store: ProviderEventStore, event: ProviderEvent, clock: Clock = utc_now) -> EventOutcome:
