@@ -10,10 +10,11 @@ import base64
 import binascii
 from typing import Any
 
-from sendonce.api.errors import ApiError, unauthorized
+from sendonce.api.errors import JSON, ApiError, unauthorized
 
 MAX_BODY_BYTES = 256 * 1024
-PUBLIC_PREFIXES = ("/v1/health", "/v1/webhooks/", "/openapi.json", "/docs")
+# Every route under this prefix needs an API key; any other path is public or unknown (404).
+PROTECTED_PREFIX = "/v1/messages"
 
 
 def workspace_of(event: dict[str, Any]) -> str | None:
@@ -62,7 +63,8 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
     """Raise the answer for a request that must stop here; otherwise the event, body decoded."""
     method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
     path = str(event.get("rawPath") or "")
-    if path.startswith("/v1/") and not path.startswith(PUBLIC_PREFIXES) and workspace_of(event) is None:
+    protected = path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/")
+    if protected and workspace_of(event) is None:
         raise unauthorized()
     if method not in ("POST", "PUT", "PATCH"):
         return event
@@ -77,4 +79,6 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(415, "unsupported_media_type", "The JSON body must be encoded as UTF-8.") from None
-    return {**event, "body": text, "isBase64Encoded": False}
+    # The router's own body check compares the media type case-sensitively: hand it the checked one.
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
+    return {**event, "headers": {**headers, "content-type": JSON}, "body": text, "isBase64Encoded": False}
