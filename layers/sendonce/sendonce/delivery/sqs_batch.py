@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -18,6 +17,7 @@ from sendonce.delivery.dispatcher import DeliveryRequest, RetryLater
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Channel
 from sendonce.observability import logger
+from sendonce.sqs_batches import process_batch
 
 
 class UnreadableRecord(ValueError):
@@ -56,11 +56,4 @@ def handle_batch(channel: Channel, event: Any, context: LambdaContext) -> dict[s
                 logger.warning("message.dispatch.postpone_failed", extra={"message_id": request.message_id})
             raise
 
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    result = process_partial_response(
-        event=event if isinstance(event, dict) else {"Records": []},
-        record_handler=handle_record,
-        processor=processor,
-        context=context,
-    )
-    return dict(result)
+    return process_batch(event, context, handle_record)

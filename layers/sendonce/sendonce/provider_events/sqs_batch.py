@@ -6,7 +6,6 @@ import json
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -17,6 +16,7 @@ from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
 from sendonce.settings import events_settings
+from sendonce.sqs_batches import process_batch
 
 
 class UnreadableEvent(ValueError):
@@ -53,11 +53,4 @@ def handle_batch(event: Any, context: LambdaContext) -> dict[str, Any]:
             return "not_ours"
         return apply_event(event_store(), parsed).value
 
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    result = process_partial_response(
-        event=event if isinstance(event, dict) else {"Records": []},
-        record_handler=handle_record,
-        processor=processor,
-        context=context,
-    )
-    return dict(result)
+    return process_batch(event, context, handle_record)

@@ -1,0 +1,410 @@
+"""Delivery guarantees against moto: at most one delivery per message, none left behind.
+
+Each test injects a fault where a crash or a redelivery could duplicate or lose a message, then
+checks what reached the provider.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sendonce.delivery.dependencies as delivery_dependencies
+import sendonce.settings as settings_module
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.botocore_stubber import BotocoreStubber
+from moto.ses.models import ses_backends
+from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
+from sendonce.adapters.sqs_queue import SqsMessageQueue
+from sendonce.aws_clients import client
+from sendonce.delivery.outbox import OutboxSweeper
+from sendonce.errors import QueueUnavailable
+from sendonce.messages.model import Channel
+
+from tests.integration.conftest import FakeHttpProvider, Stack
+
+
+class LambdaDied(BaseException):  # not an error the code could catch: the process is gone
+    """The execution environment ends here: nothing after this line runs, nothing is acknowledged."""
+
+
+@pytest.fixture(autouse=True)
+def _atomic_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies each request atomically; in-process moto does not, so requests take turns."""
+    lock = threading.RLock()
+    answer = BotocoreStubber.__call__
+
+    def one_at_a_time(self: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return answer(self, *args, **kwargs)
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", one_at_a_time)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_delivery_caches() -> Iterator[None]:
+    for getter in (settings_module.dispatcher_settings, delivery_dependencies.outbox_sweeper):
+        getter.cache_clear()
+    yield
+    for getter in (settings_module.dispatcher_settings, delivery_dependencies.outbox_sweeper):
+        getter.cache_clear()
+
+
+@pytest.fixture
+def imessage_via(stack: Stack, http_provider: FakeHttpProvider) -> FakeHttpProvider:
+    stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
+    stack.setenv("SENDONCE_HTTP_PROVIDER_TOKEN", "test-token")
+    return http_provider
+
+
+def _send_imessage(stack: Stack, to: str = "+15550100001", body: str = "hello", **extra: Any) -> str:
+    answer = stack.send(
+        "api_send_imessage.json", body={"channel": "imessage", "to": to, "body": body, **extra}
+    )
+    assert answer.status == 201, answer.raw_body
+    message_id: str = answer.json["message"]["id"]
+    return message_id
+
+
+def _send_email(stack: Stack, body: str = "hello") -> str:
+    answer = stack.send(
+        "api_send_email.json",
+        body={"channel": "email", "to": "someone@example.com", "subject": "Hi", "body": body},
+    )
+    assert answer.status == 201, answer.raw_body
+    message_id: str = answer.json["message"]["id"]
+    return message_id
+
+
+def _status(stack: Stack, message_id: str) -> dict[str, Any]:
+    answer = stack.call(stack.event("api_get_message.json", path=f"/v1/messages/{message_id}"))
+    assert answer.status == 200, answer.raw_body
+    message: dict[str, Any] = answer.json["message"]
+    return message
+
+
+def _sweeper(at: datetime) -> OutboxSweeper:
+    settings = settings_module.dispatcher_settings()
+    return OutboxSweeper(
+        store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
+        queue=SqsMessageQueue(client("sqs"), {channel: settings.queue_url(channel) for channel in Channel}),
+        provider_honours_key=lambda channel: settings.provider_for(channel) == "http",
+        clock=lambda: at,
+    )
+
+
+def _verify_sender(stack: Stack) -> None:
+    sender = settings_module.dispatcher_settings().email_from
+    client("ses").verify_email_identity(EmailAddress=sender)
+    client("sesv2").create_email_identity(EmailIdentity=sender)
+
+
+def _ses_sends() -> int:
+    return len(ses_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].sent_messages)
+
+
+# ---------------------------------------------------------------------------- redelivery
+def test_given_one_record_delivered_twice_then_the_provider_is_called_once(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    message_id = _send_imessage(stack)
+    records = stack.receive("imessage")
+
+    first = stack.dispatch("imessage", records)
+    second = stack.dispatch("imessage", records)  # SQS at-least-once: the same record again
+
+    assert first == {"batchItemFailures": []}
+    assert second == {"batchItemFailures": []}
+    assert len(imessage_via.calls) == 1
+    assert _status(stack, message_id)["status"] == "sent"
+    assert _status(stack, message_id)["attempts"] == 1
+
+
+def test_given_one_record_delivered_to_two_dispatchers_at_once_then_it_is_sent_once(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    message_id = _send_imessage(stack, body="concurrent")
+    records = stack.receive("imessage")
+    imessage_via.answer_next(201, delay=0.3)  # the first call is slow: the second arrives meanwhile
+
+    threads = [threading.Thread(target=stack.dispatch, args=("imessage", records)) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(imessage_via.calls) == 1
+    assert _status(stack, message_id)["status"] == "sent"
+
+
+# ---------------------------------------------------------------------------- crashes after the call
+def test_given_a_crash_after_the_http_provider_accepted_then_the_retry_reuses_its_key(
+    stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_id = _send_imessage(stack, body="crash after call")
+    records = stack.receive("imessage")
+
+    def die(*args: Any, **kwargs: Any) -> bool:
+        raise LambdaDied
+
+    with monkeypatch.context() as crash:
+        crash.setattr(DynamoDbMessageStore, "finish_attempt", die)
+        with pytest.raises(LambdaDied):
+            stack.dispatch("imessage", records)
+    assert _status(stack, message_id)["status"] == "sending"
+
+    # SQS brings the record back: the claim stands, nothing is sent.
+    assert stack.dispatch("imessage", records) == {"batchItemFailures": []}
+    assert len(imessage_via.calls) == 1
+
+    # Past the claim's deadline the outbox knows the attempt is dead; the HTTP provider dedups on
+    # the message id, so the message is tried again with the same key.
+    report = _sweeper(datetime.now(UTC) + timedelta(minutes=5)).sweep()
+    assert report == {"reclaimed": 1}
+    stack.dispatch("imessage")
+
+    assert [call.headers["idempotency-key"] for call in imessage_via.calls] == [message_id, message_id]
+    assert _status(stack, message_id)["status"] == "sent"
+    assert _status(stack, message_id)["attempts"] == 2
+
+
+def test_given_a_crash_after_ses_accepted_then_the_message_ends_unknown_and_is_not_resent(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _verify_sender(stack)
+    message_id = _send_email(stack, body="crash after ses")
+    records = stack.receive("email")
+
+    def die(*args: Any, **kwargs: Any) -> bool:
+        raise LambdaDied
+
+    with monkeypatch.context() as crash:
+        crash.setattr(DynamoDbMessageStore, "finish_attempt", die)
+        with pytest.raises(LambdaDied):
+            stack.dispatch("email", records)
+    assert _ses_sends() == 1
+
+    stack.dispatch("email", records)  # redelivered: the claim stands
+    report = _sweeper(datetime.now(UTC) + timedelta(minutes=5)).sweep()
+    stack.dispatch("email")
+
+    assert report == {"unknown": 1}
+    assert _ses_sends() == 1
+    assert _status(stack, message_id)["status"] == "unknown"
+
+
+# ---------------------------------------------------------------------------- provider failures
+def test_given_a_provider_5xx_then_success_then_the_message_is_sent_on_the_second_attempt(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    message_id = _send_imessage(stack, body="flaky provider")
+    imessage_via.answer_next(503)
+    records = stack.receive("imessage")
+
+    first = stack.dispatch("imessage", records)
+    assert [failure["itemIdentifier"] for failure in first["batchItemFailures"]] == [records[0]["MessageId"]]
+    waiting = _status(stack, message_id)
+    assert waiting["status"] == "queued"
+    assert waiting["error"]["code"] == "provider_unavailable"
+
+    stack.dispatch("imessage", records)  # the record comes back after its backoff
+
+    sent = _status(stack, message_id)
+    assert sent["status"] == "sent"
+    assert sent["attempts"] == 2
+    assert sent["error"] is None
+    assert len(imessage_via.calls) == 2
+
+
+def test_given_only_5xx_then_the_message_fails_after_the_attempt_limit(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    stack.setenv("SENDONCE_MAX_DELIVERY_ATTEMPTS", "3")
+    message_id = _send_imessage(stack, body="provider down")
+    records = stack.receive("imessage")
+    for _ in range(5):
+        imessage_via.answer_next(500)
+
+    for _ in range(4):
+        stack.dispatch("imessage", records)
+
+    failed = _status(stack, message_id)
+    assert failed["status"] == "failed"
+    assert failed["attempts"] == 3
+    assert failed["error"]["code"] == "provider_unavailable"
+    assert len(imessage_via.calls) == 3
+
+
+def test_given_a_provider_4xx_then_the_message_fails_at_once_and_releases_its_lock(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    message_id = _send_imessage(stack, body="refused")
+    imessage_via.answer_next(400)
+
+    assert stack.dispatch("imessage") == {"batchItemFailures": []}
+    failed = _status(stack, message_id)
+    assert failed["status"] == "failed"
+    assert failed["attempts"] == 1
+    assert failed["error"]["code"] == "provider_rejected"
+
+    retry = stack.send(
+        "api_send_imessage.json", body={"channel": "imessage", "to": "+15550100001", "body": "refused"}
+    )
+    assert retry.status == 201
+    assert retry.json["duplicateOnly"] is False
+
+
+def test_given_the_provider_is_unreachable_then_the_attempt_is_retried(
+    stack: Stack, closed_port: int
+) -> None:
+    stack.setenv("SENDONCE_HTTP_PROVIDER_URL", f"http://127.0.0.1:{closed_port}")
+    message_id = _send_imessage(stack, body="nobody home")
+
+    result = stack.dispatch("imessage")
+
+    assert len(result["batchItemFailures"]) == 1
+    assert _status(stack, message_id)["error"]["code"] == "provider_unreachable"
+    assert _status(stack, message_id)["status"] == "queued"
+
+
+# ---------------------------------------------------------------------------- nothing left behind
+def test_given_the_hand_off_to_sqs_fails_then_the_outbox_hands_it_over(
+    stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unavailable(self: SqsMessageQueue, message: Any, delay_seconds: int = 0) -> None:
+        raise QueueUnavailable("SQS is down")
+
+    with monkeypatch.context() as outage:
+        outage.setattr(SqsMessageQueue, "enqueue", unavailable)
+        answer = stack.send(
+            "api_send_imessage.json", body={"channel": "imessage", "to": "+15550100001", "body": "outage"}
+        )
+    assert answer.status == 201
+    assert answer.json["status"] == "accepted"
+    message_id = answer.json["message"]["id"]
+    assert _status(stack, message_id)["status"] == "accepted"
+    assert stack.queue_depth("imessage") == 0
+
+    assert _sweeper(datetime.now(UTC) + timedelta(seconds=1)).sweep() == {"handed_off": 1}
+    stack.dispatch("imessage")
+
+    assert _status(stack, message_id)["status"] == "sent"
+    assert len(imessage_via.calls) == 1
+
+
+def test_given_an_unreadable_record_then_it_fails_alone(stack: Stack, imessage_via: FakeHttpProvider) -> None:
+    _send_imessage(stack, body="good neighbour")
+    records = stack.receive("imessage")
+    bad = {**records[0], "MessageId": "bad-record", "Body": "not json"}
+
+    result = stack.dispatch("imessage", [bad, *records])
+
+    assert result == {"batchItemFailures": [{"itemIdentifier": "bad-record"}]}
+    assert len(imessage_via.calls) == 1
+
+
+# ---------------------------------------------------------------------------- schedules and cancel
+def _at(seconds: float) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def _record_for(stack: Stack, message_id: str, queue_record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A queue record naming the message, as SQS would hand it over once its delay passed."""
+    body = json.dumps({"messageId": message_id, "workspaceId": "ws_local"})
+    sent = stack.sqs.send_message(QueueUrl=stack.queue_url("imessage"), MessageBody=body)
+    return {"MessageId": sent["MessageId"], "ReceiptHandle": "handle-" + sent["MessageId"], "Body": body}
+
+
+def test_given_a_scheduled_message_then_it_is_not_sent_before_its_time(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    answer = stack.send(
+        "api_send_imessage.json",
+        body={"channel": "imessage", "to": "+15550100001", "body": "later", "sendAt": _at(600)},
+    )
+    assert answer.status == 201
+    assert answer.json["status"] == "scheduled"
+    message_id = answer.json["message"]["id"]
+
+    early = stack.dispatch("imessage", [_record_for(stack, message_id)])
+
+    assert len(early["batchItemFailures"]) == 1  # back on the queue until its time
+    assert imessage_via.calls == []
+    assert _status(stack, message_id)["status"] == "scheduled"
+
+
+def test_given_a_send_beyond_sqs_reach_then_the_outbox_hands_it_over_when_it_comes_due(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    answer = stack.send(
+        "api_send_imessage.json",
+        body={"channel": "imessage", "to": "+15550100001", "body": "next week", "sendAt": _at(3600)},
+    )
+    message_id = answer.json["message"]["id"]
+    assert stack.queue_depth("imessage") == 0  # SQS can hold a record back 15 minutes at most
+
+    assert _sweeper(datetime.now(UTC) + timedelta(minutes=10)).sweep() == {}
+    assert _sweeper(datetime.now(UTC) + timedelta(minutes=46)).sweep() == {"scheduled": 1}
+
+    assert stack.queue_depth("imessage") == 1
+    assert _status(stack, message_id)["status"] == "scheduled"
+
+
+def test_given_a_canceled_message_then_a_record_already_queued_sends_nothing(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    message_id = _send_imessage(stack, body="never mind")
+    records = stack.receive("imessage")
+
+    canceled = stack.call(
+        stack.event("api_get_message.json", method="DELETE", path=f"/v1/messages/{message_id}")
+    )
+    assert canceled.status == 200
+    assert canceled.json["message"]["status"] == "canceled"
+
+    assert stack.dispatch("imessage", records) == {"batchItemFailures": []}
+    assert imessage_via.calls == []
+    assert _status(stack, message_id)["status"] == "canceled"
+
+
+def test_given_a_message_whose_attempt_started_then_cancel_is_refused(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    message_id = _send_imessage(stack, body="too late")
+    stack.dispatch("imessage")
+
+    late = stack.call(stack.event("api_get_message.json", method="DELETE", path=f"/v1/messages/{message_id}"))
+
+    assert late.status == 409
+    assert late.json["error"]["code"] == "message_not_cancelable"
+    assert len(imessage_via.calls) == 1
+
+
+def _cancel(stack: Stack, message_id: str, answers: list[int]) -> None:
+    event = stack.event("api_get_message.json", method="DELETE", path=f"/v1/messages/{message_id}")
+    answers.append(stack.call(event).status)
+
+
+def test_given_cancel_and_dispatch_race_then_exactly_one_of_them_wins(
+    stack: Stack, imessage_via: FakeHttpProvider
+) -> None:
+    outcomes: list[tuple[str, int]] = []
+    for round_ in range(5):
+        message_id = _send_imessage(stack, to=f"+1555010020{round_}", body=f"race {round_}")
+        records = stack.receive("imessage")
+        answers: list[int] = []
+        cancel = threading.Thread(target=_cancel, args=(stack, message_id, answers))
+        dispatch = threading.Thread(target=stack.dispatch, args=("imessage", records))
+        cancel.start()
+        dispatch.start()
+        cancel.join()
+        dispatch.join()
+        outcomes.append((_status(stack, message_id)["status"], answers[0]))
+
+    for status, cancel_answer in outcomes:
+        assert (status, cancel_answer) in {("canceled", 200), ("sent", 409)}
+    assert len(imessage_via.calls) == sum(1 for status, _ in outcomes if status == "sent")
