@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
@@ -48,7 +50,7 @@ from sendonce.api.schemas import (
     SendMessageRequest,
 )
 from sendonce.errors import IdempotencyKeyReused, SendonceError
-from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
+from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.recipients import normalise_recipient
 from sendonce.messages.service import SendCommand
@@ -60,16 +62,83 @@ from sendonce.settings import api_settings
 
 app = APIGatewayHttpResolver(enable_validation=True)
 
-OPENAPI: dict[str, Any] = {
-    "title": "sendonce",
-    "version": "1.0.0",
-    "description": (
-        "Send sms, iMessage and email once: a retried, replayed or concurrent request never sends a "
-        "message twice, and an accepted message is never lost."
-    ),
-    "security_schemes": {"bearerAuth": HTTPBearer(description="API key: Authorization: Bearer <key>")},
-    "security": [{"bearerAuth": []}],
-}
+
+PUBLIC_PATHS = ("/v1/health", "/v1/webhooks/{provider}", "/openapi.json", "/docs")
+
+
+@cache
+def openapi_document() -> str:
+    """The OpenAPI description, built on first request: its models stay off the cold start."""
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer  # noqa: PLC0415
+
+    document = json.loads(
+        app.get_openapi_json_schema(
+            title="sendonce",
+            version="1.0.0",
+            description=(
+                "Send sms, iMessage and email once: a retried, replayed or concurrent request never sends "
+                "a message twice, and an accepted message is never lost."
+            ),
+            security_schemes={"bearerAuth": HTTPBearer(description="API key: Authorization: Bearer <key>")},
+            security=[{"bearerAuth": []}],
+        )
+    )
+    for path, operations in document.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            # Validation failures answer 400 validation_error here, never the event handler's 422.
+            if "HTTPValidationError" in json.dumps(responses.get("422", {})):
+                del responses["422"]
+            if path in PUBLIC_PATHS:
+                operation["security"] = []
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    _describe_webhook(document["paths"]["/v1/webhooks/{provider}"]["post"], schemas)
+    return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def _describe_webhook(operation: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """The webhook reads its raw, signed bytes itself; its body and signature are described here."""
+    body_schema = HttpProviderEvent.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(body_schema.pop("$defs", {}))
+    schemas["HttpProviderEvent"] = body_schema
+    operation["requestBody"] = {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HttpProviderEvent"}}},
+    }
+    for parameter in operation.get("parameters", []):
+        if parameter.get("name") == "provider":
+            parameter["schema"] = {"type": "string", "enum": ["http"]}
+    operation.setdefault("parameters", []).append(
+        {
+            "name": "X-Sendonce-Signature",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "string", "pattern": "^t=[0-9]+(,v1=[0-9a-f]{64})+$"},
+            "description": 't=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>',
+        }
+    )
+
+
+@cache
+def docs_page() -> str:
+    """Swagger UI with its script and styles inlined from Powertools: it works with no CDN."""
+    from aws_lambda_powertools import event_handler  # noqa: PLC0415
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui.html import (  # noqa: PLC0415
+        generate_swagger_html,
+    )
+
+    assets = Path(event_handler.__file__).parent / "openapi" / "swagger_ui"
+    return generate_swagger_html(
+        spec=openapi_document().replace("</", "<\\/"),
+        swagger_js=(assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
+        swagger_css=(assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
+        swagger_base_url="",
+        oauth2_config=None,
+    )
+
+
 PUBLIC: list[dict[str, list[str]]] = []  # a route anyone may call
 
 
@@ -151,7 +220,6 @@ def send_message(
         raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
 
     channel = Channel(message.channel)
-    payload = json.loads(app.current_event.body or "null")
     command = SendCommand(
         workspace_id=workspace,
         channel=channel,
@@ -165,10 +233,8 @@ def send_message(
     if key is None:
         answer = _send(request={}, command=command)
     else:
-        from dataclasses import replace  # noqa: PLC0415
-
-        from sendonce.idempotency.keys import payload_fingerprint  # noqa: PLC0415
-
+        # Compared on the parsed body: key order and white space never make two requests differ.
+        payload = json.loads(app.current_event.body or "null")
         command = replace(command, payload_fingerprint=payload_fingerprint(payload))
         try:
             answer = dependencies.idempotent_sender(_send)(
@@ -284,12 +350,26 @@ def health() -> Response[Any]:
     return _json_response(200, {"success": True, "status": "ok"})
 
 
-@app.get("/openapi.json", summary="This OpenAPI description", security=PUBLIC, tags=["service"])
-def openapi_document() -> Response[Any]:
-    return _json_response(200, app.get_openapi_json_schema(**OPENAPI))
+@app.get(
+    "/openapi.json",
+    summary="This OpenAPI description",
+    security=PUBLIC,
+    responses={200: {"description": "OpenAPI 3 document", "content": {"application/json": {}}}},
+    tags=["service"],
+)
+def openapi_json() -> Response[Any]:
+    return _json_response(200, openapi_document())
 
 
-app.enable_swagger(path="/docs", **OPENAPI)
+@app.get(
+    "/docs",
+    summary="This OpenAPI description, browsable",
+    security=PUBLIC,
+    responses={200: {"description": "Swagger UI", "content": {"text/html": {}}}},
+    tags=["service"],
+)
+def docs() -> Response[Any]:
+    return Response(status_code=200, content_type="text/html; charset=utf-8", body=docs_page())
 
 
 # ---------------------------------------------------------------------------- errors, in one place

@@ -56,7 +56,7 @@ class ProviderEvent:
         )
 
 
-class _EventError(BaseModel):
+class ProviderEventError(BaseModel):
     model_config = ConfigDict(extra="ignore")
     code: str = Field(min_length=1, max_length=200)
     message: str = Field(max_length=2000)
@@ -71,7 +71,7 @@ class HttpProviderEvent(BaseModel):
     messageId: str = Field(min_length=1, max_length=64)
     type: Literal["sent", "delivered", "failed"]
     occurredAt: datetime
-    error: _EventError | None = None
+    error: ProviderEventError | None = None
 
     def to_event(self, provider: str) -> ProviderEvent:
         return ProviderEvent(
