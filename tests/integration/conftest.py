@@ -45,6 +45,11 @@ API_KEY = "sk_local_dev"
 _UNSET: Any = object()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The handlers flush Powertools metrics on every call; most calls record none.
+    config.addinivalue_line("filterwarnings", "ignore:No application metrics to publish:UserWarning")
+
+
 # ---------------------------------------------------------------------------- the functions
 def _load_function(name: str) -> ModuleType:
     """functions/<name>/app.py, loaded by its path as its own module (no sys.path edits)."""
@@ -167,7 +172,9 @@ def call_api(event: dict[str, Any]) -> ApiAnswer:
     response = function("api").handler(event, FakeLambdaContext())
     raw = response.get("body") or ""
     headers = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
-    return ApiAnswer(response["statusCode"], headers, raw, json.loads(raw) if raw else None)
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    parsed = json.loads(raw) if raw and content_type.startswith("application/json") else None
+    return ApiAnswer(response["statusCode"], headers, raw, parsed)
 
 
 def send(
@@ -232,9 +239,12 @@ def clear_caches() -> None:
 
 @dataclass
 class Stack:
-    template: Template
-    queue_urls: dict[str, str]  # by logical id
-    monkeypatch: pytest.MonkeyPatch
+    template: Template = field(repr=False)
+    queue_urls: dict[str, str] = field(repr=False)  # by logical id
+    monkeypatch: pytest.MonkeyPatch = field(repr=False)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis' failure reports
+        printer.text("Stack()")
 
     @property
     def dynamodb(self) -> Any:
@@ -271,10 +281,15 @@ class Stack:
     def queue_depth(self, channel: str) -> int:
         attributes = self.sqs.get_queue_attributes(
             QueueUrl=self.queue_url(channel),
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            AttributeNames=["All"],
         )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"]) + int(
-            attributes["ApproximateNumberOfMessagesNotVisible"]
+        return sum(
+            int(attributes.get(name, 0))
+            for name in (
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            )
         )
 
     def scan(self, table: str) -> list[dict[str, Any]]:
