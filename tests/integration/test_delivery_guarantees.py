@@ -142,11 +142,10 @@ def test_given_one_record_delivered_to_two_dispatchers_at_once_then_it_is_sent_o
 
 
 # ---------------------------------------------------------------------------- crashes after the call
-def test_given_a_crash_after_the_http_provider_accepted_then_the_retry_reuses_its_key(
-    stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
+def _dispatch_and_die_after_the_provider_call(
+    stack: Stack, channel: str, records: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    message_id = _send_imessage(stack, body="crash after call")
-    records = stack.receive("imessage")
+    """The provider took the message; the Lambda dies before the outcome is written."""
 
     def die(*args: Any, **kwargs: Any) -> bool:
         raise LambdaDied
@@ -154,7 +153,16 @@ def test_given_a_crash_after_the_http_provider_accepted_then_the_retry_reuses_it
     with monkeypatch.context() as crash:
         crash.setattr(DynamoDbMessageStore, "finish_attempt", die)
         with pytest.raises(LambdaDied):
-            stack.dispatch("imessage", records)
+            stack.dispatch(channel, records)
+
+
+def test_given_a_crash_after_the_http_provider_accepted_then_the_retry_reuses_its_key(
+    stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_id = _send_imessage(stack, body="crash after call")
+    records = stack.receive("imessage")
+
+    _dispatch_and_die_after_the_provider_call(stack, "imessage", records, monkeypatch)
     assert _status(stack, message_id)["status"] == "sending"
 
     # SQS brings the record back: the claim stands, nothing is sent.
@@ -179,13 +187,7 @@ def test_given_a_crash_after_ses_accepted_then_the_message_ends_unknown_and_is_n
     message_id = _send_email(stack, body="crash after ses")
     records = stack.receive("email")
 
-    def die(*args: Any, **kwargs: Any) -> bool:
-        raise LambdaDied
-
-    with monkeypatch.context() as crash:
-        crash.setattr(DynamoDbMessageStore, "finish_attempt", die)
-        with pytest.raises(LambdaDied):
-            stack.dispatch("email", records)
+    _dispatch_and_die_after_the_provider_call(stack, "email", records, monkeypatch)
     assert _ses_sends() == 1
 
     stack.dispatch("email", records)  # redelivered: the claim stands
