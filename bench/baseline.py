@@ -28,7 +28,9 @@ class BaselineHandler:
         try:
             request = SendMessageRequest.model_validate_json(event.get("body") or "")
         except ValidationError as error:
-            return _answer(400, {"success": False, "error": {"code": "validation_error", "message": str(error)}})
+            return _answer(
+                400, {"success": False, "error": {"code": "validation_error", "message": str(error)}}
+            )
         message_id = "msg_" + uuid.uuid4().hex
         now = datetime.now(UTC).isoformat()
         workspace = event["requestContext"]["authorizer"]["lambda"]["workspaceId"]
@@ -45,7 +47,8 @@ class BaselineHandler:
             },
         )
         self._sqs.send_message(
-            QueueUrl=self._queue_url, MessageBody=json.dumps({"messageId": message_id, "workspaceId": workspace})
+            QueueUrl=self._queue_url,
+            MessageBody=json.dumps({"messageId": message_id, "workspaceId": workspace}),
         )
         return _answer(201, {"success": True, "status": "queued", "message": {"id": message_id}})
 

@@ -9,6 +9,7 @@ hooks on its own event emitter. Only calls made inside `counting()` are recorded
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class Call:
 class CallLog:
     calls: list[Call] = field(default_factory=list)
     attempts: int = 0  # HTTP requests sent, retries included
+    aws_seconds: float = 0.0  # wall time inside the calls (from before-call to after-call)
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -67,14 +69,16 @@ class CallCounter:
         service = client.meta.service_model.service_name
         client.meta.events.register("before-call", self._before_call(service))
         client.meta.events.register("before-send", self._before_send)
+        client.meta.events.register("after-call", self._after_call)
         for extra in self._extra_hooks:
             extra(client)
 
     def _before_call(self, service: str) -> Callable[..., None]:
-        def record(model: Any, **_: Any) -> None:
+        def record(model: Any, context: dict[str, Any], **_: Any) -> None:
             with self._lock:
                 if self._active is not None:
                     self._active.calls.append(Call(service, model.name))
+            context["bench_started"] = time.perf_counter()
 
         return record
 
@@ -82,6 +86,12 @@ class CallCounter:
         with self._lock:
             if self._active is not None:
                 self._active.attempts += 1
+
+    def _after_call(self, context: dict[str, Any], **_: Any) -> None:
+        started = context.get("bench_started")
+        with self._lock:
+            if self._active is not None and started is not None:
+                self._active.aws_seconds += time.perf_counter() - started
 
     @contextmanager
     def counting(self) -> Iterator[CallLog]:

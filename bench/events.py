@@ -21,7 +21,9 @@ def _template(name: str) -> Event:
     return loaded
 
 
-def send_event(body: dict[str, Any], workspace: str, api_key: str, idempotency_key: str | None = None) -> Event:
+def send_event(
+    body: dict[str, Any], workspace: str, api_key: str, idempotency_key: str | None = None
+) -> Event:
     """`POST /v1/messages` as the API function receives it, the authorizer's context included."""
     event = copy.deepcopy(_template("api_send_sms.json"))
     raw = json.dumps(body, separators=(",", ":"))

@@ -26,6 +26,7 @@ FIRST_ROUND_ORDER = (BASELINE, "send_new", "send_new_with_key")
 class PathSamples:
     seconds: list[float] = field(default_factory=list)
     calls: list[int] = field(default_factory=list)
+    aws_seconds: list[float] = field(default_factory=list)  # of each request, inside its AWS calls
     operations: list[str] = field(default_factory=list)  # of the last request
     failures: int = 0
 
@@ -47,6 +48,7 @@ def _timed(handler: Handler, context: Callable[[], Any], request: Request, sampl
         return
     samples.seconds.append(elapsed)
     samples.calls.append(len(log))
+    samples.aws_seconds.append(log.aws_seconds)
     samples.operations = log.operations()
 
 

@@ -1,0 +1,182 @@
+"""`python -m bench [--quick] [--no-storm]`: measure, write bench/results.json, print the table.
+
+The exit code is 0 whatever the figures: target checks are reported, never enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from bench.call_counter import COUNTER
+
+COUNTER.install()  # before any client is built, so every client the handlers use is hooked
+
+from bench.baseline import BaselineHandler  # noqa: E402
+from bench.capacity import CapacityProbe, Units  # noqa: E402
+from bench.cold_start import cold_starts, import_time_top  # noqa: E402
+from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
+from bench.latency import run_latency  # noqa: E402
+from bench.local_stack import ROOT, BenchStack, start_stack  # noqa: E402
+from bench.paths import Workload  # noqa: E402
+from bench.probes import authorize, dispatch, queued_records  # noqa: E402
+from bench.quiet import silenced_stdout  # noqa: E402
+from bench.report import checks, cold_start_ratios, ratios, table  # noqa: E402
+from bench.stats import mode, percentile, summary_ms  # noqa: E402
+from bench.storm import run_storm  # noqa: E402
+from sendonce_local.environment import function_environment  # noqa: E402
+from sendonce_local.lambda_runtime import LambdaContext  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+DETAILS = HERE / "details.json"
+
+
+def _ms(seconds: list[float]) -> float:
+    return round(percentile(seconds, 0.5) * 1000, 2)
+
+
+def _capacity(stack: BenchStack, probe: CapacityProbe) -> dict[str, Units]:
+    """DynamoDB units of one request of each path, by the billing rules."""
+    api = stack.functions["ApiFunction"]
+    handler, context = api.load(), LambdaContext(api.spec)
+    workload = Workload()
+    units: dict[str, Units] = {}
+    with silenced_stdout():
+        for path in ("send_new", "duplicate", "send_new_with_key", "replay"):
+            request = workload.make(path)
+            units[path] = probe.measure(lambda request=request: handler(request.event, context))
+        units["authorizer"] = probe.measure(lambda: authorize(stack, 1))
+    records = queued_records(stack, 1)
+    units["dispatch"] = probe.measure(lambda: dispatch(stack, records))
+    return units
+
+
+def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    stack = start_stack()
+    probe = CapacityProbe(stack.endpoint)
+    COUNTER.add_client_hook(probe.hook)
+    try:
+        baseline_queue = stack.client("sqs").create_queue(QueueName="BenchBaselineQueue")["QueueUrl"]
+        api = stack.functions["ApiFunction"]
+        handlers = {"baseline": BaselineHandler("MessagesTable", baseline_queue), "api": api.load()}
+        print(f"latency: {args.rounds} interleaved rounds ...", file=sys.stderr, flush=True)
+        run = run_latency(handlers, lambda: LambdaContext(api.spec), rounds=args.rounds, warmup=args.warmup)
+        failures = {path: samples.failures for path, samples in run.paths.items() if samples.failures}
+        if failures:
+            print(f"warning: unexpected answers {failures}", file=sys.stderr)
+        authorizer = authorize(stack, args.invocations)
+        dispatched = dispatch(stack, queued_records(stack, args.invocations))
+        capacity = _capacity(stack, probe)
+    finally:
+        stack.stop()
+
+    latency = {path: summary_ms(samples.seconds) for path, samples in run.paths.items()}
+    calls = {path: mode(samples.calls) for path, samples in run.paths.items() if path != "baseline"}
+    calls["dispatch"] = mode(dispatched.calls)
+    calls["authorizer"] = mode(authorizer.calls)
+    specs = stack.template.functions
+    send_cost = SendCost(
+        wru=capacity["send_new"].wru + capacity["authorizer"].wru + capacity["dispatch"].wru,
+        rru=capacity["send_new"].rru + capacity["authorizer"].rru + capacity["dispatch"].rru,
+        sqs_message_bytes=dispatched.message_bytes,
+        api=LambdaUse(specs["ApiFunction"].memory_mb, latency["send_new"]["p50"]),
+        authorizer=LambdaUse(specs["AuthorizerFunction"].memory_mb, _ms(authorizer.seconds)),
+        dispatcher=LambdaUse(
+            specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), 1 / SQS_BATCH_SIZE
+        ),
+    )
+    figures = {"calls": calls, "latency_ms": latency, "cost": round(send_cost.usd_per_million(), 2)}
+    details = {
+        "samples": {path: len(samples.seconds) for path, samples in run.paths.items()},
+        "unexpected_answers": failures,
+        "call_counts_seen": {path: sorted(set(samples.calls)) for path, samples in run.paths.items()},
+        "operations": {
+            **{path: samples.operations for path, samples in run.paths.items()},
+            "dispatch": dispatched.operations,
+            "authorizer": authorizer.operations,
+        },
+        "aws_ms_p50": {path: _ms(samples.aws_seconds) for path, samples in run.paths.items()},
+        "dispatch_ms_p50": _ms(dispatched.seconds),
+        "authorizer_ms_p50": _ms(authorizer.seconds),
+        "dynamodb_units": {
+            path: {"wru": units.wru, "rru": units.rru, "detail": units.detail}
+            for path, units in capacity.items()
+        },
+        "sqs_message_bytes": dispatched.message_bytes,
+        "cost_usd_per_million_sends": {
+            "prices_read_on": PRICES_READ_ON,
+            "lines": {name: round(value, 4) for name, value in send_cost.lines().items()},
+        },
+    }
+    return figures, details
+
+
+def measure_cold_starts(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:
+    from bench.local_stack import TEMPLATE, free_ports  # noqa: PLC0415
+    from sendonce_local.template import load_template  # noqa: PLC0415
+
+    template = load_template(TEMPLATE)
+    environment = function_environment(template, free_ports())
+    print(f"cold start: {args.cold_runs} fresh interpreters per function ...", file=sys.stderr, flush=True)
+    cold = cold_starts(template.functions, environment, ROOT, args.cold_runs)
+    return cold, import_time_top(template.functions["ApiFunction"], environment, ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "--quick", action="store_true", help="a fast smoke run (fewer samples, smaller storm)"
+    )
+    parser.add_argument("--no-storm", action="store_true", help="skip the storm through `sendonce run`")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    args.rounds, args.warmup = (60, 5) if args.quick else (300, 20)
+    args.invocations = 20 if args.quick else 100
+    args.cold_runs = 3 if args.quick else 7
+    args.storm_requests = 300 if args.quick else 1000
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+    figures, details = measure_in_process(args)
+    cold, importtime = measure_cold_starts(args)
+    details["importtime_api_function"] = importtime
+    storm = None
+    if not args.no_storm:
+        print(f"storm: {args.storm_requests} requests at concurrency 32 ...", file=sys.stderr, flush=True)
+        try:
+            result = run_storm(args.storm_requests, concurrency=32)
+            storm = result.figures()
+            details["storm"] = {
+                "statuses": result.statuses,
+                "distinct_delivered": result.distinct_delivered,
+                "delivered_by_channel": result.by_channel,
+                "unexpected": result.unexpected,
+            }
+        except Exception as error:  # the rest of the figures still stand
+            details["storm"] = {"error": repr(error)}
+            print(f"storm failed: {error!r}", file=sys.stderr)
+
+    results: dict[str, Any] = {
+        "calls": figures["calls"],
+        "latency_ms": figures["latency_ms"],
+        "ratio": ratios(figures["latency_ms"]),
+        "cold_start_ms": cold,
+        "cold_start_ratio": cold_start_ratios(cold),
+        "storm": storm,
+        "cost_usd_per_million_sends": figures["cost"],
+    }
+    details["checks"] = [vars(check) for check in checks(results)]
+    details["mode"] = "quick" if args.quick else "full"
+    args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (args.output.parent / DETAILS.name).write_text(json.dumps(details, indent=2) + "\n", encoding="utf-8")
+    print(table(results, details))
+    print(f"\nwrote {args.output} and {DETAILS.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

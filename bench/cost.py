@@ -1,0 +1,71 @@
+"""What one million sends cost on AWS (us-east-1, on-demand), from the bench's counted figures.
+
+Included: API Gateway HTTP API, the authorizer, API and dispatcher Lambdas, DynamoDB on-demand
+capacity, SQS requests (the API's SendMessage and the event source mapping's ReceiveMessage and
+DeleteMessageBatch, in full batches). Not included: what the provider charges per message (SNS
+SMS, SES, the HTTP provider), CloudWatch Logs and X-Ray, data transfer, storage. Those are
+listed apart in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# List prices, us-east-1, as stated in the bench's brief (issue 5) and recorded on this date; not
+# re-checked against the live pricing pages. DynamoDB's are after the November 2024 price cut.
+PRICES_READ_ON = "2026-11-30"
+DYNAMODB_USD_PER_MILLION_WRU = 0.625
+DYNAMODB_USD_PER_MILLION_RRU = 0.125
+SQS_USD_PER_MILLION_REQUESTS = 0.40  # standard queues; each 64 KB chunk of a payload is a request
+SQS_CHUNK_BYTES = 64 * 1024
+LAMBDA_USD_PER_MILLION_REQUESTS = 0.20
+LAMBDA_USD_PER_GB_SECOND = 0.0000166667  # x86_64
+API_GATEWAY_HTTP_USD_PER_MILLION = 1.00  # HTTP API, first 300 million a month, per 512 KB
+# Charged by the provider per message, apart from the infrastructure cost above.
+SES_USD_PER_THOUSAND_EMAILS = 0.10
+SQS_BATCH_SIZE = 10  # the template's BatchSize; at 10,000 sends a second the batches are full
+
+MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class LambdaUse:
+    memory_mb: int
+    milliseconds: float  # billed per started millisecond
+    invocations_per_send: float = 1.0
+
+    def usd_per_send(self) -> float:
+        gb_seconds = self.memory_mb / 1024 * math.ceil(self.milliseconds) / 1000
+        return self.invocations_per_send * (
+            LAMBDA_USD_PER_MILLION_REQUESTS / MILLION + gb_seconds * LAMBDA_USD_PER_GB_SECOND
+        )
+
+
+@dataclass(frozen=True)
+class SendCost:
+    """Per send: the API path, the authorizer and one dispatch."""
+
+    wru: float
+    rru: float
+    sqs_message_bytes: int
+    api: LambdaUse
+    authorizer: LambdaUse
+    dispatcher: LambdaUse  # milliseconds per message; invocations_per_send = 1 / batch size
+
+    def lines(self) -> dict[str, float]:
+        """USD per million sends, by item."""
+        chunks = max(1, math.ceil(self.sqs_message_bytes / SQS_CHUNK_BYTES))
+        sqs_requests = chunks + 2 / SQS_BATCH_SIZE  # SendMessage; Receive and DeleteBatch per batch
+        return {
+            "api_gateway": API_GATEWAY_HTTP_USD_PER_MILLION,
+            "lambda_api": self.api.usd_per_send() * MILLION,
+            "lambda_authorizer": self.authorizer.usd_per_send() * MILLION,
+            "lambda_dispatcher": self.dispatcher.usd_per_send() * MILLION,
+            "dynamodb_writes": self.wru * DYNAMODB_USD_PER_MILLION_WRU,
+            "dynamodb_reads": self.rru * DYNAMODB_USD_PER_MILLION_RRU,
+            "sqs": sqs_requests * SQS_USD_PER_MILLION_REQUESTS,
+        }
+
+    def usd_per_million(self) -> float:
+        return sum(self.lines().values())

@@ -1,0 +1,100 @@
+"""bench/results.json in the issue's shape, the target checks, and the same figures as a table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CALL_TARGETS = {"send_new": 2, "send_new_with_key": 4, "replay": 1, "duplicate": 2, "dispatch": 3}
+RATIO_TARGETS = {"send_new_p50": 1.2, "replay_p50": 1.0, "duplicate_p99_vs_send_new_p99": 1.0}
+COLD_START_TARGET = 1.5
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: Any
+    target: str
+    passed: bool
+
+
+def ratios(latency: dict[str, dict[str, float]]) -> dict[str, float]:
+    base = latency["baseline"]["p50"]
+    return {
+        "send_new_p50": round(latency["send_new"]["p50"] / base, 2),
+        "send_new_with_key_p50": round(latency["send_new_with_key"]["p50"] / base, 2),
+        "replay_p50": round(latency["replay"]["p50"] / base, 2),
+        "duplicate_p99_vs_send_new_p99": round(latency["duplicate"]["p99"] / latency["send_new"]["p99"], 2),
+    }
+
+
+def cold_start_ratios(cold: dict[str, float]) -> dict[str, float]:
+    return {name: round(ms / cold["baseline"], 2) for name, ms in cold.items() if name != "baseline"}
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    out = [
+        Check(f"calls.{path}", results["calls"][path], f"<= {limit}", results["calls"][path] <= limit)
+        for path, limit in CALL_TARGETS.items()
+    ]
+    out += [
+        Check(f"ratio.{name}", results["ratio"][name], f"<= {limit}", results["ratio"][name] <= limit)
+        for name, limit in RATIO_TARGETS.items()
+    ]
+    out += [
+        Check(f"cold_start_ratio.{name}", ratio, f"<= {COLD_START_TARGET}", ratio <= COLD_START_TARGET)
+        for name, ratio in results["cold_start_ratio"].items()
+    ]
+    storm = results.get("storm")
+    if storm:
+        out.append(
+            Check(
+                "storm.delivered == storm.unique",
+                f"{storm['delivered']} / {storm['unique']}",
+                "equal",
+                storm["delivered"] == storm["unique"],
+            )
+        )
+    return out
+
+
+def _rows(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[[str(cell) for cell in row] for row in rows]]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def table(results: dict[str, Any], details: dict[str, Any]) -> str:
+    latency = results["latency_ms"]
+    calls = results["calls"]
+    path_rows = [
+        [
+            path,
+            calls.get(path, "-"),
+            *(latency[path][p] for p in ("p50", "p95", "p99")),
+            details.get("aws_ms_p50", {}).get(path, "-"),
+        ]
+        for path in ("baseline", "send_new", "send_new_with_key", "replay", "duplicate")
+    ]
+    path_rows.append(["dispatch", calls["dispatch"], details.get("dispatch_ms_p50", "-"), "", "", ""])
+    path_rows.append(["authorizer", calls["authorizer"], details.get("authorizer_ms_p50", "-"), "", "", ""])
+    cold = results["cold_start_ms"]
+    cold_rows = [[name, ms, results["cold_start_ratio"].get(name, "1.0")] for name, ms in cold.items()]
+    storm = results.get("storm") or {}
+    parts = [
+        _rows(["path", "AWS calls", "p50 ms", "p95 ms", "p99 ms", "in AWS calls p50 ms"], path_rows),
+        _rows(["ratio", "value"], [[name, value] for name, value in results["ratio"].items()]),
+        _rows(["cold start", "median ms", "ratio"], cold_rows),
+        _rows(["storm", "value"], [[name, value] for name, value in storm.items()])
+        if storm
+        else "storm: not run",
+        f"cost on AWS per million sends (infrastructure, excluding provider charges): "
+        f"${results['cost_usd_per_million_sends']:.2f}",
+        _rows(
+            ["target", "value", "target", "result"],
+            [[c.name, c.value, c.target, "PASS" if c.passed else "FAIL"] for c in checks(results)],
+        ),
+    ]
+    return "\n\n".join(parts)
