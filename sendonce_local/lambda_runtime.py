@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from sendonce_local.intrinsics import function_arn
+from sendonce_local.invocation_isolation import isolate_invocations
 from sendonce_local.template import FunctionSpec
 
 log = logging.getLogger("local-stack.lambda")
@@ -61,6 +62,7 @@ class LocalFunction:
             return self._handler
 
     def _import(self) -> Handler:
+        isolate_invocations()  # concurrent invocations run in threads: no shared per-request state
         module_path, _, attribute = self.spec.handler.rpartition(".")
         file = self.spec.code_dir / (module_path.replace(".", "/") + ".py")
         if not file.is_file():
