@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+
+log = logging.getLogger("local-stack.sandbox")
+
+Delivery = dict[str, Any]
+DeliveryListener = Callable[[Delivery], None]
 
 
 def now_rfc3339() -> str:
@@ -14,7 +21,13 @@ def now_rfc3339() -> str:
 class DeliveryLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._deliveries: list[dict[str, Any]] = []
+        self._deliveries: list[Delivery] = []
+        self._listeners: list[DeliveryListener] = []
+
+    def add_listener(self, listener: DeliveryListener) -> None:
+        """Called with a copy of each new delivery, after it is recorded; it must not block."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def record(
         self,
@@ -37,8 +50,14 @@ class DeliveryLog:
         }
         with self._lock:
             self._deliveries.append(entry)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(dict(entry))
+            except Exception:
+                log.exception("a delivery listener failed on %s", message_id)
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[Delivery]:
         with self._lock:
             return [dict(entry) for entry in self._deliveries]
 

@@ -5,6 +5,8 @@ GET  /deliveries   every message that reached a provider, in order
 DELETE /deliveries empties that list (the HTTP provider's idempotency memory stays)
 PUT  /faults       the next N HTTP-provider calls for a channel (and recipient) fail
 GET  /faults, DELETE /faults   inspect / clear the faults still armed
+GET  /events       every delivery event the sandbox reported (webhooks, SES notifications), with
+                   the answer it got; DELETE /events empties that list
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.delivery_reporter import ReportLog
 from sendonce_local.http_server import BurstHTTPServer
 
 log = logging.getLogger("local-stack.sandbox")
@@ -143,10 +146,16 @@ def _provider_timeout_seconds() -> float:
 
 
 class SandboxServer:
-    def __init__(self, host: str, port: int, deliveries: DeliveryLog, provider: HttpProvider) -> None:
-        handler = type(
-            "BoundSandboxHandler", (SandboxHandler,), {"deliveries": deliveries, "provider": provider}
-        )
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        deliveries: DeliveryLog,
+        provider: HttpProvider,
+        reports: ReportLog | None = None,
+    ) -> None:
+        bound = {"deliveries": deliveries, "provider": provider, "reports": reports or ReportLog()}
+        handler = type("BoundSandboxHandler", (SandboxHandler,), bound)
         self._server = BurstHTTPServer((host, port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="sandbox", daemon=True)
         self.host, self.port = host, port
@@ -162,6 +171,7 @@ class SandboxServer:
 class SandboxHandler(BaseHTTPRequestHandler):
     deliveries: DeliveryLog
     provider: HttpProvider
+    reports: ReportLog
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
@@ -180,6 +190,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
             return self._send(200, {"deliveries": self.deliveries.all()})
         if path == "/faults":
             return self._send(200, {"faults": self.provider.faults()})
+        if path == "/events":
+            return self._send(200, {"events": self.reports.all()})
         if path == "/health":
             return self._send(200, {"status": "ok"})
         self._send(404, {"error": "not found"})
@@ -193,6 +205,9 @@ class SandboxHandler(BaseHTTPRequestHandler):
         if path == "/faults":
             self.provider.clear_faults()
             return self._send(200, {"faults": []})
+        if path == "/events":
+            self.reports.clear()
+            return self._send(200, {"events": []})
         self._send(404, {"error": "not found"})
 
     def do_PUT(self) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from sendonce_local.api_gateway import ApiServer, HttpApi
 from sendonce_local.api_keys import parse_local_api_keys, store_api_key
+from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.delivery_reporter import SWITCH, DeliveryReporter, ReportLog, reporting_enabled
 from sendonce_local.emulator import AwsEmulator, client, provision
 from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
 from sendonce_local.event_sources import SqsPoller
@@ -21,6 +23,7 @@ from sendonce_local.template import Template
 log = logging.getLogger("local-stack.local")
 
 STOP_JOIN_SECONDS = 3.0
+EVENTS_QUEUE = "EventsQueue"  # where SES notifications arrive through SNS
 
 
 class LocalStack:
@@ -28,6 +31,7 @@ class LocalStack:
         self.template = template
         self.ports = ports
         self.deliveries = DeliveryLog()
+        self.reports = ReportLog()
         self.queue_urls: dict[str, str] = {}
         self.workspaces: list[str] = []
         self._stop = threading.Event()
@@ -36,6 +40,7 @@ class LocalStack:
         self._api: ApiServer | None = None
         self._pollers: list[SqsPoller] = []
         self._schedules: list[ScheduleRunner] = []
+        self._report_tasks: DelayedTasks | None = None
 
     def start(self) -> None:
         apply_environment(function_environment(self.template, self.ports))
@@ -43,8 +48,9 @@ class LocalStack:
         self._emulator.start()
         self.queue_urls = provision(self.template, self.ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"])
         self._store_api_keys()
+        self._start_delivery_reports()
         provider = HttpProvider(self.deliveries, lambda: os.environ["SENDONCE_HTTP_PROVIDER_TOKEN"])
-        self._sandbox = SandboxServer(HOST, self.ports.sandbox, self.deliveries, provider)
+        self._sandbox = SandboxServer(HOST, self.ports.sandbox, self.deliveries, provider, self.reports)
         self._sandbox.start()
         functions = FunctionRegistry(self.template.functions)
         functions.load_all()
@@ -52,6 +58,31 @@ class LocalStack:
         # Last: the API answers (health included) only once everything above is up.
         self._api = ApiServer(HOST, self.ports.api, HttpApi(self.template.routes, functions))
         self._api.start()
+
+    def _start_delivery_reports(self) -> None:
+        """The sandbox reports deliveries as real providers do (signed webhooks, SES through SNS)."""
+        if not reporting_enabled(os.environ.get(SWITCH)):
+            log.info("%s is off: the sandbox reports no delivery events", SWITCH)
+            return
+        sqs = client("sqs", self.ports.aws_endpoint)
+        events_queue = self.queue_urls.get(EVENTS_QUEUE, "")
+
+        def send_to_events_queue(body: str) -> None:
+            if not events_queue:
+                raise LookupError(f"the template has no {EVENTS_QUEUE}")
+            sqs.send_message(QueueUrl=events_queue, MessageBody=body)
+
+        self._report_tasks = DelayedTasks("sandbox-delivery-reports")
+        reporter = DeliveryReporter(
+            self._report_tasks,
+            self.reports,
+            webhook_url=f"{self.ports.api_url}/v1/webhooks/http",
+            webhook_secret=lambda: os.environ.get("SENDONCE_WEBHOOK_SECRET", ""),
+            send_to_events_queue=send_to_events_queue,
+            email_source=os.environ["SENDONCE_EMAIL_FROM"],
+        )
+        self.deliveries.add_listener(reporter)
+        self._report_tasks.start()
 
     def _store_api_keys(self) -> None:
         dynamodb = client("dynamodb", self.ports.aws_endpoint)
@@ -82,6 +113,8 @@ class LocalStack:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._report_tasks is not None:
+            self._report_tasks.stop()
         for server in (self._api, self._sandbox):
             if server is not None:
                 server.stop()
