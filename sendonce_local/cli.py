@@ -1,4 +1,4 @@
-"""The `sendonce` command: `run`, `invoke` and `create-api-key`."""
+"""The `sendonce` command: `run`, `invoke`, `create-api-key` and `release-lock`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -17,6 +18,7 @@ from sendonce_local.constants import REGION
 from sendonce_local.emulator import client
 from sendonce_local.environment import Ports
 from sendonce_local.invoke import invoke
+from sendonce_local.release_lock import describe, release_lock
 from sendonce_local.stack import LocalStack, default_template_path
 from sendonce_local.template import load_template
 
@@ -70,6 +72,39 @@ def _create_api_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release_lock(args: argparse.Namespace) -> int:
+    if args.aws:
+        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
+    else:
+        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    try:
+        released = release_lock(
+            dynamodb,
+            args.table,
+            workspace=args.workspace,
+            channel=args.channel,
+            to=args.to,
+            subject=args.subject,
+            body=args.body,
+        )
+    except ValueError as error:
+        print(f"sendonce release-lock: --to {args.to!r} {error}", file=sys.stderr)
+        return 2
+    print(describe(released, time.time()))
+    return 0
+
+
+RELEASE_LOCK_HELP = """\
+Delete the dedup lock of (workspace, recipient, subject, body), so that an identical message is
+sent again inside the dedup window: the manual escape hatch for the rare case where a duplicate
+is wanted. The identity is computed exactly as the API does (recipient normalised for the
+channel: '+1 (555) 010-0000' and '+15550100000' are one lock). Prints whether a lock was there.
+
+Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table MessagesTable.
+Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION, credentials) and
+--table <the stack's MessagesTable name>."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sendonce", description="The sendonce local stack and tools.")
     parser.add_argument(
@@ -98,6 +133,33 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--region", default=None, help=f"AWS region (default: your AWS config, or {REGION} locally)"
     )
+
+    release = commands.add_parser(
+        "release-lock",
+        help="delete the dedup lock of one message identity (local stack, or a deployed one with --aws)",
+        description=RELEASE_LOCK_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    release.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
+    release.add_argument("--channel", required=True, choices=["sms", "imessage", "email"])
+    release.add_argument("--to", required=True, help="the recipient, in any form the API accepts")
+    release.add_argument("--body", required=True, help="the message body, exactly as sent")
+    release.add_argument("--subject", default=None, help="the subject, exactly as sent (email)")
+    release.add_argument(
+        "--table", default="MessagesTable", help="the messages table (default: MessagesTable, the local name)"
+    )
+    target = release.add_mutually_exclusive_group()
+    target.add_argument(
+        "--endpoint-url",
+        default=None,
+        help="the DynamoDB endpoint (default: the local stack's, http://127.0.0.1:$SENDONCE_AWS_PORT)",
+    )
+    target.add_argument(
+        "--aws", action="store_true", help="a deployed stack: the default boto3 session, no endpoint"
+    )
+    release.add_argument(
+        "--region", default=None, help=f"AWS region with --aws (default: your AWS config; {REGION} locally)"
+    )
     return parser
 
 
@@ -107,5 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.template is None:
         override = os.environ.get("SENDONCE_TEMPLATE")
         args.template = Path(override) if override else default_template_path()
-    commands = {"run": _run, "invoke": _invoke, "create-api-key": _create_api_key}
+    commands = {
+        "run": _run,
+        "invoke": _invoke,
+        "create-api-key": _create_api_key,
+        "release-lock": _release_lock,
+    }
     return commands[args.command](args)
