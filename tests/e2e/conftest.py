@@ -1,4 +1,12 @@
-"""One local stack (`sendonce run`) per test session, on free ports, torn down at the end."""
+"""Local stacks (`sendonce run`) on free ports, one per settings profile, torn down at the end.
+
+- `stack`: the default settings (24 h idempotency window, 15 min dedup window), two workspaces,
+  a 2 s provider timeout, and the sandbox reporting deliveries (webhooks, SES notifications).
+- `short_stack`: 3 s idempotency and dedup windows, `SENDONCE_REQUIRE_IDEMPOTENCY_KEY=true`, two
+  workspaces (`ws_a`, `ws_b`), and the sandbox's delivery events off, so a lost provider answer is
+  observably retried (a `delivered` event would otherwise end the message before the retry).
+Each is started once per session, on first use.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,8 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -19,6 +28,7 @@ SENDONCE = REPO / ".venv" / "bin" / "sendonce"
 START_DEADLINE_SECONDS = 90
 API_KEY = "sk_e2e_test_key"
 OTHER_API_KEY = "sk_e2e_other_key"
+WEBHOOK_SECRET = "e2e-webhook-secret"
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,9 @@ class LocalStack:
     env: dict[str, str]
     api_key: str
     other_api_key: str
+    workspace: str = "ws_e2e"
+    other_workspace: str = "ws_e2e_other"
+    webhook_secret: str = field(default=WEBHOOK_SECRET, repr=False)
 
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.api_key}"}
@@ -57,17 +70,18 @@ def _wait_healthy(process: subprocess.Popen[bytes], api: str, log: Path) -> None
     )
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+@contextmanager
+def running_stack(
+    log: Path, settings: dict[str, str], keys: tuple[tuple[str, str], tuple[str, str]]
+) -> Iterator[LocalStack]:
     ports = {
         "SENDONCE_API_PORT": free_port(),
         "SENDONCE_AWS_PORT": free_port(),
         "SENDONCE_SANDBOX_PORT": free_port(),
     }
-    env = {**os.environ, **{name: str(port) for name, port in ports.items()}}
-    env["SENDONCE_LOCAL_API_KEYS"] = f"ws_e2e:{API_KEY},ws_e2e_other:{OTHER_API_KEY}"
-    env["SENDONCE_PROVIDER_TIMEOUT_SECONDS"] = "2"
-    log = tmp_path_factory.mktemp("stack") / "sendonce-run.log"
+    env = {**os.environ, **{name: str(port) for name, port in ports.items()}, **settings}
+    env["SENDONCE_LOCAL_API_KEYS"] = ",".join(f"{workspace}:{key}" for workspace, key in keys)
+    env.setdefault("SENDONCE_WEBHOOK_SECRET", WEBHOOK_SECRET)
     with log.open("wb") as output:
         process = subprocess.Popen(
             [str(SENDONCE), "run"], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT
@@ -80,8 +94,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             aws=f"http://127.0.0.1:{ports['SENDONCE_AWS_PORT']}",
             sandbox=f"http://127.0.0.1:{ports['SENDONCE_SANDBOX_PORT']}",
             env=env,
-            api_key=API_KEY,
-            other_api_key=OTHER_API_KEY,
+            api_key=keys[0][1],
+            other_api_key=keys[1][1],
+            workspace=keys[0][0],
+            other_workspace=keys[1][0],
+            webhook_secret=env["SENDONCE_WEBHOOK_SECRET"],
         )
     finally:
         process.send_signal(signal.SIGTERM)
@@ -90,3 +107,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    log = tmp_path_factory.mktemp("stack") / "sendonce-run.log"
+    settings = {"SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2", "SENDONCE_SANDBOX_DELIVERY_EVENTS": "true"}
+    with running_stack(log, settings, (("ws_e2e", API_KEY), ("ws_e2e_other", OTHER_API_KEY))) as local:
+        yield local
+
+
+@pytest.fixture(scope="session")
+def short_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    log = tmp_path_factory.mktemp("short-stack") / "sendonce-run.log"
+    settings = {
+        "SENDONCE_DEDUP_WINDOW_SECONDS": "3",
+        "SENDONCE_IDEMPOTENCY_TTL_SECONDS": "3",
+        "SENDONCE_REQUIRE_IDEMPOTENCY_KEY": "true",
+        "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2",
+        "SENDONCE_SANDBOX_DELIVERY_EVENTS": "false",
+    }
+    with running_stack(log, settings, (("ws_a", "sk_a"), ("ws_b", "sk_b"))) as local:
+        yield local
