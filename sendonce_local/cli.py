@@ -14,13 +14,11 @@ from types import FrameType
 import boto3
 
 from sendonce_local.api_keys import store_api_key
+from sendonce_local.aws_client import client
 from sendonce_local.constants import REGION
-from sendonce_local.emulator import client
 from sendonce_local.environment import Ports
-from sendonce_local.invoke import invoke
 from sendonce_local.release_lock import describe, release_lock
-from sendonce_local.stack import LocalStack, default_template_path
-from sendonce_local.template import load_template
+from sendonce_local.template import default_template_path
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Not named "sendonce...": Powertools' Logger(service="sendonce") filters every record whose logger
@@ -37,6 +35,9 @@ def _configure_logging(verbose: bool = False) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sendonce_local.stack import LocalStack  # noqa: PLC0415 - moto and the handlers: only for `run`
+    from sendonce_local.template import load_template  # noqa: PLC0415
+
     stack = LocalStack(load_template(args.template), Ports.from_environment())
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -58,6 +59,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _invoke(args: argparse.Namespace) -> int:
+    from sendonce_local.invoke import invoke  # noqa: PLC0415 - only for `invoke`
+    from sendonce_local.template import load_template  # noqa: PLC0415
+
     return invoke(load_template(args.template), args.logical_id, args.event)
 
 

@@ -7,15 +7,16 @@ import logging
 import threading
 from typing import Any
 
-import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from sendonce_local.constants import REGION
+from sendonce_local.aws_client import client
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator_middleware import EmulatorMiddleware
 from sendonce_local.intrinsics import Resolver
 from sendonce_local.template import ResourceSpec, Template
+
+__all__ = ["AwsEmulator", "client", "provision", "queue_attributes", "table_request"]
 
 log = logging.getLogger("local-stack.emulator")
 
@@ -50,16 +51,6 @@ class AwsEmulator:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def client(service: str, endpoint: str) -> Any:
-    return boto3.session.Session().client(
-        service,
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",  # noqa: S106 - the emulator's dummy credentials
-    )
 
 
 def table_request(table: ResourceSpec) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from pathlib import Path
 
 from sendonce_local.api_gateway import ApiServer, HttpApi
 from sendonce_local.api_keys import parse_local_api_keys, store_api_key
@@ -18,7 +17,7 @@ from sendonce_local.event_sources import SqsPoller
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.sandbox import HttpProvider, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
-from sendonce_local.template import Template
+from sendonce_local.template import Template, default_template_path
 
 log = logging.getLogger("local-stack.local")
 
@@ -158,8 +157,4 @@ def _api_keys_table(template: Template) -> str:
     raise ValueError(f"the template has no ApiKeysTable (tables: {', '.join(names)})")
 
 
-def default_template_path() -> Path:
-    here = Path.cwd() / "template.yaml"
-    if here.is_file():
-        return here
-    return Path(__file__).resolve().parent.parent / "template.yaml"
+__all__ = ["LocalStack", "default_template_path"]

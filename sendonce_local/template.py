@@ -215,3 +215,10 @@ def _http_route(template: Template, function_id: str, name: str, properties: dic
         if method == "X-AMAZON-APIGATEWAY-ANY-METHOD":
             method = "ANY"
     return HttpRoute(function_id, name, method, path, authorizer)
+
+
+def default_template_path() -> Path:
+    here = Path.cwd() / "template.yaml"
+    if here.is_file():
+        return here
+    return Path(__file__).resolve().parent.parent / "template.yaml"
