@@ -33,6 +33,7 @@ from moto import mock_aws
 from sendonce_local.emulator import queue_attributes, queues_in_creation_order, table_request
 from sendonce_local.environment import template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
+from sendonce_local.invocation_isolation import isolate_invocations
 from sendonce_local.template import Template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,6 +312,19 @@ class Stack:
         )["Item"]
         return item
 
+    def warm_api(self) -> None:
+        """Build the API function's cached clients once, as a warm execution environment has them.
+
+        Otherwise the first of many concurrent calls all build boto3 clients at once, which is
+        slow and not what a burst against warm functions looks like.
+        """
+        from sendonce.api.app import _send  # noqa: PLC0415
+
+        api_dependencies.message_service()
+        api_dependencies.idempotent_sender(_send)
+        aws_clients.client("sqs")
+        aws_clients.client("dynamodb")
+
     # the helpers, reachable from every test through this fixture
     event = staticmethod(api_event)
     call = staticmethod(call_api)
@@ -346,6 +360,27 @@ def _create_resources(template: Template) -> dict[str, str]:
     return urls
 
 
+def _serialise_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One AWS request at a time, as each is atomic in AWS.
+
+    moto's backends are not thread-safe: a TransactWriteItems snapshots whole tables and, when it
+    is canceled, restores the snapshot, wiping what concurrent requests wrote meanwhile. Real
+    DynamoDB isolates each request (and cancels conflicting transactions). Serialising whole
+    requests keeps that guarantee and nothing more: the concurrency tests still interleave the
+    service's requests in every order.
+    """
+    from moto.core.botocore_stubber import BotocoreStubber  # noqa: PLC0415
+
+    original = BotocoreStubber.__call__
+    lock = threading.RLock()
+
+    def serialised(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, event_name, request, **kwargs)
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", serialised)
+
+
 _TEMPLATE: Template | None = None
 
 
@@ -371,6 +406,11 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
             monkeypatch.delenv(name)
     parsed = template()
     clear_caches()
+    _serialise_moto(monkeypatch)
+    # The concurrency tests run invocations in threads of this process; Lambda runs one per
+    # execution environment. Powertools' per-request router state is made per thread, as the
+    # local stack does.
+    isolate_invocations()
     with mock_aws():
         urls = _create_resources(parsed)
         # The environment the template gives the functions, every !Ref resolved (queues: their URLs).

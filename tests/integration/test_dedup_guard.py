@@ -100,6 +100,7 @@ def test_given_the_window_is_over_then_a_new_message_although_the_expired_lock_i
 
 
 def test_given_30_concurrent_identical_requests_then_exactly_one_is_sent(stack) -> None:
+    stack.warm_api()
     with ThreadPoolExecutor(max_workers=30) as pool:
         answers = list(pool.map(lambda _: stack.send(body=SMS), range(30)))
 

@@ -204,6 +204,7 @@ def test_given_the_window_is_over_and_the_original_canceled_then_422(stack) -> N
 def test_given_20_concurrent_requests_with_one_key_then_exactly_one_message_and_the_rest_replays_or_409(
     stack,
 ) -> None:
+    stack.warm_api()
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(lambda _: stack.send(body=SMS, key="burst"), range(20)))
 
