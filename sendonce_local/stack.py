@@ -124,6 +124,14 @@ class LocalStack:
         if self._emulator is not None:
             self._emulator.stop()
 
+    def _delivery_events_state(self) -> str:
+        if self._report_tasks is None:
+            return f"off ({SWITCH}=false): messages stay 'sent'"
+        return (
+            "on: signed 'delivered' webhooks (HTTP provider) and SES notifications via the EventsQueue, "
+            f"some repeated or out of order ({SWITCH}=false turns them off)"
+        )
+
     def banner(self) -> str:
         key = parse_local_api_keys(os.environ.get("SENDONCE_LOCAL_API_KEYS"))
         example_key = key[0][1] if key else "<api key>"
@@ -132,7 +140,8 @@ class LocalStack:
             "sendonce local stack is ready",
             f"  HTTP API           {self.ports.api_url}   (health: {self.ports.api_url}/v1/health)",
             f"  AWS emulator       {self.ports.aws_endpoint}   (region us-east-1, account 123456789012)",
-            f"  provider sandbox   {self.ports.sandbox_url}   (GET/DELETE /deliveries, PUT /faults)",
+            f"  provider sandbox   {self.ports.sandbox_url}   (/deliveries, PUT /faults, /events)",
+            f"  delivery events    {self._delivery_events_state()}",
             f"  tables             {', '.join(table.logical_id for table in self.template.tables)}",
             f"  queues             {', '.join(self.queue_urls)}",
             f"  functions          {', '.join(self.template.functions)}",
