@@ -236,6 +236,8 @@ def send_message(
         # Compared on the parsed body: key order and white space never make two requests differ.
         payload = json.loads(app.current_event.body or "null")
         command = replace(command, payload_fingerprint=payload_fingerprint(payload))
+        # An in-progress record expires with this invocation's time, should it die mid-request.
+        dependencies.send_idempotency_config().register_lambda_context(app.lambda_context)
         try:
             answer = dependencies.idempotent_sender(_send)(
                 request={"workspace": workspace, "key": key, "payload": payload}, command=command
@@ -421,8 +423,6 @@ def handle(event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             raise validation_error([{"field": "event", "message": "is not an API Gateway event"}])
         event = check_request(event)
-        if (event.get("requestContext") or {}).get("http", {}).get("method", "").upper() == "POST":
-            dependencies.send_idempotency_config().register_lambda_context(context)
         response: dict[str, Any] = app.resolve(event, context)
         return response
     except ApiError as error:

@@ -15,6 +15,8 @@ from sendonce.api.errors import JSON, ApiError, unauthorized
 MAX_BODY_BYTES = 256 * 1024
 # Every route under this prefix needs an API key; any other path is public or unknown (404).
 PROTECTED_PREFIX = "/v1/messages"
+WEBHOOKS_PREFIX = "/v1/webhooks/"
+SEND_PATHS = ("/v1/messages", "/v1/messages/")
 
 
 def workspace_of(event: dict[str, Any]) -> str | None:
@@ -66,12 +68,13 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
     protected = path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/")
     if protected and workspace_of(event) is None:
         raise unauthorized()
-    if method not in ("POST", "PUT", "PATCH"):
+    # Only the routes that take a body read one: any other answers its own 404 or 405.
+    if method != "POST" or not (path in SEND_PATHS or path.startswith(WEBHOOKS_PREFIX)):
         return event
     body = raw_body(event)
     if len(body) > MAX_BODY_BYTES:
         raise ApiError(413, "payload_too_large", f"The body is over {MAX_BODY_BYTES // 1024} KiB.")
-    if path.startswith("/v1/webhooks/"):
+    if path.startswith(WEBHOOKS_PREFIX):
         return event  # signed raw bytes: the webhook route reads them as they came
     if not _is_json_media_type(header(event, "content-type")):
         raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
