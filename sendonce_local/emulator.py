@@ -105,10 +105,8 @@ def queues_in_creation_order(queues: list[ResourceSpec]) -> list[ResourceSpec]:
     return sorted(queues, key=lambda queue: "RedrivePolicy" in queue.properties)
 
 
-def provision(template: Template, endpoint: str, email_from: str) -> dict[str, str]:
-    """Create every table and queue, verify the sender identity; returns queue URLs by logical id."""
-    resolver = Resolver(template, endpoint)
-    dynamodb = client("dynamodb", endpoint)
+def create_tables(dynamodb: Any, template: Template) -> None:
+    """Every AWS::DynamoDB::Table of the template, named by its logical id, TTL included."""
     for table in template.tables:
         dynamodb.create_table(**table_request(table))
         ttl = table.properties.get("TimeToLiveSpecification")
@@ -117,12 +115,22 @@ def provision(template: Template, endpoint: str, email_from: str) -> dict[str, s
                 TableName=table.logical_id,
                 TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
             )
-    sqs = client("sqs", endpoint)
-    urls: dict[str, str] = {}
-    for queue in queues_in_creation_order(template.queues):
-        urls[queue.logical_id] = sqs.create_queue(
+
+
+def create_queues(sqs: Any, template: Template, resolver: Resolver) -> dict[str, str]:
+    """Every AWS::SQS::Queue of the template (dead-letter queues first); their URLs by logical id."""
+    return {
+        queue.logical_id: sqs.create_queue(
             QueueName=queue.logical_id, Attributes=queue_attributes(queue, resolver)
         )["QueueUrl"]
+        for queue in queues_in_creation_order(template.queues)
+    }
+
+
+def provision(template: Template, endpoint: str, email_from: str) -> dict[str, str]:
+    """Create every table and queue, verify the sender identity; returns queue URLs by logical id."""
+    create_tables(client("dynamodb", endpoint), template)
+    urls = create_queues(client("sqs", endpoint), template, Resolver(template, endpoint))
     client("ses", endpoint).verify_email_identity(EmailAddress=email_from)
     client("sesv2", endpoint).create_email_identity(EmailIdentity=email_from)
     return urls

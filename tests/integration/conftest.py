@@ -30,7 +30,7 @@ import sendonce.delivery.dependencies as delivery_dependencies
 import sendonce.settings as settings_module
 from moto import mock_aws
 
-from sendonce_local.emulator import queue_attributes, queues_in_creation_order, table_request
+from sendonce_local.emulator import create_queues, create_tables
 from sendonce_local.environment import template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
 from sendonce_local.invocation_isolation import isolate_invocations
@@ -341,23 +341,8 @@ class Stack:
 
 
 def _create_resources(template: Template) -> dict[str, str]:
-    resolver = Resolver(template, SQS_ENDPOINT)
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    for table in template.tables:
-        dynamodb.create_table(**table_request(table))
-        ttl = table.properties.get("TimeToLiveSpecification")
-        if ttl and ttl.get("Enabled"):
-            dynamodb.update_time_to_live(
-                TableName=table.logical_id,
-                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
-            )
-    sqs = boto3.client("sqs", region_name=REGION)
-    urls: dict[str, str] = {}
-    for queue in queues_in_creation_order(template.queues):
-        urls[queue.logical_id] = sqs.create_queue(
-            QueueName=queue.logical_id, Attributes=queue_attributes(queue, resolver)
-        )["QueueUrl"]
-    return urls
+    create_tables(boto3.client("dynamodb", region_name=REGION), template)
+    return create_queues(boto3.client("sqs", region_name=REGION), template, Resolver(template, SQS_ENDPOINT))
 
 
 def _serialise_moto(monkeypatch: pytest.MonkeyPatch) -> None:
