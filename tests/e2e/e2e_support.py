@@ -14,7 +14,7 @@ import requests
 from sendonce.provider_events.signature import sign
 
 if TYPE_CHECKING:
-    from conftest import LocalStack
+    from tests.e2e.conftest import LocalStack
 
 DEADLINE = 45.0  # generous: 2 noisy cores, SQS pollers, retries with backoff
 SETTLED = ("sent", "delivered")

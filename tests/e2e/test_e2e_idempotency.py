@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 import requests
-from e2e_support import (
+
+from tests.e2e.e2e_support import (
     SETTLED,
     created_id,
     deliveries_of,
@@ -29,7 +30,7 @@ from e2e_support import (
 )
 
 if TYPE_CHECKING:
-    from conftest import LocalStack
+    from tests.e2e.conftest import LocalStack
 
 pytestmark = pytest.mark.e2e
 

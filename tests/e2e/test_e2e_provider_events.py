@@ -6,7 +6,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import (
+from sendonce.provider_events.signature import sign
+
+from tests.e2e.e2e_support import (
     as_raw,
     created_id,
     email,
@@ -24,10 +26,9 @@ from e2e_support import (
     wait_status,
     webhook_body,
 )
-from sendonce.provider_events.signature import sign
 
 if TYPE_CHECKING:
-    from conftest import LocalStack
+    from tests.e2e.conftest import LocalStack
 
 pytestmark = pytest.mark.e2e
 

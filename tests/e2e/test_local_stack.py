@@ -17,7 +17,7 @@ import requests
 from sendonce_local.template import load_template
 
 if TYPE_CHECKING:
-    from conftest import LocalStack
+    from tests.e2e.conftest import LocalStack
 
 pytestmark = pytest.mark.e2e
 

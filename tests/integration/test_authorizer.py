@@ -7,7 +7,8 @@ import hashlib
 import json
 
 import pytest
-from conftest import API_KEY, FakeLambdaContext, function, load_event
+
+from tests.integration.conftest import API_KEY, FakeLambdaContext, function, load_event
 
 
 def _authorize(authorization: str | None) -> dict:

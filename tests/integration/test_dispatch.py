@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import FakeLambdaContext, function, load_event
 from sendonce.providers.sns_provider import MESSAGE_ID_ATTRIBUTE
+
+from tests.integration.conftest import FakeLambdaContext, function, load_event
 
 
 def _sent_and_dispatched(stack, event_file: str, channel: str) -> tuple[dict, dict]:

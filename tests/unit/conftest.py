@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from unit_fakes import FakeQueue, InMemoryStore, ManualClock
+
+from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure,
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.ports import DedupClaim
-from unit_fakes import InMemoryStore, ManualClock
+
+from tests.unit.unit_fakes import InMemoryStore, ManualClock
 
 
 @dataclass

@@ -10,7 +10,8 @@ from sendonce.errors import IdempotencyKeyReused, MessageNotCancelable
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.recipients import normalise_recipient
 from sendonce.messages.service import MessageService, SendCommand, handoff_due_at
-from unit_fakes import FakeQueue, InMemoryStore, ManualClock
+
+from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
 
 
 def _service(store: InMemoryStore, queue: FakeQueue, clock: ManualClock, window: int = 900) -> MessageService:
