@@ -10,6 +10,7 @@ from typing import Any
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from sendonce_local import moto_transactions
 from sendonce_local.aws_client import client
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator_middleware import EmulatorMiddleware
@@ -34,6 +35,7 @@ QUEUE_ATTRIBUTES = (
 class AwsEmulator:
     def __init__(self, host: str, port: int, deliveries: DeliveryLog) -> None:
         self.host, self.port = host, port
+        moto_transactions.install()
         app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app), deliveries)
         self._server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=MotoRequestHandler

@@ -30,6 +30,7 @@ import sendonce.delivery.dependencies as delivery_dependencies
 import sendonce.settings as settings_module
 from moto import mock_aws
 
+from sendonce_local import moto_transactions
 from sendonce_local.emulator import create_queues, create_tables
 from sendonce_local.environment import template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
@@ -396,6 +397,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     # execution environment. Powertools' per-request router state is made per thread, as the
     # local stack does.
     isolate_invocations()
+    moto_transactions.install()  # transactions at DynamoDB's cost, as in the local stack
     with mock_aws():
         urls = _create_resources(parsed)
         # The environment the template gives the functions, every !Ref resolved (queues: their URLs).
