@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sendonce.provider_events.model import EventType, HttpProviderEvent
+from sendonce.provider_events.model import EventType
 from sendonce.provider_events.signature import verify
 from sendonce.provider_events.sqs_batch import provider_event
+from sendonce.provider_events.webhook_body import HttpProviderEvent
 
 from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import DeliveryLog

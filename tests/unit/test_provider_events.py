@@ -12,11 +12,11 @@ from sendonce.provider_events.applier import ApplyResult, EventOutcome, apply_ev
 from sendonce.provider_events.model import (
     APPLIES_FROM,
     EventType,
-    HttpProviderEvent,
     ProviderEvent,
     from_json,
     from_ses_notification,
 )
+from sendonce.provider_events.webhook_body import HttpProviderEvent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -18,10 +18,8 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_items import (
     OUTBOX_SHARDS,
-    PROVIDER_EVENT_RETENTION,
     Item,
     epoch_seconds,
-    event_key,
     from_item,
     lock_key,
     message_key,
@@ -46,8 +44,6 @@ from sendonce.ports import (
     Page,
     TiedToKey,
 )
-from sendonce.provider_events.applier import EventOutcome
-from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, ProviderEvent
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 CONFLICT = "TransactionConflict"
@@ -56,7 +52,7 @@ CONFLICT = "TransactionConflict"
 MAX_CONFLICT_RETRIES = 8
 
 
-def _error_code(error: Exception) -> str:
+def error_code(error: Exception) -> str:
     response = getattr(error, "response", None) or {}
     code: str = response.get("Error", {}).get("Code", "")
     return code
@@ -120,7 +116,7 @@ class DynamoDbMessageStore:
                 self._client.transact_write_items(TransactItems=items, ClientRequestToken=message.id)
                 return Created(message)
             except Exception as error:
-                if _error_code(error) != "TransactionCanceledException":
+                if error_code(error) != "TransactionCanceledException":
                     raise DependencyUnavailable(str(error)) from error
                 reasons = getattr(error, "response", {}).get("CancellationReasons", [])
                 outcome = self._explain_cancellation(message, tie, reasons)
@@ -170,7 +166,7 @@ class DynamoDbMessageStore:
                 },
             )
         except Exception as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise DependencyUnavailable(str(error)) from error
 
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
@@ -202,7 +198,7 @@ class DynamoDbMessageStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise DependencyUnavailable(str(error)) from error
             current = getattr(error, "response", {}).get("Item") or self._get_item(message_key(message_id))
             if current is None or current["workspaceId"]["S"] != workspace_id:
@@ -296,7 +292,7 @@ class DynamoDbMessageStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise DependencyUnavailable(str(error)) from error
             item = getattr(error, "response", {}).get("Item") or self._get_item(message_key(message_id))
             current = from_item(item) if item else None
@@ -350,7 +346,7 @@ class DynamoDbMessageStore:
                 ExpressionAttributeValues=values,
             )
         except Exception as error_:
-            if _error_code(error_) == "ConditionalCheckFailedException":
+            if error_code(error_) == "ConditionalCheckFailedException":
                 return False
             raise DependencyUnavailable(str(error_)) from error_
         return True
@@ -367,7 +363,7 @@ class DynamoDbMessageStore:
                 ExpressionAttributeValues={":id": {"S": message.id}},
             )
         except Exception as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise DependencyUnavailable(str(error)) from error
             return
         logger.info(
@@ -433,90 +429,10 @@ class DynamoDbMessageStore:
                 ExpressionAttributeValues=values,
             )
         except Exception as error:
-            if _error_code(error) == "ConditionalCheckFailedException":
+            if error_code(error) == "ConditionalCheckFailedException":
                 return False
             raise DependencyUnavailable(str(error)) from error
         return True
-
-    # ------------------------------------------------------------------ provider events
-    def apply_provider_event(
-        self, event: ProviderEvent, now: datetime
-    ) -> tuple[EventOutcome, Message | None]:
-        event_item = {
-            **event_key(event.provider, event.event_id),
-            "messageId": {"S": event.message_id},
-            "type": {"S": event.type.value},
-            "recordedAt": {"S": rfc3339(now)},
-            "expiresAt": epoch_seconds(now + PROVIDER_EVENT_RETENTION),
-        }
-        record_event = {
-            "TableName": self._table,
-            "Item": event_item,
-            "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
-            "ExpressionAttributeValues": {":now": epoch_seconds(now)},
-        }
-        for _ in range(MAX_CONFLICT_RETRIES):
-            item = (
-                self._get_item(message_key(event.message_id))
-                if looks_like_message_id(event.message_id)
-                else None
-            )
-            current = from_item(item) if item else None
-            if current is None or current.status not in APPLIES_FROM[event.type]:
-                # Nothing to change; still recorded, so that a repeat is known as one.
-                try:
-                    self._client.put_item(**record_event)
-                except Exception as error:
-                    if _error_code(error) == "ConditionalCheckFailedException":
-                        return EventOutcome.REPEATED, current
-                    raise DependencyUnavailable(str(error)) from error
-                return EventOutcome.IGNORED, current
-            status = RESULTING_STATUS[event.type]
-            values: dict[str, Any] = {
-                ":status": {"S": status.value},
-                ":ws_status": {"S": workspace_status(current.workspace_id, status)},
-                ":now": {"S": rfc3339(now)},
-                ":seen": {"S": current.status.value},
-            }
-            expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
-            if event.error is not None:
-                expression += ", #error = :error"
-                values[":error"] = {
-                    "M": {"code": {"S": event.error.code}, "message": {"S": event.error.message}}
-                }
-            expression += " REMOVE outboxShard, outboxDueAt"
-            try:
-                self._client.transact_write_items(
-                    TransactItems=[
-                        {"Put": record_event},
-                        {
-                            "Update": {
-                                "TableName": self._table,
-                                "Key": message_key(current.id),
-                                "UpdateExpression": expression,
-                                # Only from the status it was read in: never backwards, never twice.
-                                "ConditionExpression": "#status = :seen",
-                                "ExpressionAttributeNames": {"#status": "status", "#error": "error"}
-                                if event.error is not None
-                                else {"#status": "status"},
-                                "ExpressionAttributeValues": values,
-                            }
-                        },
-                    ]
-                )
-            except Exception as error:
-                if _error_code(error) != "TransactionCanceledException":
-                    raise DependencyUnavailable(str(error)) from error
-                codes = [
-                    reason.get("Code")
-                    for reason in getattr(error, "response", {}).get("CancellationReasons", [])
-                ]
-                if codes and codes[0] == CONDITION_FAILED:
-                    return EventOutcome.REPEATED, current
-                time.sleep(random.uniform(0.005, 0.02))
-                continue
-            return EventOutcome.APPLIED, current
-        raise DependencyUnavailable("the message kept changing while an event was applied")
 
 
 def _encode_cursor(message_id: str) -> str:

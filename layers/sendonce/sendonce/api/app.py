@@ -55,9 +55,9 @@ from sendonce.messages.model import Channel, Status
 from sendonce.messages.recipients import normalise_recipient
 from sendonce.messages.service import SendCommand
 from sendonce.observability import logger
-from sendonce.provider_events.model import HttpProviderEvent
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
+from sendonce.provider_events.webhook_body import HttpProviderEvent
 from sendonce.settings import api_settings
 
 app = APIGatewayHttpResolver(enable_validation=True)

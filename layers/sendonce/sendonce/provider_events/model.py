@@ -5,11 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from sendonce.messages.model import MessageError, Status
 
@@ -53,34 +50,6 @@ class ProviderEvent:
                 "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
             },
             separators=(",", ":"),
-        )
-
-
-class ProviderEventError(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    code: str = Field(min_length=1, max_length=200)
-    message: str = Field(max_length=2000)
-
-
-class HttpProviderEvent(BaseModel):
-    """The body the HTTP provider posts to /v1/webhooks/http."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    eventId: str = Field(min_length=1, max_length=200)
-    messageId: str = Field(min_length=1, max_length=64)
-    type: Literal["sent", "delivered", "failed"]
-    occurredAt: datetime
-    error: ProviderEventError | None = None
-
-    def to_event(self, provider: str) -> ProviderEvent:
-        return ProviderEvent(
-            provider=provider,
-            event_id=self.eventId,
-            message_id=self.messageId,
-            type=EventType(self.type),
-            occurred_at=self.occurredAt.isoformat(),
-            error=MessageError(self.error.code, self.error.message) if self.error else None,
         )
 
 

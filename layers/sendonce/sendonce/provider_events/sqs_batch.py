@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
+from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
 from sendonce.aws_clients import client
 from sendonce.observability import logger
 from sendonce.provider_events.applier import apply_event
@@ -24,8 +24,8 @@ class UnreadableEvent(ValueError):
 
 
 @cache
-def event_store() -> DynamoDbMessageStore:
-    return DynamoDbMessageStore(client("dynamodb"), events_settings().messages_table)
+def event_store() -> DynamoDbProviderEventStore:
+    return DynamoDbProviderEventStore(client("dynamodb"), events_settings().messages_table)
 
 
 def provider_event(body: str) -> ProviderEvent | None:
