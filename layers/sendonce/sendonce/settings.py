@@ -15,7 +15,8 @@ from sendonce.messages.model import Channel
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Built on first validation: each function pays only for its own model.
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class AuthorizerSettings(_Settings):

@@ -84,12 +84,18 @@ def parse_rfc3339(value: str) -> datetime:
 
 
 # ---------------------------------------------------------------------------- responses
-class MessageError(BaseModel):
+class _Documented(BaseModel):
+    """A response body: its schema is built only when the OpenAPI document is (off the cold start)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class MessageError(_Documented):
     code: str
     message: str
 
 
-class MessageModel(BaseModel):
+class MessageModel(_Documented):
     id: str
     channel: Literal["sms", "imessage", "email"]
     to: str
@@ -105,46 +111,46 @@ class MessageModel(BaseModel):
     updatedAt: str
 
 
-class SendAccepted(BaseModel):
+class SendAccepted(_Documented):
     success: Literal[True]
     status: Status
     duplicateOnly: Literal[False]
     message: MessageModel
 
 
-class DuplicateCaught(BaseModel):
+class DuplicateCaught(_Documented):
     success: Literal[True]
     duplicateOnly: Literal[True]
     duplicateMessage: str
     message: MessageModel | None
 
 
-class MessageEnvelope(BaseModel):
+class MessageEnvelope(_Documented):
     success: Literal[True]
     message: MessageModel
 
 
-class MessagePage(BaseModel):
+class MessagePage(_Documented):
     success: Literal[True]
     messages: list[MessageModel]
     nextCursor: str | None
 
 
-class Acknowledged(BaseModel):
+class Acknowledged(_Documented):
     success: Literal[True]
 
 
-class Health(BaseModel):
+class Health(_Documented):
     success: Literal[True]
     status: Literal["ok"]
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(_Documented):
     code: str
     message: str
     details: list[dict[str, str]] | None = None
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(_Documented):
     success: Literal[False]
     error: ErrorDetail
