@@ -93,7 +93,9 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
     figures = {"calls": calls, "latency_ms": latency, "cost": round(send_cost.usd_per_million(), 2)}
     details = {
         "samples": {path: len(samples.seconds) for path, samples in run.paths.items()},
-        "unexpected_answers": failures,
+        "unexpected_answers": {
+            path: samples.unexpected for path, samples in run.paths.items() if samples.unexpected
+        },
         "call_counts_seen": {path: sorted(set(samples.calls)) for path, samples in run.paths.items()},
         "operations": {
             **{path: samples.operations for path, samples in run.paths.items()},

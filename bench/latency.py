@@ -29,6 +29,7 @@ class PathSamples:
     aws_seconds: list[float] = field(default_factory=list)  # of each request, inside its AWS calls
     operations: list[str] = field(default_factory=list)  # of the last request
     failures: int = 0
+    unexpected: list[dict[str, Any]] = field(default_factory=list)  # the first few such answers
 
 
 @dataclass
@@ -45,6 +46,10 @@ def _timed(handler: Handler, context: Callable[[], Any], request: Request, sampl
         elapsed = time.perf_counter() - started
     if not request.check(response):
         samples.failures += 1
+        if len(samples.unexpected) < 3:
+            samples.unexpected.append(
+                {"statusCode": response.get("statusCode"), "body": response.get("body")}
+            )
         return
     samples.seconds.append(elapsed)
     samples.calls.append(len(log))

@@ -20,6 +20,8 @@ from sendonce_local.environment import HOST, Ports, apply_environment, function_
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.template import Template, load_template
 
+# The environment before the in-process stack points it at itself: what `sendonce run` is started with.
+ORIGINAL_ENVIRONMENT = dict(os.environ)
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 WORKSPACE = "ws_bench"

@@ -9,7 +9,6 @@ duplicates race their originals. A 409, 429 or 503 is retried as the contract al
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import tempfile
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.local_stack import ROOT, free_ports
+from bench.local_stack import ORIGINAL_ENVIRONMENT, ROOT, free_ports
 
 API_KEY = "sk_local_dev"
 CHANNELS = ("sms", "imessage", "email")
@@ -119,7 +118,7 @@ class LocalStackProcess:
         self.ports = free_ports()
         self._log = tempfile.NamedTemporaryFile(prefix="bench-storm-", suffix=".log", delete=False)  # noqa: SIM115
         env = {
-            **os.environ,
+            **ORIGINAL_ENVIRONMENT,
             "SENDONCE_API_PORT": str(self.ports.api),
             "SENDONCE_AWS_PORT": str(self.ports.aws),
             "SENDONCE_SANDBOX_PORT": str(self.ports.sandbox),
