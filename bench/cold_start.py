@@ -16,9 +16,10 @@ from pathlib import Path
 from sendonce_local.template import FunctionSpec
 
 # What each function builds on its first invocation (its composition root), by code directory.
+# A dispatcher builds its SQS client (redelivery) only when a record must be postponed.
 DISPATCHER = (
     "from sendonce.delivery import dependencies as d; from sendonce.messages.model import Channel; "
-    "d.dispatcher(); d.provider(Channel.{channel}); d.redelivery(Channel.{channel})"
+    "d.dispatcher(); d.provider(Channel.{channel})"
 )
 CLIENT_BUILDERS = {
     "api": "from sendonce.api import app, dependencies as d; d.message_service(); "
