@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -19,7 +18,7 @@ from sendonce_local.http_api_events import (
     proxy_event,
     request_context,
 )
-from sendonce_local.http_server import BurstHTTPServer
+from sendonce_local.http_server import BackgroundServer
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.routing import Router
 from sendonce_local.template import HttpRoute
@@ -67,19 +66,9 @@ class HttpApi:
         return response
 
 
-class ApiServer:
+class ApiServer(BackgroundServer):
     def __init__(self, host: str, port: int, api: HttpApi) -> None:
-        handler = type("BoundApiHandler", (ApiRequestHandler,), {"api": api})
-        self._server = BurstHTTPServer((host, port), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http-api", daemon=True)
-        self.host, self.port = host, port
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(host, port, ApiRequestHandler, "http-api", api=api)
 
 
 class ApiRequestHandler(BaseHTTPRequestHandler):

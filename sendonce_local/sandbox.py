@@ -24,7 +24,7 @@ from typing import Any
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.delivery_reporter import ReportLog
-from sendonce_local.http_server import BurstHTTPServer
+from sendonce_local.http_server import BackgroundServer
 
 log = logging.getLogger("local-stack.sandbox")
 
@@ -145,7 +145,7 @@ def _provider_timeout_seconds() -> float:
         return DEFAULT_PROVIDER_TIMEOUT_SECONDS
 
 
-class SandboxServer:
+class SandboxServer(BackgroundServer):
     def __init__(
         self,
         host: str,
@@ -154,18 +154,15 @@ class SandboxServer:
         provider: HttpProvider,
         reports: ReportLog | None = None,
     ) -> None:
-        bound = {"deliveries": deliveries, "provider": provider, "reports": reports or ReportLog()}
-        handler = type("BoundSandboxHandler", (SandboxHandler,), bound)
-        self._server = BurstHTTPServer((host, port), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="sandbox", daemon=True)
-        self.host, self.port = host, port
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(
+            host,
+            port,
+            SandboxHandler,
+            "sandbox",
+            deliveries=deliveries,
+            provider=provider,
+            reports=reports or ReportLog(),
+        )
 
 
 class SandboxHandler(BaseHTTPRequestHandler):

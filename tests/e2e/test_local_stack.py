@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +13,7 @@ import pytest
 import requests
 
 from sendonce_local.template import load_template
+from tests.e2e.e2e_support import eventually
 
 if TYPE_CHECKING:
     from tests.e2e.conftest import LocalStack
@@ -30,18 +29,6 @@ CHANNELS = [
     ("imessage", "+15550100001", None, "http"),
     ("email", "someone@example.com", "Hello from the e2e suite", "ses"),
 ]
-
-
-def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2) -> Any:
-    """Poll `check` until it returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"not true within {timeout}s (last value: {last!r})")
 
 
 def deliveries_of(stack: LocalStack, message_id: str) -> list[dict[str, Any]]:
