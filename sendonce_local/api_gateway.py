@@ -79,7 +79,12 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve()
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+    def __getattr__(self, name: str) -> Any:
+        # Any method reaches a route, as at API Gateway: one that no route takes (TRACE, QUERY, ...)
+        # reaches `$default`, whose function answers 405 or 404; http.server would answer 501.
+        if name.startswith("do_"):
+            return self.do_GET
+        raise AttributeError(name)
 
     def _serve(self) -> None:
         started = time.monotonic()

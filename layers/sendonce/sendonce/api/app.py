@@ -61,6 +61,8 @@ from sendonce.settings import api_settings
 
 app = APIGatewayHttpResolver(enable_validation=True)
 
+CURSOR_PATTERN = r"^msg_[0-9A-HJKMNP-TV-Z]{26}$"  # nextCursor: the last message id of a page
+
 
 def _error_docs(*statuses: int) -> dict[int, Any]:
     names = {
@@ -197,7 +199,9 @@ def get_message(id: str) -> Response[Any]:
 def list_messages(
     limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
     status: Annotated[Status | None, Query(description="Only messages in this status")] = None,
-    cursor: Annotated[str | None, Query(max_length=512, description="nextCursor of the page before")] = None,
+    cursor: Annotated[
+        str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the page before")
+    ] = None,
 ) -> Response[Any]:
     page = dependencies.message_service().list(_workspace(), status, limit, cursor)
     return _json_response(

@@ -65,7 +65,9 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
     """Raise the answer for a request that must stop here; otherwise the event, body decoded."""
     method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
     path = str(event.get("rawPath") or "")
-    protected = path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/")
+    # `$default` takes what no route matched: no authorizer ran, and the answer is 404 or 405.
+    matched = event.get("routeKey") != "$default"
+    protected = matched and (path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/"))
     if protected and workspace_of(event) is None:
         raise unauthorized()
     # Only the routes that take a body read one: any other answers its own 404 or 405.
