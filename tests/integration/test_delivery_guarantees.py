@@ -92,7 +92,7 @@ def _sweeper(at: datetime) -> OutboxSweeper:
     return OutboxSweeper(
         store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
         queue=SqsMessageQueue(client("sqs"), {channel: settings.queue_url(channel) for channel in Channel}),
-        provider_honours_key=lambda channel: settings.provider_for(channel) == "http",
+        provider_honours_key=delivery_dependencies.provider_honours_idempotency_key,
         clock=lambda: at,
     )
 

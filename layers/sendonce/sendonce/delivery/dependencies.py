@@ -56,9 +56,8 @@ def redelivery(channel: Channel) -> SqsRedelivery:
     return SqsRedelivery(client("sqs"), dispatcher_settings().queue_url(channel))
 
 
-def _honours_idempotency_key(channel: Channel) -> bool:
-    # Decided by the setting alone: building the provider is not needed to know it.
-    return dispatcher_settings().provider_for(channel) == "http"
+def provider_honours_idempotency_key(channel: Channel) -> bool:
+    return provider(channel).honours_idempotency_key
 
 
 @cache
@@ -67,5 +66,5 @@ def outbox_sweeper() -> OutboxSweeper:
     return OutboxSweeper(
         store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
         queue=SqsMessageQueue(client("sqs"), {channel: settings.queue_url(channel) for channel in Channel}),
-        provider_honours_key=_honours_idempotency_key,
+        provider_honours_key=provider_honours_idempotency_key,
     )
