@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any
 
 from sendonce.api.errors import JSON, ApiError, unauthorized
@@ -17,6 +18,7 @@ MAX_BODY_BYTES = 256 * 1024
 PROTECTED_PREFIX = "/v1/messages"
 WEBHOOKS_PREFIX = "/v1/webhooks/"
 SEND_PATHS = ("/v1/messages", "/v1/messages/")
+_TOO_DEEP = {"field": "body", "message": "the body is not valid JSON: it is nested too deeply"}
 
 
 def workspace_of(event: dict[str, Any]) -> str | None:
@@ -84,6 +86,12 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(415, "unsupported_media_type", "The JSON body must be encoded as UTF-8.") from None
+    try:
+        json.loads(text)
+    except RecursionError:  # the router's own parse would fail the same way, as an unexpected error
+        raise ApiError(400, "validation_error", "The request is not valid.", details=[_TOO_DEEP]) from None
+    except ValueError:
+        pass  # the router answers it with the field details of a JSON error
     # The router's own body check compares the media type case-sensitively: hand it the checked one.
     headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
     return {**event, "headers": {**headers, "content-type": JSON}, "body": text, "isBase64Encoded": False}
