@@ -95,7 +95,9 @@ class MessageStore(Protocol):
         """Record how the claimed attempt ended; False if the claim was no longer ours."""
         ...
 
-    def release_dedup_lock(self, message: Message) -> None: ...
+    def release_dedup_lock(self, message: Message) -> None:
+        """Delete the lock this message holds, if it still does; never raises."""
+        ...
 
     def outbox_due(self, now: datetime, limit: int) -> Sequence[OutboxEntry]:
         """Messages whose hand-off or claim deadline has passed, oldest first."""

@@ -350,6 +350,7 @@ class DynamoDbMessageStore:
         return True
 
     def release_dedup_lock(self, message: Message) -> None:
+        """Best effort: a lock that cannot be released now still expires with its window."""
         if message.dedup_lock_id is None:
             return
         try:
@@ -362,7 +363,10 @@ class DynamoDbMessageStore:
             )
         except Exception as error:
             if error_code(error) != "ConditionalCheckFailedException":
-                raise DependencyUnavailable(str(error)) from error
+                logger.warning(
+                    "message.dedup.lock_release_failed",
+                    extra={"event": "message.dedup.lock_release_failed", "message_id": message.id},
+                )
             return
         logger.info(
             "message.dedup.lock_released",
