@@ -307,6 +307,13 @@ class Stack:
     def messages(self) -> list[dict[str, Any]]:
         return [item for item in self.scan("MessagesTable") if item["sk"]["S"] == "MESSAGE"]
 
+    def message(self, message_id: str) -> dict[str, Any]:
+        """The message as `GET /v1/messages/{id}` answers it to the fixture's workspace."""
+        answer = call_api(api_event("api_get_message.json", path=f"/v1/messages/{message_id}"))
+        assert answer.status == 200, answer.raw_body
+        message: dict[str, Any] = answer.json["message"]
+        return message
+
     def message_item(self, message_id: str) -> dict[str, Any]:
         item: dict[str, Any] = self.dynamodb.get_item(
             TableName="MessagesTable", Key={"pk": {"S": f"MSG#{message_id}"}, "sk": {"S": "MESSAGE"}}

@@ -80,13 +80,6 @@ def _send_email(stack: Stack, body: str = "hello") -> str:
     return message_id
 
 
-def _status(stack: Stack, message_id: str) -> dict[str, Any]:
-    answer = stack.call(stack.event("api_get_message.json", path=f"/v1/messages/{message_id}"))
-    assert answer.status == 200, answer.raw_body
-    message: dict[str, Any] = answer.json["message"]
-    return message
-
-
 def _sweeper(at: datetime) -> OutboxSweeper:
     settings = settings_module.dispatcher_settings()
     return OutboxSweeper(
@@ -120,8 +113,8 @@ def test_given_one_record_delivered_twice_then_the_provider_is_called_once(
     assert first == {"batchItemFailures": []}
     assert second == {"batchItemFailures": []}
     assert len(imessage_via.calls) == 1
-    assert _status(stack, message_id)["status"] == "sent"
-    assert _status(stack, message_id)["attempts"] == 1
+    assert stack.message(message_id)["status"] == "sent"
+    assert stack.message(message_id)["attempts"] == 1
 
 
 def test_given_one_record_delivered_to_two_dispatchers_at_once_then_it_is_sent_once(
@@ -138,7 +131,7 @@ def test_given_one_record_delivered_to_two_dispatchers_at_once_then_it_is_sent_o
         thread.join()
 
     assert len(imessage_via.calls) == 1
-    assert _status(stack, message_id)["status"] == "sent"
+    assert stack.message(message_id)["status"] == "sent"
 
 
 # ---------------------------------------------------------------------------- crashes after the call
@@ -163,7 +156,7 @@ def test_given_a_crash_after_the_http_provider_accepted_then_the_retry_reuses_it
     records = stack.receive("imessage")
 
     _dispatch_and_die_after_the_provider_call(stack, "imessage", records, monkeypatch)
-    assert _status(stack, message_id)["status"] == "sending"
+    assert stack.message(message_id)["status"] == "sending"
 
     # SQS brings the record back: the claim stands, nothing is sent.
     assert stack.dispatch("imessage", records) == {"batchItemFailures": []}
@@ -176,8 +169,8 @@ def test_given_a_crash_after_the_http_provider_accepted_then_the_retry_reuses_it
     stack.dispatch("imessage")
 
     assert [call.headers["idempotency-key"] for call in imessage_via.calls] == [message_id, message_id]
-    assert _status(stack, message_id)["status"] == "sent"
-    assert _status(stack, message_id)["attempts"] == 2
+    assert stack.message(message_id)["status"] == "sent"
+    assert stack.message(message_id)["attempts"] == 2
 
 
 def test_given_a_crash_after_ses_accepted_then_the_message_ends_unknown_and_is_not_resent(
@@ -196,7 +189,7 @@ def test_given_a_crash_after_ses_accepted_then_the_message_ends_unknown_and_is_n
 
     assert report == {"unknown": 1}
     assert _ses_sends() == 1
-    assert _status(stack, message_id)["status"] == "unknown"
+    assert stack.message(message_id)["status"] == "unknown"
 
 
 # ---------------------------------------------------------------------------- provider failures
@@ -209,13 +202,13 @@ def test_given_a_provider_5xx_then_success_then_the_message_is_sent_on_the_secon
 
     first = stack.dispatch("imessage", records)
     assert [failure["itemIdentifier"] for failure in first["batchItemFailures"]] == [records[0]["MessageId"]]
-    waiting = _status(stack, message_id)
+    waiting = stack.message(message_id)
     assert waiting["status"] == "queued"
     assert waiting["error"]["code"] == "provider_unavailable"
 
     stack.dispatch("imessage", records)  # the record comes back after its backoff
 
-    sent = _status(stack, message_id)
+    sent = stack.message(message_id)
     assert sent["status"] == "sent"
     assert sent["attempts"] == 2
     assert sent["error"] is None
@@ -234,7 +227,7 @@ def test_given_only_5xx_then_the_message_fails_after_the_attempt_limit(
     for _ in range(4):
         stack.dispatch("imessage", records)
 
-    failed = _status(stack, message_id)
+    failed = stack.message(message_id)
     assert failed["status"] == "failed"
     assert failed["attempts"] == 3
     assert failed["error"]["code"] == "provider_unavailable"
@@ -248,7 +241,7 @@ def test_given_a_provider_4xx_then_the_message_fails_at_once_and_releases_its_lo
     imessage_via.answer_next(400)
 
     assert stack.dispatch("imessage") == {"batchItemFailures": []}
-    failed = _status(stack, message_id)
+    failed = stack.message(message_id)
     assert failed["status"] == "failed"
     assert failed["attempts"] == 1
     assert failed["error"]["code"] == "provider_rejected"
@@ -269,8 +262,8 @@ def test_given_the_provider_is_unreachable_then_the_attempt_is_retried(
     result = stack.dispatch("imessage")
 
     assert len(result["batchItemFailures"]) == 1
-    assert _status(stack, message_id)["error"]["code"] == "provider_unreachable"
-    assert _status(stack, message_id)["status"] == "queued"
+    assert stack.message(message_id)["error"]["code"] == "provider_unreachable"
+    assert stack.message(message_id)["status"] == "queued"
 
 
 # ---------------------------------------------------------------------------- nothing left behind
@@ -288,13 +281,13 @@ def test_given_the_hand_off_to_sqs_fails_then_the_outbox_hands_it_over(
     assert answer.status == 201
     assert answer.json["status"] == "accepted"
     message_id = answer.json["message"]["id"]
-    assert _status(stack, message_id)["status"] == "accepted"
+    assert stack.message(message_id)["status"] == "accepted"
     assert stack.queue_depth("imessage") == 0
 
     assert _sweeper(datetime.now(UTC) + timedelta(seconds=1)).sweep() == {"handed_off": 1}
     stack.dispatch("imessage")
 
-    assert _status(stack, message_id)["status"] == "sent"
+    assert stack.message(message_id)["status"] == "sent"
     assert len(imessage_via.calls) == 1
 
 
@@ -336,7 +329,7 @@ def test_given_a_scheduled_message_then_it_is_not_sent_before_its_time(
 
     assert len(early["batchItemFailures"]) == 1  # back on the queue until its time
     assert imessage_via.calls == []
-    assert _status(stack, message_id)["status"] == "scheduled"
+    assert stack.message(message_id)["status"] == "scheduled"
 
 
 def test_given_a_send_beyond_sqs_reach_then_the_outbox_hands_it_over_when_it_comes_due(
@@ -353,7 +346,7 @@ def test_given_a_send_beyond_sqs_reach_then_the_outbox_hands_it_over_when_it_com
     assert _sweeper(datetime.now(UTC) + timedelta(minutes=46)).sweep() == {"scheduled": 1}
 
     assert stack.queue_depth("imessage") == 1
-    assert _status(stack, message_id)["status"] == "scheduled"
+    assert stack.message(message_id)["status"] == "scheduled"
 
 
 def test_given_a_canceled_message_then_a_record_already_queued_sends_nothing(
@@ -370,7 +363,7 @@ def test_given_a_canceled_message_then_a_record_already_queued_sends_nothing(
 
     assert stack.dispatch("imessage", records) == {"batchItemFailures": []}
     assert imessage_via.calls == []
-    assert _status(stack, message_id)["status"] == "canceled"
+    assert stack.message(message_id)["status"] == "canceled"
 
 
 def test_given_a_message_whose_attempt_started_then_cancel_is_refused(
@@ -405,7 +398,7 @@ def test_given_cancel_and_dispatch_race_then_exactly_one_of_them_wins(
         dispatch.start()
         cancel.join()
         dispatch.join()
-        outcomes.append((_status(stack, message_id)["status"], answers[0]))
+        outcomes.append((stack.message(message_id)["status"], answers[0]))
 
     for status, cancel_answer in outcomes:
         assert (status, cancel_answer) in {("canceled", 200), ("sent", 409)}

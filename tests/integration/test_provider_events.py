@@ -46,7 +46,7 @@ def sent_imessage(stack: Stack, http_provider: FakeHttpProvider) -> str:
     assert answer.status == 201, answer.raw_body
     stack.dispatch("imessage")
     message_id: str = answer.json["message"]["id"]
-    assert _message(stack, message_id)["status"] == "sent"
+    assert stack.message(message_id)["status"] == "sent"
     return message_id
 
 
@@ -76,13 +76,6 @@ def _apply_queued(stack: Stack) -> dict[str, Any]:
     return result
 
 
-def _message(stack: Stack, message_id: str) -> dict[str, Any]:
-    answer = stack.call(stack.event("api_get_message.json", path=f"/v1/messages/{message_id}"))
-    assert answer.status == 200, answer.raw_body
-    message: dict[str, Any] = answer.json["message"]
-    return message
-
-
 def test_given_a_signed_delivered_event_then_the_message_ends_delivered(
     stack: Stack, sent_imessage: str
 ) -> None:
@@ -91,18 +84,18 @@ def test_given_a_signed_delivered_event_then_the_message_ends_delivered(
     assert acknowledged.json == {"success": True}
 
     assert _apply_queued(stack) == {"batchItemFailures": []}
-    assert _message(stack, sent_imessage)["status"] == "delivered"
+    assert stack.message(sent_imessage)["status"] == "delivered"
 
 
 def test_given_the_same_event_twice_then_the_second_changes_nothing(stack: Stack, sent_imessage: str) -> None:
     _webhook(stack, _event(sent_imessage, "delivered", "ev-twice"))
     _apply_queued(stack)
-    before = _message(stack, sent_imessage)
+    before = stack.message(sent_imessage)
 
     assert _webhook(stack, _event(sent_imessage, "delivered", "ev-twice")).status == 200
     _apply_queued(stack)
 
-    assert _message(stack, sent_imessage) == before
+    assert stack.message(sent_imessage) == before
 
 
 def test_given_concurrent_copies_of_one_event_then_it_takes_effect_once(
@@ -128,7 +121,7 @@ def test_given_concurrent_copies_of_one_event_then_it_takes_effect_once(
     ]
     assert len(records) == 8
     assert len(items) == 1
-    assert _message(stack, sent_imessage)["status"] == "failed"
+    assert stack.message(sent_imessage)["status"] == "failed"
 
 
 def test_given_a_late_sent_after_delivered_then_status_does_not_move_backwards(
@@ -136,16 +129,16 @@ def test_given_a_late_sent_after_delivered_then_status_does_not_move_backwards(
 ) -> None:
     _webhook(stack, _event(sent_imessage, "delivered", "ev-delivered"))
     _apply_queued(stack)
-    delivered = _message(stack, sent_imessage)
+    delivered = stack.message(sent_imessage)
 
     _webhook(stack, _event(sent_imessage, "sent", "ev-late-sent"))
     _apply_queued(stack)
 
-    assert _message(stack, sent_imessage) == delivered
+    assert stack.message(sent_imessage) == delivered
 
 
 def test_given_a_failed_event_then_the_dedup_lock_is_released(stack: Stack, sent_imessage: str) -> None:
-    body = _message(stack, sent_imessage)["body"]
+    body = stack.message(sent_imessage)["body"]
     failure = {
         **_event(sent_imessage, "failed", "ev-failed"),
         "error": {"code": "unreachable", "message": "off"},
@@ -153,7 +146,7 @@ def test_given_a_failed_event_then_the_dedup_lock_is_released(stack: Stack, sent
     _webhook(stack, failure)
     _apply_queued(stack)
 
-    failed = _message(stack, sent_imessage)
+    failed = stack.message(sent_imessage)
     assert failed["status"] == "failed"
     assert failed["error"] == {"code": "unreachable", "message": "off"}
     retry = stack.send(
@@ -175,7 +168,7 @@ def test_given_a_forged_webhook_then_it_is_refused_and_nothing_is_queued(
     assert answer.status == 401
     assert answer.json["error"]["code"] == "unauthorized"
     assert stack.receive("events") == []
-    assert _message(stack, sent_imessage)["status"] == "sent"
+    assert stack.message(sent_imessage)["status"] == "sent"
 
 
 def test_given_an_event_for_an_unknown_message_then_it_is_acknowledged_and_changes_nothing(
@@ -184,7 +177,7 @@ def test_given_an_event_for_an_unknown_message_then_it_is_acknowledged_and_chang
     stranger = "msg_01JZZZZZZZZZZZZZZZZZZZZZZZ"
     assert _webhook(stack, _event(stranger, "delivered", "ev-stranger")).status == 200
     assert _apply_queued(stack) == {"batchItemFailures": []}
-    assert _message(stack, sent_imessage)["status"] == "sent"
+    assert stack.message(sent_imessage)["status"] == "sent"
 
 
 def test_given_ses_delivery_and_bounce_notifications_through_sns_then_they_apply(stack: Stack) -> None:
@@ -219,7 +212,7 @@ def test_given_ses_delivery_and_bounce_notifications_through_sns_then_they_apply
         stack.sqs.send_message(QueueUrl=events_queue, MessageBody=body)
 
     assert _apply_queued(stack) == {"batchItemFailures": []}
-    assert _message(stack, message_id)["status"] == "delivered"
+    assert stack.message(message_id)["status"] == "delivered"
 
 
 def test_given_an_unreadable_events_record_then_it_fails_alone(stack: Stack, sent_imessage: str) -> None:
@@ -231,4 +224,4 @@ def test_given_an_unreadable_events_record_then_it_fails_alone(stack: Stack, sen
     result = function("status").handler(event, FakeLambdaContext(function_name="status"))
 
     assert result == {"batchItemFailures": [{"itemIdentifier": "bad-event"}]}
-    assert _message(stack, sent_imessage)["status"] == "delivered"
+    assert stack.message(sent_imessage)["status"] == "delivered"
