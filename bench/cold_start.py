@@ -15,22 +15,10 @@ from pathlib import Path
 
 from sendonce_local.template import FunctionSpec
 
-# What each function builds on its first invocation (its composition root), by code directory.
-# A dispatcher builds its SQS client (redelivery) only when a record must be postponed.
-DISPATCHER = (
-    "from sendonce.delivery import dependencies as d; from sendonce.messages.model import Channel; "
-    "d.dispatcher(); d.provider(Channel.{channel})"
-)
-CLIENT_BUILDERS = {
-    "api": "from sendonce.api import app, dependencies as d; d.message_service(); "
-    "d.idempotent_sender(app._send)",
-    "authorizer": "from sendonce.auth.authorizer import api_key_store; api_key_store()",
-    "dispatch_sms": DISPATCHER.format(channel="SMS"),
-    "dispatch_imessage": DISPATCHER.format(channel="IMESSAGE"),
-    "dispatch_email": DISPATCHER.format(channel="EMAIL"),
-    "outbox": "from sendonce.delivery.dependencies import outbox_sweeper; outbox_sweeper()",
-    "status": "from sendonce.provider_events.sqs_batch import event_store; event_store()",
-}
+# What each function builds on its first invocation: its composition root, which every function's
+# module exposes as `root`. A dispatcher builds its SQS client (redelivery) only when a record must
+# be postponed.
+BUILD_ROOT = "_module.root.get()"
 BASELINE_SCRIPT = "import boto3; boto3.client('dynamodb')"
 
 TIMER = """
@@ -52,8 +40,7 @@ _spec.loader.exec_module(_module)
 def function_script(spec: FunctionSpec) -> str:
     module_path = spec.handler.rpartition(".")[0]
     file = spec.code_dir / (module_path.replace(".", "/") + ".py")
-    builders = CLIENT_BUILDERS.get(spec.code_dir.name, "")
-    return IMPORT_BY_PATH.format(file=str(file), builders=builders.replace("; ", "\n"))
+    return IMPORT_BY_PATH.format(file=str(file), builders=BUILD_ROOT)
 
 
 def _run_once(body: str, environment: dict[str, str], cwd: Path) -> float:

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import lock_key
+from sendonce.channels import normalise_recipient
 from sendonce.dedup.identity import dedup_identity
-from sendonce.messages.model import Channel
-from sendonce.messages.recipients import normalise_recipient
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class ReleasedLock:
 
 def lock_identity(workspace: str, channel: str, to: str, subject: str | None, body: str) -> tuple[str, str]:
     """(identity, normalised recipient); raises ValueError for an unknown channel or a bad recipient."""
-    recipient = normalise_recipient(Channel(channel), to)
+    recipient = normalise_recipient(channel, to)
     return dedup_identity(workspace, recipient.dedup_form, subject, body), recipient.dedup_form
 
 

@@ -2,6 +2,7 @@
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce.api.app import handle
+from sendonce.api.dependencies import root
 from sendonce.observability import logger, metrics
 
 
@@ -9,3 +10,6 @@ from sendonce.observability import logger, metrics
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     return handle(event, context)
+
+
+__all__ = ["handler", "root"]

@@ -4,7 +4,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce.auth.authorizer import authorize
+from sendonce.auth.dependencies import root
 
 
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return authorize(event)
+    return authorize(root.get(), event)

@@ -3,11 +3,11 @@
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from sendonce.delivery.dependencies import outbox_sweeper
+from sendonce.delivery.dependencies import outbox_root as root
 from sendonce.observability import logger, metrics
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    return outbox_sweeper().sweep()
+    return root.get().sweep()

@@ -23,12 +23,8 @@ from typing import Any
 
 import boto3
 import pytest
-import sendonce.api.dependencies as api_dependencies
-import sendonce.auth.authorizer as authorizer_module
-import sendonce.aws_clients as aws_clients
-import sendonce.delivery.dependencies as delivery_dependencies
-import sendonce.settings as settings_module
 from moto import mock_aws
+from sendonce import composition
 
 from sendonce_local import moto_transactions
 from sendonce_local.emulator import create_queues, create_tables
@@ -223,20 +219,8 @@ def sqs_event(records: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- the stack
 def clear_caches() -> None:
-    for getter in (
-        settings_module.authorizer_settings,
-        settings_module.api_settings,
-        settings_module.dispatcher_settings,
-        aws_clients.client,
-        api_dependencies.message_service,
-        api_dependencies.send_idempotency_config,
-        api_dependencies.idempotent_sender,
-        delivery_dependencies.provider,
-        delivery_dependencies.dispatcher,
-        delivery_dependencies.redelivery,
-        authorizer_module.api_key_store,
-    ):
-        getter.cache_clear()
+    """Forget every function's dependencies, as a redeploy with new settings would."""
+    composition.reset_all()
 
 
 @dataclass
@@ -321,17 +305,12 @@ class Stack:
         return item
 
     def warm_api(self) -> None:
-        """Build the API function's cached clients once, as a warm execution environment has them.
+        """Build the API function's dependencies once, as a warm execution environment has them.
 
         Otherwise the first of many concurrent calls all build boto3 clients at once, which is
         slow and not what a burst against warm functions looks like.
         """
-        from sendonce.api.app import _send  # noqa: PLC0415
-
-        api_dependencies.message_service()
-        api_dependencies.idempotent_sender(_send)
-        aws_clients.client("sqs")
-        aws_clients.client("dynamodb")
+        function("api").root.get()
 
     # the helpers, reachable from every test through this fixture
     event = staticmethod(api_event)

@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sendonce.delivery.dependencies as delivery_dependencies
-import sendonce.settings as settings_module
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.ses.models import ses_backends
-from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
+from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue
 from sendonce.aws_clients import client
+from sendonce.delivery.dependencies import build_outbox
 from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.errors import QueueUnavailable
-from sendonce.messages.model import Channel
+from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import FakeHttpProvider, Stack
 
@@ -43,15 +41,6 @@ def _atomic_moto(monkeypatch: pytest.MonkeyPatch) -> None:
             return answer(self, *args, **kwargs)
 
     monkeypatch.setattr(BotocoreStubber, "__call__", one_at_a_time)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_delivery_caches() -> Iterator[None]:
-    for getter in (settings_module.dispatcher_settings, delivery_dependencies.outbox_sweeper):
-        getter.cache_clear()
-    yield
-    for getter in (settings_module.dispatcher_settings, delivery_dependencies.outbox_sweeper):
-        getter.cache_clear()
 
 
 @pytest.fixture
@@ -81,17 +70,11 @@ def _send_email(stack: Stack, body: str = "hello") -> str:
 
 
 def _sweeper(at: datetime) -> OutboxSweeper:
-    settings = settings_module.dispatcher_settings()
-    return OutboxSweeper(
-        store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
-        queue=SqsMessageQueue(client("sqs"), {channel: settings.queue_url(channel) for channel in Channel}),
-        provider_honours_key=delivery_dependencies.provider_honours_idempotency_key,
-        clock=lambda: at,
-    )
+    return build_outbox(clock=lambda: at)
 
 
 def _verify_sender(stack: Stack) -> None:
-    sender = settings_module.dispatcher_settings().email_from
+    sender = DispatcherSettings.from_environment().email_from
     client("ses").verify_email_identity(EmailAddress=sender)
     client("sesv2").create_email_identity(EmailIdentity=sender)
 
@@ -144,7 +127,7 @@ def _dispatch_and_die_after_the_provider_call(
         raise LambdaDied
 
     with monkeypatch.context() as crash:
-        crash.setattr(DynamoDbMessageStore, "finish_attempt", die)
+        crash.setattr(DynamoDbDeliveryStore, "finish_attempt", die)
         with pytest.raises(LambdaDied):
             stack.dispatch(channel, records)
 

@@ -16,7 +16,7 @@ def _message() -> Message:
     return Message(
         id=new_message_id(),
         workspace_id="ws",
-        channel=Channel.IMESSAGE,
+        channel=Channel("imessage"),
         to="+15550100000",
         body="hi",
         status=Status.SENDING,

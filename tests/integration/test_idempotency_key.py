@@ -65,16 +65,16 @@ def test_given_a_quoted_key_then_the_same_key_as_the_bare_one(stack) -> None:
 def test_given_a_request_still_running_then_409_with_retry_after(stack) -> None:
     # The first request's record is written INPROGRESS before it runs: simulate it being mid-flight
     # by holding the first call inside the store while a second one arrives.
-    import sendonce.adapters.dynamodb_messages as adapter  # noqa: PLC0415
+    import sendonce.adapters.dynamodb_sending as adapter  # noqa: PLC0415
 
-    original_create = adapter.DynamoDbMessageStore.create
+    original_create = adapter.DynamoDbSendingStore.create
     answers = {}
 
     def slow_create(self, *args, **kwargs):
         answers["second"] = stack.send(body=SMS, key="order-5")
         return original_create(self, *args, **kwargs)
 
-    stack.monkeypatch.setattr(adapter.DynamoDbMessageStore, "create", slow_create)
+    stack.monkeypatch.setattr(adapter.DynamoDbSendingStore, "create", slow_create)
     first = stack.send(body=SMS, key="order-5")
 
     assert first.status == 201

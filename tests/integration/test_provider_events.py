@@ -9,29 +9,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import sendonce.api.dependencies as api_dependencies
-import sendonce.provider_events.sqs_batch as status_batch
-import sendonce.settings as settings_module
 from sendonce.aws_clients import client
 from sendonce.provider_events.signature import sign
+from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function, sqs_event
 
 SECRET = "integration-webhook-secret"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_event_caches() -> Iterator[None]:
-    getters = (settings_module.events_settings, status_batch.event_store, api_dependencies.event_queue)
-    for getter in getters:
-        getter.cache_clear()
-    yield
-    for getter in getters:
-        getter.cache_clear()
 
 
 @pytest.fixture
@@ -181,7 +168,7 @@ def test_given_an_event_for_an_unknown_message_then_it_is_acknowledged_and_chang
 
 
 def test_given_ses_delivery_and_bounce_notifications_through_sns_then_they_apply(stack: Stack) -> None:
-    sender = settings_module.dispatcher_settings().email_from
+    sender = DispatcherSettings.from_environment().email_from
     client("ses").verify_email_identity(EmailAddress=sender)
     answer = stack.send(
         "api_send_email.json",

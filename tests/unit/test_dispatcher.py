@@ -14,7 +14,7 @@ from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.ports import DedupClaim
+from sendonce.messages.ports import DedupClaim
 
 from tests.unit.unit_fakes import InMemoryStore, ManualClock
 
@@ -39,7 +39,7 @@ def _queued(store: InMemoryStore, clock: ManualClock, **changes: object) -> Mess
     message = Message(
         id=new_message_id(),
         workspace_id="ws_a",
-        channel=Channel.SMS,
+        channel=Channel("sms"),
         to="+15550100000",
         body="hello",
         status=Status.QUEUED,

@@ -6,9 +6,9 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sendonce.channels import normalise_recipient
 from sendonce.errors import IdempotencyKeyReused, MessageNotCancelable
 from sendonce.messages.model import Channel, Status
-from sendonce.messages.recipients import normalise_recipient
 from sendonce.messages.service import MessageService, SendCommand, handoff_due_at
 
 from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
@@ -21,8 +21,8 @@ def _service(store: InMemoryStore, queue: FakeQueue, clock: ManualClock, window:
 def _command(**changes: object) -> SendCommand:
     command = SendCommand(
         workspace_id="ws_a",
-        channel=Channel.SMS,
-        recipient=normalise_recipient(Channel.SMS, "+15550100000"),
+        channel=Channel("sms"),
+        recipient=normalise_recipient(Channel("sms"), "+15550100000"),
         body="hello",
     )
     return replace(command, **changes)  # type: ignore[arg-type]
@@ -128,7 +128,7 @@ def test_given_an_identical_send_after_the_window_then_a_new_message(
     [
         {"workspace_id": "ws_b"},
         {"body": "hello!"},
-        {"recipient": normalise_recipient(Channel.SMS, "+15550100001")},
+        {"recipient": normalise_recipient(Channel("sms"), "+15550100001")},
         {"subject": "a subject"},
     ],
 )
@@ -157,7 +157,7 @@ def test_given_the_same_words_on_another_channel_to_the_same_address_then_a_dupl
     service.send(_command())
 
     duplicate = service.send(
-        _command(channel=Channel.IMESSAGE, recipient=normalise_recipient(Channel.IMESSAGE, "+1 555 010 0000"))
+        _command(channel=Channel("imessage"), recipient=normalise_recipient("imessage", "+1 555 010 0000"))
     )
     assert duplicate.duplicate
 

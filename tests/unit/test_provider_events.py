@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.provider_events.applier import ApplyResult, EventOutcome, apply_event
+from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import (
     APPLIES_FROM,
     EventType,
@@ -16,6 +16,7 @@ from sendonce.provider_events.model import (
     from_json,
     from_ses_notification,
 )
+from sendonce.provider_events.ports import ApplyResult, EventOutcome
 from sendonce.provider_events.webhook_body import HttpProviderEvent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -25,7 +26,7 @@ def _message(status: Status) -> Message:
     return Message(
         id="msg_01JAAAAAAAAAAAAAAAAAAAAAAA",
         workspace_id="ws",
-        channel=Channel.IMESSAGE,
+        channel=Channel("imessage"),
         to="+15550100000",
         body="hi",
         status=status,

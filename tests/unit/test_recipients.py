@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sendonce.channels import normalise_recipient
 from sendonce.messages.model import Channel
-from sendonce.messages.recipients import (
-    InvalidRecipient,
-    masked,
-    normalise_email,
-    normalise_phone,
-    normalise_recipient,
-)
+from sendonce.messages.recipients import InvalidRecipient, masked, normalise_email, normalise_phone
 
 
 @pytest.mark.parametrize(
@@ -65,12 +60,12 @@ def test_given_an_invalid_email_when_normalised_then_refused(written: str) -> No
 
 def test_given_sms_when_an_email_is_the_recipient_then_refused() -> None:
     with pytest.raises(InvalidRecipient):
-        normalise_recipient(Channel.SMS, "ada@example.com")
+        normalise_recipient(Channel("sms"), "ada@example.com")
 
 
 def test_given_email_when_a_phone_is_the_recipient_then_refused() -> None:
     with pytest.raises(InvalidRecipient):
-        normalise_recipient(Channel.EMAIL, "+15550100000")
+        normalise_recipient(Channel("email"), "+15550100000")
 
 
 @pytest.mark.parametrize(
@@ -80,12 +75,12 @@ def test_given_email_when_a_phone_is_the_recipient_then_refused() -> None:
 def test_given_imessage_when_a_phone_or_an_email_is_the_recipient_then_either_is_normalised(
     written: str, address: str
 ) -> None:
-    assert normalise_recipient(Channel.IMESSAGE, written).address == address
+    assert normalise_recipient(Channel("imessage"), written).address == address
 
 
 def test_given_imessage_when_the_recipient_is_neither_then_refused() -> None:
     with pytest.raises(InvalidRecipient):
-        normalise_recipient(Channel.IMESSAGE, "ada")
+        normalise_recipient(Channel("imessage"), "ada")
 
 
 def test_given_an_address_when_masked_for_logs_then_it_is_never_whole() -> None:

@@ -151,3 +151,9 @@ def test_given_several_wrong_fields_then_each_is_named() -> None:
     fields = _fields_in_error({"channel": "sms", "to": "nope", "body": "", "extra": 1})
 
     assert {"to", "body", "extra"} <= fields
+
+
+def test_given_metadata_at_its_length_limits_then_accepted_and_one_more_refused() -> None:
+    SendMessageRequest.model_validate(_valid(metadata={"k" * 40: "v" * 500}))
+    assert any(f.startswith("metadata") for f in _fields_in_error(_valid(metadata={"k" * 41: "v"})))
+    assert any(f.startswith("metadata") for f in _fields_in_error(_valid(metadata={"k": "v" * 501})))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from sendonce.delivery.ports import ClaimRefused
 from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
-from sendonce.ports import (
-    ClaimRefused,
+from sendonce.messages.ports import (
     Created,
     CreateOutcome,
     DedupClaim,
@@ -41,7 +41,7 @@ class _Lock:
 
 @dataclass
 class InMemoryStore:
-    """The MessageStore port in memory, with the same conditional rules as the DynamoDB adapter."""
+    """The sending and delivery stores in memory, with the same conditional rules as the DynamoDB adapters."""
 
     messages: dict[str, Message] = field(default_factory=dict)
     locks: dict[str, _Lock] = field(default_factory=dict)

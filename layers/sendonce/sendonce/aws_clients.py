@@ -1,15 +1,13 @@
-"""boto3 clients, built on first use and then reused for the life of the execution environment.
+"""boto3 clients, configured as sendonce needs them. Composition roots build them and keep them.
 
 boto3 is imported here, lazily, so a cold start pays for it only when a client is needed.
 """
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 
-@cache
 def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: bool = True) -> Any:
     import boto3  # noqa: PLC0415
     from botocore.config import Config  # noqa: PLC0415

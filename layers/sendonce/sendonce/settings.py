@@ -1,22 +1,40 @@
-"""Typed settings, one model per function, validated at cold start and read through a cached getter.
+"""Typed settings, one model per function, validated when its composition root is built.
 
-This module is the only place that reads the environment.
+This module is the only place that reads the environment. Per-channel settings are named after
+the channels of `sendonce.channels` (`<NAME>_QUEUE_URL`, `SENDONCE_<NAME>_PROVIDER`), so a
+channel added there has its settings here with no new field.
 """
 
 from __future__ import annotations
 
 import os
-from functools import cache
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from sendonce.messages.model import Channel
+from sendonce import channels
 
 
 class _Settings(BaseModel):
     # Built on first validation: each function pays only for its own model.
     model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Self:
+        return cls.model_validate(dict(os.environ if environ is None else environ))
+
+
+def _queue_urls(data: Any) -> Any:
+    """Every registered channel's queue URL that the environment names."""
+    if not isinstance(data, dict):
+        return data
+    urls = {
+        spec.name: data[spec.queue_url_setting]
+        for spec in channels.all_specs()
+        if data.get(spec.queue_url_setting)
+    }
+    return {**data, "queue_urls": urls}
 
 
 class AuthorizerSettings(_Settings):
@@ -26,76 +44,58 @@ class AuthorizerSettings(_Settings):
 class ApiSettings(_Settings):
     messages_table: str = Field(alias="MESSAGES_TABLE", min_length=1)
     idempotency_table: str = Field(alias="IDEMPOTENCY_TABLE", min_length=1)
-    sms_queue_url: str = Field(alias="SMS_QUEUE_URL", min_length=1)
-    imessage_queue_url: str = Field(alias="IMESSAGE_QUEUE_URL", min_length=1)
-    email_queue_url: str = Field(alias="EMAIL_QUEUE_URL", min_length=1)
+    queue_urls: dict[str, str]
     dedup_window_seconds: PositiveInt = Field(900, alias="SENDONCE_DEDUP_WINDOW_SECONDS")
     idempotency_ttl_seconds: PositiveInt = Field(86_400, alias="SENDONCE_IDEMPOTENCY_TTL_SECONDS")
     require_idempotency_key: bool = Field(False, alias="SENDONCE_REQUIRE_IDEMPOTENCY_KEY")
     events_queue_url: str = Field("", alias="EVENTS_QUEUE_URL")
     webhook_secret: str = Field("", alias="SENDONCE_WEBHOOK_SECRET", repr=False)
 
-    def queue_urls(self) -> dict[Channel, str]:
-        return {
-            Channel.SMS: self.sms_queue_url,
-            Channel.IMESSAGE: self.imessage_queue_url,
-            Channel.EMAIL: self.email_queue_url,
-        }
+    _collect_queue_urls = model_validator(mode="before")(_queue_urls)
 
-
-ProviderName = Literal["sns", "ses", "http"]
+    @model_validator(mode="after")
+    def _every_channel_has_a_queue(self) -> ApiSettings:
+        missing = [
+            spec.queue_url_setting for spec in channels.all_specs() if spec.name not in self.queue_urls
+        ]
+        if missing:
+            raise ValueError(f"missing queue URLs: {', '.join(missing)}")
+        return self
 
 
 class DispatcherSettings(_Settings):
+    """A dispatcher's, and the outbox's: providers and queues for the channels they serve."""
+
     messages_table: str = Field(alias="MESSAGES_TABLE", min_length=1)
-    sms_provider: Literal["sns", "http"] = Field("sns", alias="SENDONCE_SMS_PROVIDER")
-    imessage_provider: Literal["http"] = Field("http", alias="SENDONCE_IMESSAGE_PROVIDER")
-    email_provider: Literal["ses", "http"] = Field("ses", alias="SENDONCE_EMAIL_PROVIDER")
+    queue_urls: dict[str, str]
+    providers: dict[str, str]
     provider_timeout_seconds: float = Field(10, alias="SENDONCE_PROVIDER_TIMEOUT_SECONDS", gt=0, le=60)
     max_delivery_attempts: PositiveInt = Field(5, alias="SENDONCE_MAX_DELIVERY_ATTEMPTS")
     http_provider_url: str = Field("", alias="SENDONCE_HTTP_PROVIDER_URL")
     http_provider_token: str = Field("", alias="SENDONCE_HTTP_PROVIDER_TOKEN", repr=False)
     ses_configuration_set: str = Field("", alias="SENDONCE_SES_CONFIGURATION_SET")
     email_from: str = Field("no-reply@example.com", alias="SENDONCE_EMAIL_FROM")
-    sms_queue_url: str = Field("", alias="SMS_QUEUE_URL")
-    imessage_queue_url: str = Field("", alias="IMESSAGE_QUEUE_URL")
-    email_queue_url: str = Field("", alias="EMAIL_QUEUE_URL")
 
-    def queue_url(self, channel: Channel) -> str:
-        return {
-            Channel.SMS: self.sms_queue_url,
-            Channel.IMESSAGE: self.imessage_queue_url,
-            Channel.EMAIL: self.email_queue_url,
-        }[channel]
+    @model_validator(mode="before")
+    @classmethod
+    def _per_channel(cls, data: Any) -> Any:
+        data = _queue_urls(data)
+        if not isinstance(data, dict):
+            return data
+        providers = {}
+        for spec in channels.all_specs():
+            choice = data.get(spec.provider_setting) or spec.providers[0]
+            if choice not in spec.providers:
+                raise ValueError(f"{spec.provider_setting} must be one of {', '.join(spec.providers)}")
+            providers[spec.name] = choice
+        return {**data, "providers": providers}
 
-    def provider_for(self, channel: Channel) -> ProviderName:
-        choice: ProviderName = {
-            Channel.SMS: self.sms_provider,
-            Channel.IMESSAGE: self.imessage_provider,
-            Channel.EMAIL: self.email_provider,
-        }[channel]
-        return choice
+    def queue_url(self, channel: str) -> str:
+        return self.queue_urls.get(channel, "")
+
+    def provider_for(self, channel: str) -> str:
+        return self.providers[channel]
 
 
 class EventsSettings(_Settings):
     messages_table: str = Field(alias="MESSAGES_TABLE", min_length=1)
-
-
-@cache
-def events_settings() -> EventsSettings:
-    return EventsSettings.model_validate(os.environ)
-
-
-@cache
-def authorizer_settings() -> AuthorizerSettings:
-    return AuthorizerSettings.model_validate(os.environ)
-
-
-@cache
-def api_settings() -> ApiSettings:
-    return ApiSettings.model_validate(os.environ)
-
-
-@cache
-def dispatcher_settings() -> DispatcherSettings:
-    return DispatcherSettings.model_validate(os.environ)

@@ -13,6 +13,8 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+LambdaHandler = Callable[[Any, LambdaContext], dict[str, Any]]
+
 
 def process_batch(
     event: Any, context: LambdaContext, handle_record: Callable[[SQSRecord], str]

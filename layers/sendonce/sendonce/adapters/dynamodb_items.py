@@ -81,7 +81,7 @@ def to_item(message: Message, outbox_due_at: datetime | None) -> Item:
     return item
 
 
-def _datetime(value: str) -> datetime:
+def parse_datetime(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
@@ -94,10 +94,10 @@ def from_item(item: Item) -> Message:
         to=item["to"]["S"],
         body=item["body"]["S"],
         status=Status(item["status"]["S"]),
-        created_at=_datetime(item["createdAt"]["S"]),
-        updated_at=_datetime(item["updatedAt"]["S"]),
+        created_at=parse_datetime(item["createdAt"]["S"]),
+        updated_at=parse_datetime(item["updatedAt"]["S"]),
         subject=item["subject"]["S"] if "subject" in item else None,
-        send_at=_datetime(item["sendAt"]["S"]) if "sendAt" in item else None,
+        send_at=parse_datetime(item["sendAt"]["S"]) if "sendAt" in item else None,
         metadata={key: value["S"] for key, value in item.get("metadata", {}).get("M", {}).items()},
         idempotency_key=item["idempotencyKey"]["S"] if "idempotencyKey" in item else None,
         attempts=int(item.get("attempts", {}).get("N", "0")),

@@ -1,12 +1,12 @@
-"""Provider events on DynamoDB: each event recorded in the same transaction as its effect."""
+"""The provider events context's store on DynamoDB: each event recorded in the same transaction as
+its effect, so an event takes effect once, and a status moves only forward from what was read."""
 
 from __future__ import annotations
 
-import random
-import time
 from datetime import datetime
 from typing import Any
 
+from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
     PROVIDER_EVENT_RETENTION,
     epoch_seconds,
@@ -15,95 +15,84 @@ from sendonce.adapters.dynamodb_items import (
     message_key,
     workspace_status,
 )
-from sendonce.adapters.dynamodb_messages import (
-    CONDITION_FAILED,
-    MAX_CONFLICT_RETRIES,
-    DynamoDbMessageStore,
-    error_code,
-)
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, TryAgain, with_retries
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable
 from sendonce.messages.ids import looks_like_message_id
-from sendonce.provider_events.applier import ApplyResult, EventOutcome
+from sendonce.messages.model import Message
 from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, ProviderEvent
+from sendonce.provider_events.ports import ApplyResult, EventOutcome
+
+_EVENT = 0  # the event record's place in the transaction
 
 
-class DynamoDbProviderEventStore(DynamoDbMessageStore):
-    """The message store, and what provider events do to its messages."""
+class DynamoDbProviderEventStore:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._table = DynamoDbTable(client, table_name)
+
+    def release_dedup_lock(self, message: Message) -> None:
+        release_dedup_lock(self._table, message)
 
     def apply_provider_event(self, event: ProviderEvent, now: datetime) -> ApplyResult:
-        event_item = {
-            **event_key(event.provider, event.event_id),
-            "messageId": {"S": event.message_id},
-            "type": {"S": event.type.value},
-            "recordedAt": {"S": rfc3339(now)},
-            "expiresAt": epoch_seconds(now + PROVIDER_EVENT_RETENTION),
-        }
-        record_event = {
-            "TableName": self._table,
-            "Item": event_item,
+        record_event: dict[str, Any] = {
+            "Item": {
+                **event_key(event.provider, event.event_id),
+                "messageId": {"S": event.message_id},
+                "type": {"S": event.type.value},
+                "recordedAt": {"S": rfc3339(now)},
+                "expiresAt": epoch_seconds(now + PROVIDER_EVENT_RETENTION),
+            },
+            # A record past its retention that TTL has not deleted yet is no repeat.
             "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
             "ExpressionAttributeValues": {":now": epoch_seconds(now)},
         }
-        for _ in range(MAX_CONFLICT_RETRIES):
+
+        def attempt() -> ApplyResult:
             item = (
-                self._get_item(message_key(event.message_id))
+                self._table.get(message_key(event.message_id))
                 if looks_like_message_id(event.message_id)
                 else None
             )
             current = from_item(item) if item else None
             if current is None or current.status not in APPLIES_FROM[event.type]:
                 # Nothing to change; still recorded, so that a repeat is known as one.
-                try:
-                    self._client.put_item(**record_event)
-                except Exception as error:
-                    if error_code(error) == "ConditionalCheckFailedException":
-                        return EventOutcome.REPEATED, current
-                    raise DependencyUnavailable(str(error)) from error
-                return EventOutcome.IGNORED, current
-            status = RESULTING_STATUS[event.type]
-            values: dict[str, Any] = {
-                ":status": {"S": status.value},
-                ":ws_status": {"S": workspace_status(current.workspace_id, status)},
-                ":now": {"S": rfc3339(now)},
-                ":seen": {"S": current.status.value},
-            }
-            expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
-            if event.error is not None:
-                expression += ", #error = :error"
-                values[":error"] = {
-                    "M": {"code": {"S": event.error.code}, "message": {"S": event.error.message}}
-                }
-            expression += " REMOVE outboxShard, outboxDueAt"
-            try:
-                self._client.transact_write_items(
-                    TransactItems=[
-                        {"Put": record_event},
-                        {
-                            "Update": {
-                                "TableName": self._table,
-                                "Key": message_key(current.id),
-                                "UpdateExpression": expression,
-                                # Only from the status it was read in: never backwards, never twice.
-                                "ConditionExpression": "#status = :seen",
-                                "ExpressionAttributeNames": {"#status": "status", "#error": "error"}
-                                if event.error is not None
-                                else {"#status": "status"},
-                                "ExpressionAttributeValues": values,
-                            }
-                        },
-                    ]
-                )
-            except Exception as error:
-                if error_code(error) != "TransactionCanceledException":
-                    raise DependencyUnavailable(str(error)) from error
-                codes = [
-                    reason.get("Code")
-                    for reason in getattr(error, "response", {}).get("CancellationReasons", [])
-                ]
-                if codes and codes[0] == CONDITION_FAILED:
-                    return EventOutcome.REPEATED, current
-                time.sleep(random.uniform(0.005, 0.02))
-                continue
-            return EventOutcome.APPLIED, current
-        raise DependencyUnavailable("the message kept changing while an event was applied")
+                recorded = self._table.write("put_item", **record_event)
+                return (
+                    EventOutcome.REPEATED if isinstance(recorded, ConditionFailed) else EventOutcome.IGNORED
+                ), current
+            canceled = self._table.transact(
+                [{"Put": record_event}, {"Update": _status_change(event, current, now)}]
+            )
+            if canceled is None:
+                return EventOutcome.APPLIED, current
+            if canceled.failed(_EVENT):
+                return EventOutcome.REPEATED, current
+            if not canceled.contended:
+                raise DependencyUnavailable(f"the event transaction was canceled: {canceled.codes}")
+            raise TryAgain  # the message moved meanwhile: read it again
+
+        return with_retries(attempt, "the message kept changing while an event was applied")
+
+
+def _status_change(event: ProviderEvent, current: Message, now: datetime) -> dict[str, Any]:
+    status = RESULTING_STATUS[event.type]
+    names = {"#status": "status"}
+    values: dict[str, Any] = {
+        ":status": {"S": status.value},
+        ":ws_status": {"S": workspace_status(current.workspace_id, status)},
+        ":now": {"S": rfc3339(now)},
+        ":seen": {"S": current.status.value},
+    }
+    expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
+    if event.error is not None:
+        names["#error"] = "error"
+        expression += ", #error = :error"
+        values[":error"] = {"M": {"code": {"S": event.error.code}, "message": {"S": event.error.message}}}
+    return {
+        "Key": message_key(current.id),
+        "UpdateExpression": expression + " REMOVE outboxShard, outboxDueAt",
+        # Only from the status it was read in: never backwards, never twice.
+        "ConditionExpression": "#status = :seen",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
-from sendonce.messages.model import Channel
-from sendonce.ports import Deliverable
+from sendonce.messages.ports import Deliverable
 from sendonce.provider_events.model import ProviderEvent
 
 
@@ -17,7 +16,7 @@ def queue_body(message: Deliverable) -> str:
 
 
 class SqsMessageQueue:
-    def __init__(self, client: Any, queue_urls: Mapping[Channel, str]) -> None:
+    def __init__(self, client: Any, queue_urls: Mapping[str, str]) -> None:
         self._client = client
         self._queue_urls = dict(queue_urls)
 
@@ -37,11 +36,14 @@ class SqsRedelivery:
 
     MAX_VISIBILITY_SECONDS = 12 * 60 * 60
 
-    def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
+    def __init__(self, client_factory: Callable[[], Any], queue_url: str) -> None:
+        self._client_factory = client_factory
+        self._client: Any = None
         self._queue_url = queue_url
 
     def postpone(self, receipt_handle: str, seconds: int) -> None:
+        if self._client is None:
+            self._client = self._client_factory()
         self._client.change_message_visibility(
             QueueUrl=self._queue_url,
             ReceiptHandle=receipt_handle,

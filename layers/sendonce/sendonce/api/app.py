@@ -1,14 +1,15 @@
-"""The routes of the HTTP API (v1) on Powertools' event handler, and the function's entry point.
+"""The handlers of the HTTP API (v1) on Powertools' event handler, and the function's entry point.
 
-Routes parse, call one domain use case, and shape the answer. Every failure becomes the
-contract's error body in `sendonce.api.errors`; nothing, however malformed, answers 500.
+Each handler is registered from its route's declaration in `sendonce.api.routes`. Handlers parse,
+call one domain use case, and shape the answer. Every failure becomes the contract's error body in
+`sendonce.api.errors`; nothing, however malformed, answers 500.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -23,8 +24,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from sendonce import channels
 from sendonce.api import dependencies
-from sendonce.api.answers import send_answer
 from sendonce.api.errors import (
     JSON,
     ApiError,
@@ -38,48 +39,38 @@ from sendonce.api.errors import (
 )
 from sendonce.api.openapi import docs_page, openapi_document
 from sendonce.api.preflight import check_request, header, raw_body, workspace_of
-from sendonce.api.schemas import (
-    Acknowledged,
-    DuplicateCaught,
-    ErrorBody,
-    Health,
-    MessageEnvelope,
-    MessagePage,
-    SendAccepted,
-    SendMessageRequest,
+from sendonce.api.routes import (
+    CANCEL_MESSAGE,
+    DOCS,
+    GET_MESSAGE,
+    HEALTH,
+    LIST_MESSAGES,
+    OPENAPI,
+    PROVIDER_WEBHOOK,
+    SEND_MESSAGE,
+    Handler,
+    Route,
+    allowed_methods,
+    register,
 )
+from sendonce.api.schemas import SendMessageRequest
 from sendonce.errors import IdempotencyKeyReused, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
 from sendonce.messages.model import Channel, Status
-from sendonce.messages.recipients import normalise_recipient
 from sendonce.messages.service import SendCommand
 from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
 from sendonce.provider_events.webhook_body import HttpProviderEvent
-from sendonce.settings import api_settings
 
 app = APIGatewayHttpResolver(enable_validation=True)
 
 CURSOR_PATTERN = r"^msg_[0-9A-HJKMNP-TV-Z]{26}$"  # nextCursor: the last message id of a page
 
 
-def _error_docs(*statuses: int) -> dict[int, Any]:
-    names = {
-        400: "validation_error, missing_idempotency_key or invalid_idempotency_key",
-        401: "unauthorized: no or wrong API key",
-        404: "not_found",
-        409: "idempotency_in_progress (with Retry-After: 1) or message_not_cancelable",
-        413: "payload_too_large: body over 256 KiB",
-        415: "unsupported_media_type: not JSON, or JSON that is not UTF-8",
-        422: "idempotency_key_reused: the key was used with a different request",
-        429: "rate_limited (with Retry-After)",
-        503: "unavailable: a dependency failed and nothing was sent; safe to retry (with Retry-After)",
-    }
-    return {
-        status: {"description": names[status], "content": {"application/json": {"model": ErrorBody}}}
-        for status in statuses
-    }
+def route(declared: Route) -> Callable[[Handler], Handler]:
+    """Registers the handler of a declared route on this app."""
+    return register(app, declared)
 
 
 def _json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response[Any]:
@@ -95,32 +86,7 @@ def _workspace() -> str:
 
 
 # ---------------------------------------------------------------------------- POST /v1/messages
-def _send(*, request: dict[str, Any], command: SendCommand) -> dict[str, Any]:
-    """The once-only part: its answer is what an Idempotency-Key replays."""
-    return send_answer(dependencies.message_service().send(command))
-
-
-@app.post(
-    "/v1/messages",
-    summary="Send one message",
-    description=(
-        "Accepts a message for delivery. An identical message to the same recipient within the dedup "
-        "window is answered 200 with duplicateOnly: true and the original. With an Idempotency-Key, "
-        "a retry replays the first answer with Idempotency-Replayed: true."
-    ),
-    responses={
-        201: {
-            "description": "Accepted: queued, scheduled, or accepted (hand-off to the queue still owed)",
-            "content": {"application/json": {"model": SendAccepted}},
-        },
-        200: {
-            "description": "The dedup guard caught a duplicate; nothing was sent",
-            "content": {"application/json": {"model": DuplicateCaught}},
-        },
-        **_error_docs(400, 401, 409, 413, 415, 422, 429, 503),
-    },
-    tags=["messages"],
-)
+@route(SEND_MESSAGE)
 def send_message(
     message: Annotated[SendMessageRequest, Body(embed=False)],
     idempotency_key: Annotated[
@@ -138,14 +104,14 @@ def send_message(
             key = parse_idempotency_key(idempotency_key)
         except InvalidIdempotencyKey as error:
             raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
-    elif api_settings().require_idempotency_key:
+    elif dependencies.root.get().settings.require_idempotency_key:
         raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
 
     channel = Channel(message.channel)
     command = SendCommand(
         workspace_id=workspace,
         channel=channel,
-        recipient=normalise_recipient(channel, message.to),
+        recipient=channels.normalise_recipient(channel, message.to),
         subject=message.subject,
         body=message.body,
         send_at=message.send_at(),
@@ -153,15 +119,15 @@ def send_message(
         idempotency_key=key,
     )
     if key is None:
-        answer = _send(request={}, command=command)
+        answer = dependencies.root.get().send(command)
     else:
         # Compared on the parsed body: key order and white space never make two requests differ.
         payload = json.loads(app.current_event.body or "null")
         command = replace(command, payload_fingerprint=payload_fingerprint(payload))
         # An in-progress record expires with this invocation's time, should it die mid-request.
-        dependencies.send_idempotency_config().register_lambda_context(app.lambda_context)
+        dependencies.root.get().idempotency_config.register_lambda_context(app.lambda_context)
         try:
-            answer = dependencies.idempotent_sender(_send)(
+            answer = dependencies.root.get().send_once(
                 request={"workspace": workspace, "key": key, "payload": payload}, command=command
             )
         except IdempotencyAlreadyInProgressError:
@@ -173,29 +139,13 @@ def send_message(
 
 
 # ---------------------------------------------------------------------------- reads
-@app.get(
-    "/v1/messages/<id>",
-    summary="Get one message",
-    responses={
-        200: {"description": "The message", "content": {"application/json": {"model": MessageEnvelope}}},
-        **_error_docs(401, 404, 503),
-    },
-    tags=["messages"],
-)
+@route(GET_MESSAGE)
 def get_message(id: str) -> Response[Any]:
-    message = dependencies.message_service().get(_workspace(), id)
+    message = dependencies.root.get().messages.get(_workspace(), id)
     return _json_response(200, {"success": True, "message": message.to_api()})
 
 
-@app.get(
-    "/v1/messages",
-    summary="List messages, newest first",
-    responses={
-        200: {"description": "A page of messages", "content": {"application/json": {"model": MessagePage}}},
-        **_error_docs(400, 401, 503),
-    },
-    tags=["messages"],
-)
+@route(LIST_MESSAGES)
 def list_messages(
     limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
     status: Annotated[Status | None, Query(description="Only messages in this status")] = None,
@@ -203,7 +153,7 @@ def list_messages(
         str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the page before")
     ] = None,
 ) -> Response[Any]:
-    page = dependencies.message_service().list(_workspace(), status, limit, cursor)
+    page = dependencies.root.get().messages.list(_workspace(), status, limit, cursor)
     return _json_response(
         200,
         {
@@ -214,35 +164,14 @@ def list_messages(
     )
 
 
-@app.delete(
-    "/v1/messages/<id>",
-    summary="Cancel a message that has not started its delivery",
-    responses={
-        200: {"description": "Canceled", "content": {"application/json": {"model": MessageEnvelope}}},
-        **_error_docs(401, 404, 409, 503),
-    },
-    tags=["messages"],
-)
+@route(CANCEL_MESSAGE)
 def cancel_message(id: str) -> Response[Any]:
-    message = dependencies.message_service().cancel(_workspace(), id)
+    message = dependencies.root.get().messages.cancel(_workspace(), id)
     return _json_response(200, {"success": True, "message": message.to_api()})
 
 
 # ---------------------------------------------------------------------------- provider events
-@app.post(
-    "/v1/webhooks/<provider>",
-    summary="Delivery events from a provider (signed)",
-    description=(
-        "For the HTTP provider (`http`): header `X-Sendonce-Signature: t=<unix seconds>,v1=<hex "
-        'HMAC-SHA256(secret, "<t>.<raw body>")>`, at most 5 minutes old. Each eventId takes effect '
-        "once; status never moves backwards. Acknowledged as soon as the event is safely queued."
-    ),
-    responses={
-        200: {"description": "Acknowledged", "content": {"application/json": {"model": Acknowledged}}},
-        **_error_docs(400, 401, 404, 413, 503),
-    },
-    tags=["provider events"],
-)
+@route(PROVIDER_WEBHOOK)
 def provider_webhook(provider: str) -> Response[Any]:
     if provider != "http":
         raise not_found("No such provider.")
@@ -250,7 +179,10 @@ def provider_webhook(provider: str) -> Response[Any]:
     body = raw_body(raw_event)
     try:
         verify_signature(
-            header(raw_event, "x-sendonce-signature"), body, api_settings().webhook_secret, time.time()
+            header(raw_event, "x-sendonce-signature"),
+            body,
+            dependencies.root.get().settings.webhook_secret,
+            time.time(),
         )
     except InvalidSignature as error:
         raise ApiError(401, "unauthorized", f"The webhook signature is not valid: {error}.") from None
@@ -258,38 +190,21 @@ def provider_webhook(provider: str) -> Response[Any]:
         event = HttpProviderEvent.model_validate_json(body)
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
-    dependencies.event_queue().publish(event.to_event(provider))
+    dependencies.root.get().events.publish(event.to_event(provider))
     return _json_response(200, {"success": True})
 
 
-@app.get(
-    "/v1/health",
-    summary="Health",
-    responses={
-        200: {"description": "Ready to take sends", "content": {"application/json": {"model": Health}}}
-    },
-    tags=["service"],
-)
+@route(HEALTH)
 def health() -> Response[Any]:
     return _json_response(200, {"success": True, "status": "ok"})
 
 
-@app.get(
-    "/openapi.json",
-    summary="This OpenAPI description",
-    responses={200: {"description": "OpenAPI 3 document", "content": {"application/json": {}}}},
-    tags=["service"],
-)
+@route(OPENAPI)
 def openapi_json() -> Response[Any]:
     return _json_response(200, openapi_document(app))
 
 
-@app.get(
-    "/docs",
-    summary="This OpenAPI description, browsable",
-    responses={200: {"description": "Swagger UI", "content": {"text/html": {}}}},
-    tags=["service"],
-)
+@route(DOCS)
 def docs() -> Response[Any]:
     return Response(status_code=200, content_type="text/html; charset=utf-8", body=docs_page(app))
 
@@ -307,22 +222,9 @@ def _invalid_request(error: RequestValidationError) -> Response[Any]:
     return _api_error(validation_error(details_from_pydantic(list(error.errors()))))
 
 
-_ROUTES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^/v1/messages/?$"), "GET, POST"),
-    (re.compile(r"^/v1/messages/[^/]+/?$"), "GET, DELETE"),
-    (re.compile(r"^/v1/health/?$"), "GET"),
-    (re.compile(r"^/v1/webhooks/[^/]+/?$"), "POST"),
-    (re.compile(r"^/openapi\.json$"), "GET"),
-    (re.compile(r"^/docs/?$"), "GET"),
-]
-
-
 def _not_found(_: NotFoundError) -> Response[Any]:
-    path = app.current_event.path
-    for pattern, methods in _ROUTES:
-        if pattern.match(path):
-            return _api_error(method_not_allowed(methods.split(", ")))
-    return _api_error(not_found())
+    allowed = allowed_methods(app.current_event.path)
+    return _api_error(method_not_allowed(allowed) if allowed else not_found())
 
 
 def _unexpected(error: Exception) -> Response[Any]:

@@ -13,10 +13,8 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
+from sendonce.api.routes import PROVIDER_WEBHOOK, ROUTES
 from sendonce.provider_events.webhook_body import HttpProviderEvent
-
-# The routes that take no API key (in template.yaml: `Auth: {Authorizer: NONE}`).
-PUBLIC_PATHS = ("/v1/health", "/v1/webhooks/{provider}", "/openapi.json", "/docs")
 
 
 @cache
@@ -36,18 +34,20 @@ def openapi_document(app: APIGatewayHttpResolver) -> str:
             security=[{"bearerAuth": []}],
         )
     )
-    for path, operations in document.get("paths", {}).items():
+    paths = document.get("paths", {})
+    for operations in paths.values():
         for operation in operations.values():
             responses = operation.get("responses", {})
             # Validation failures answer 400 validation_error here, never the event handler's 422.
             if "HTTPValidationError" in json.dumps(responses.get("422", {})):
                 del responses["422"]
-            if path in PUBLIC_PATHS:
-                operation["security"] = []
+    for route in ROUTES:
+        if route.public:  # the document's default is the API key
+            paths[route.path][route.method.lower()]["security"] = []
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
-    _describe_webhook(document["paths"]["/v1/webhooks/{provider}"]["post"], schemas)
+    _describe_webhook(paths[PROVIDER_WEBHOOK.path][PROVIDER_WEBHOOK.method.lower()], schemas)
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 

@@ -1,7 +1,8 @@
 """What is checked before a request reaches its route: the caller, the size and the media type.
 
 These run before any body validation and before anything is written, in the contract's order:
-401, then 413, then 415.
+401, then 413, then 415. Which requests need a key and which bodies are read come from the routes'
+declarations in `sendonce.api.routes`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,9 @@ import json
 from typing import Any
 
 from sendonce.api.errors import JSON, ApiError, unauthorized
+from sendonce.api.routes import Body, body_of, needs_key
 
 MAX_BODY_BYTES = 256 * 1024
-# Every route under this prefix needs an API key; any other path is public or unknown (404).
-PROTECTED_PREFIX = "/v1/messages"
-WEBHOOKS_PREFIX = "/v1/webhooks/"
-SEND_PATHS = ("/v1/messages", "/v1/messages/")
 _TOO_DEEP = {"field": "body", "message": "the body is not valid JSON: it is nested too deeply"}
 
 
@@ -69,17 +67,17 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
     path = str(event.get("rawPath") or "")
     # `$default` takes what no route matched: no authorizer ran, and the answer is 404 or 405.
     matched = event.get("routeKey") != "$default"
-    protected = matched and (path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/"))
-    if protected and workspace_of(event) is None:
+    if matched and needs_key(path) and workspace_of(event) is None:
         raise unauthorized()
     # Only the routes that take a body read one: any other answers its own 404 or 405.
-    if method != "POST" or not (path in SEND_PATHS or path.startswith(WEBHOOKS_PREFIX)):
+    kind = body_of(method, path)
+    if kind is Body.NONE:
         return event
     body = raw_body(event)
     if len(body) > MAX_BODY_BYTES:
         raise ApiError(413, "payload_too_large", f"The body is over {MAX_BODY_BYTES // 1024} KiB.")
-    if path.startswith(WEBHOOKS_PREFIX):
-        return event  # signed raw bytes: the webhook route reads them as they came
+    if kind is Body.SIGNED:
+        return event  # signed raw bytes: the route reads them as they came
     if not _is_json_media_type(header(event, "content-type")):
         raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
     try:

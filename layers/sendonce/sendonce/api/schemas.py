@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from sendonce.messages.model import Channel, Status
-from sendonce.messages.recipients import InvalidRecipient, normalise_recipient
+from sendonce import channels
+from sendonce.messages.model import Status
+from sendonce.messages.recipients import InvalidRecipient
 
 MAX_SCHEDULE_AHEAD = timedelta(days=30)
 MAX_METADATA_KEYS = 20
+# Stripe's limits, as the contract sets them.
+MAX_METADATA_KEY_LENGTH = 40
+MAX_METADATA_VALUE_LENGTH = 500
+
+
+def _channel_names(schema: dict[str, Any]) -> None:
+    """The channels as registered when the document is built: the registry is their one list."""
+    schema["enum"] = list(channels.names())
 
 
 class SendMessageRequest(BaseModel):
@@ -19,7 +28,7 @@ class SendMessageRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    channel: Literal["sms", "imessage", "email"]
+    channel: str = Field(json_schema_extra=_channel_names)
     to: str = Field(min_length=1, max_length=320, description="Phone number with country code, or email")
     body: str = Field(min_length=1, max_length=10_000)
     subject: str | None = Field(
@@ -28,11 +37,21 @@ class SendMessageRequest(BaseModel):
     sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
     metadata: (
         Annotated[
-            dict[Annotated[str, Field(min_length=1, max_length=256)], Annotated[str, Field(max_length=2000)]],
+            dict[
+                Annotated[str, Field(min_length=1, max_length=MAX_METADATA_KEY_LENGTH)],
+                Annotated[str, Field(max_length=MAX_METADATA_VALUE_LENGTH)],
+            ],
             Field(max_length=MAX_METADATA_KEYS),
         ]
         | None
     ) = None
+
+    @field_validator("channel")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in channels.names():
+            raise ValueError(f"must be one of {', '.join(channels.names())}")
+        return value
 
     @field_validator("to")
     @classmethod
@@ -41,17 +60,20 @@ class SendMessageRequest(BaseModel):
         if channel is None:
             return value  # the channel's own error says what is wrong
         try:
-            return normalise_recipient(Channel(channel), value).address
+            return channels.normalise_recipient(channel, value).address
         except InvalidRecipient as error:
             raise ValueError(str(error)) from None
 
     @field_validator("subject")
     @classmethod
-    def _subject_for_email_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+    def _subject_as_the_channel_says(cls, value: str | None, info: ValidationInfo) -> str | None:
         channel = info.data.get("channel")
-        if channel == Channel.EMAIL.value and value is None:
-            raise ValueError("is required for email")
-        if channel in (Channel.SMS.value, Channel.IMESSAGE.value) and value is not None:
+        if channel is None:
+            return value
+        rule = channels.spec(channel).subject
+        if rule == "required" and value is None:
+            raise ValueError(f"is required for {channel}")
+        if rule == "forbidden" and value is not None:
             raise ValueError(f"is not allowed for {channel}")
         return value
 
@@ -97,7 +119,7 @@ class MessageError(_Documented):
 
 class MessageModel(_Documented):
     id: str
-    channel: Literal["sms", "imessage", "email"]
+    channel: str = Field(json_schema_extra=_channel_names)
     to: str
     subject: str | None
     body: str

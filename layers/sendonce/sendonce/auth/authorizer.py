@@ -7,19 +7,10 @@ contract's 401 body is the API's to give. Every protected route checks the works
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
-from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
-from sendonce.auth.api_keys import resolve_workspace
-from sendonce.aws_clients import client
+from sendonce.auth.api_keys import ApiKeyStore, resolve_workspace
 from sendonce.observability import logger
-from sendonce.settings import authorizer_settings
-
-
-@cache
-def api_key_store() -> DynamoDbApiKeyStore:
-    return DynamoDbApiKeyStore(client("dynamodb"), authorizer_settings().api_keys_table)
 
 
 def _authorization_header(event: Any) -> str | None:
@@ -32,9 +23,9 @@ def _authorization_header(event: Any) -> str | None:
     return None
 
 
-def authorize(event: Any) -> dict[str, Any]:
+def authorize(keys: ApiKeyStore, event: Any) -> dict[str, Any]:
     try:
-        workspace = resolve_workspace(api_key_store(), _authorization_header(event))
+        workspace = resolve_workspace(keys, _authorization_header(event))
     except Exception:
         logger.exception("auth.key_lookup_failed", extra={"event": "auth.key_lookup_failed"})
         workspace = None

@@ -1,70 +1,110 @@
-"""The composition root of a dispatcher function: one per channel, built once, lazily."""
+"""The composition roots of the delivery functions: one per dispatcher (its channel), one for the outbox.
+
+A provider is built from its name alone: which provider carries a channel is the settings' choice
+among the ones its registry entry allows.
+"""
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 
-from sendonce.adapters.dynamodb_messages import DynamoDbMessageStore
+from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue, SqsRedelivery
 from sendonce.aws_clients import client
+from sendonce.clock import Clock, utc_now
+from sendonce.composition import Root
 from sendonce.delivery.dispatcher import Dispatcher
 from sendonce.delivery.outbox import OutboxSweeper
+from sendonce.delivery.ports import Provider, Redelivery
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.messages.model import Channel
-from sendonce.ports import Provider
-from sendonce.settings import dispatcher_settings
+from sendonce.settings import DispatcherSettings
 
 # A claim outlives the provider's timeout by this much before the outbox may call it stranded.
 CLAIM_MARGIN_SECONDS = 60
 
 
-@cache
-def provider(channel: Channel) -> Provider:
-    settings = dispatcher_settings()
-    timeout = settings.provider_timeout_seconds
-    choice = settings.provider_for(channel)
-    if choice == "ses":
-        from sendonce.providers.ses_provider import SesProvider  # noqa: PLC0415
+def _ses(settings: DispatcherSettings) -> Provider:
+    from sendonce.providers.ses_provider import SesProvider  # noqa: PLC0415
 
-        return SesProvider(
-            client("sesv2", timeout_seconds=timeout, sdk_retries=False),
-            settings.email_from,
-            settings.ses_configuration_set,
-        )
-    if choice == "sns":
-        from sendonce.providers.sns_provider import SnsProvider  # noqa: PLC0415
+    return SesProvider(
+        client("sesv2", timeout_seconds=settings.provider_timeout_seconds, sdk_retries=False),
+        settings.email_from,
+        settings.ses_configuration_set,
+    )
 
-        return SnsProvider(client("sns", timeout_seconds=timeout, sdk_retries=False))
+
+def _sns(settings: DispatcherSettings) -> Provider:
+    from sendonce.providers.sns_provider import SnsProvider  # noqa: PLC0415
+
+    return SnsProvider(client("sns", timeout_seconds=settings.provider_timeout_seconds, sdk_retries=False))
+
+
+def _http(settings: DispatcherSettings) -> Provider:
     from sendonce.providers.http_provider import HttpProvider  # noqa: PLC0415
 
-    return HttpProvider(settings.http_provider_url, settings.http_provider_token, timeout)
-
-
-@cache
-def dispatcher() -> Dispatcher:
-    settings = dispatcher_settings()
-    return Dispatcher(
-        store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
-        provider_for=provider,
-        retry_policy=RetryPolicy(max_attempts=settings.max_delivery_attempts),
-        claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
+    return HttpProvider(
+        settings.http_provider_url, settings.http_provider_token, settings.provider_timeout_seconds
     )
 
 
-@cache
-def redelivery(channel: Channel) -> SqsRedelivery:
-    return SqsRedelivery(client("sqs"), dispatcher_settings().queue_url(channel))
+# Every provider by the name the settings give it; each module is imported only when chosen.
+PROVIDERS: dict[str, Callable[[DispatcherSettings], Provider]] = {"ses": _ses, "sns": _sns, "http": _http}
 
 
-def provider_honours_idempotency_key(channel: Channel) -> bool:
-    return provider(channel).honours_idempotency_key
+@dataclass
+class Providers:
+    """The providers of the settings' choice, each built on first use and then kept."""
+
+    settings: DispatcherSettings
+    _built: dict[str, Provider] = field(default_factory=dict)
+
+    def __call__(self, channel: str) -> Provider:
+        if channel not in self._built:
+            self._built[channel] = PROVIDERS[self.settings.provider_for(channel)](self.settings)
+        return self._built[channel]
+
+    def honour_idempotency_key(self, channel: str) -> bool:
+        return self(channel).honours_idempotency_key
 
 
-@cache
-def outbox_sweeper() -> OutboxSweeper:
-    settings = dispatcher_settings()
+@dataclass(frozen=True, slots=True)
+class DispatcherDependencies:
+    settings: DispatcherSettings
+    dispatcher: Dispatcher
+    redelivery: Redelivery
+
+
+def build_dispatcher(channel: str, settings: DispatcherSettings | None = None) -> DispatcherDependencies:
+    settings = settings or DispatcherSettings.from_environment()
+    providers = Providers(settings)
+    providers(channel)  # built with the function: its first message should not pay for it
+    return DispatcherDependencies(
+        settings=settings,
+        dispatcher=Dispatcher(
+            store=DynamoDbDeliveryStore(client("dynamodb"), settings.messages_table),
+            provider_for=providers,
+            retry_policy=RetryPolicy(max_attempts=settings.max_delivery_attempts),
+            claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
+        ),
+        # Its client is built only when a record must be postponed.
+        redelivery=SqsRedelivery(partial(client, "sqs"), settings.queue_url(channel)),
+    )
+
+
+def dispatcher_root(channel: str) -> Root[DispatcherDependencies]:
+    return Root(partial(build_dispatcher, channel))
+
+
+def build_outbox(settings: DispatcherSettings | None = None, clock: Clock = utc_now) -> OutboxSweeper:
+    settings = settings or DispatcherSettings.from_environment()
     return OutboxSweeper(
-        store=DynamoDbMessageStore(client("dynamodb"), settings.messages_table),
-        queue=SqsMessageQueue(client("sqs"), {channel: settings.queue_url(channel) for channel in Channel}),
-        provider_honours_key=provider_honours_idempotency_key,
+        store=DynamoDbDeliveryStore(client("dynamodb"), settings.messages_table),
+        queue=SqsMessageQueue(client("sqs"), settings.queue_urls),
+        provider_honours_key=Providers(settings).honour_idempotency_key,
+        clock=clock,
     )
+
+
+outbox_root: Root[OutboxSweeper] = Root(build_outbox)

@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sendonce.clock import Clock, utc_now
+from sendonce.delivery.ports import ClaimRefused, DeliveryStore, Provider
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
 from sendonce.messages.model import Channel, Message, MessageError, Status
 from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
-from sendonce.ports import ClaimRefused, MessageStore, Provider
 
 
 class RetryLater(Exception):
@@ -47,7 +47,7 @@ class DeliveryRequest:
 class Dispatcher:
     def __init__(
         self,
-        store: MessageStore,
+        store: DeliveryStore,
         provider_for: Callable[[Channel], Provider],
         retry_policy: RetryPolicy,
         claim_seconds: int,

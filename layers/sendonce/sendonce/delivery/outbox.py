@@ -13,17 +13,18 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sendonce.clock import Clock, utc_now
+from sendonce.delivery.ports import OutboxEntry, OutboxStore
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
 from sendonce.messages.model import Channel, Status
+from sendonce.messages.ports import MessageQueue
 from sendonce.messages.service import HANDOFF_GRACE, MAX_QUEUE_DELAY
 from sendonce.observability import logger, metrics
-from sendonce.ports import MessageQueue, MessageStore, OutboxEntry
 
 
 class OutboxSweeper:
     def __init__(
         self,
-        store: MessageStore,
+        store: OutboxStore,
         queue: MessageQueue,
         provider_honours_key: Callable[[Channel], bool],
         clock: Clock = utc_now,

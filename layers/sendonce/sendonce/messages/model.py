@@ -10,10 +10,14 @@ from typing import Any
 from sendonce.clock import rfc3339
 
 
-class Channel(StrEnum):
-    SMS = "sms"
-    IMESSAGE = "imessage"
-    EMAIL = "email"
+class Channel(str):
+    """A channel's name. Which channels exist, and their rules, is `sendonce.channels`' to say."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        return str(self)
 
 
 class Status(StrEnum):

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sendonce.messages.model import Channel
-
 
 class InvalidRecipient(ValueError):
     pass
@@ -47,12 +45,8 @@ def normalise_email(raw: str) -> Recipient:
     return Recipient(address=address, dedup_form=address.casefold())
 
 
-def normalise_recipient(channel: Channel, raw: str) -> Recipient:
-    if channel is Channel.EMAIL:
-        return normalise_email(raw)
-    if channel is Channel.SMS:
-        return normalise_phone(raw)
-    # iMessage reaches a phone number or an Apple ID email address.
+def normalise_phone_or_email(raw: str) -> Recipient:
+    """A phone number, or an email address (an iMessage Apple ID)."""
     return normalise_email(raw) if "@" in raw else normalise_phone(raw)
 
 

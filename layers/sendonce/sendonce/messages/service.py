@@ -11,9 +11,9 @@ from sendonce.errors import DependencyUnavailable, IdempotencyKeyReused, Message
 from sendonce.idempotency.keys import tie_identity
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.ports import Created, DedupClaim, DuplicateOf, KeyTie, MessageQueue, Page, SendingStore
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
-from sendonce.ports import Created, DedupClaim, DuplicateOf, KeyTie, MessageQueue, MessageStore, Page
 
 # SQS can hold a message back at most 15 minutes; later sends wait in the outbox.
 MAX_QUEUE_DELAY = timedelta(minutes=15)
@@ -55,7 +55,7 @@ class SendResult:
 class MessageService:
     def __init__(
         self,
-        store: MessageStore,
+        store: SendingStore,
         queue: MessageQueue,
         dedup_window: timedelta,
         clock: Clock = utc_now,

@@ -2,31 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from enum import StrEnum
-from typing import Protocol
-
 from sendonce.clock import Clock, utc_now
-from sendonce.messages.model import Message
 from sendonce.observability import logger, metrics
 from sendonce.provider_events.model import EventType, ProviderEvent
-
-
-class EventOutcome(StrEnum):
-    APPLIED = "applied"
-    REPEATED = "repeated"  # this event took effect before
-    IGNORED = "ignored"  # unknown message, or the status would move backwards
-
-
-ApplyResult = tuple[EventOutcome, Message | None]
-
-
-class ProviderEventStore(Protocol):
-    def apply_provider_event(self, event: ProviderEvent, now: datetime) -> ApplyResult:
-        """Record the event and apply its effect in one transaction, once; the message as it was."""
-        ...
-
-    def release_dedup_lock(self, message: Message) -> None: ...
+from sendonce.provider_events.ports import EventOutcome, ProviderEventStore
 
 
 def apply_event(store: ProviderEventStore, event: ProviderEvent, clock: Clock = utc_now) -> EventOutcome:

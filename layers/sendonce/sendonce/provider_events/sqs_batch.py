@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
-from sendonce.aws_clients import client
 from sendonce.observability import logger
 from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
+from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
-from sendonce.settings import events_settings
 from sendonce.sqs_batches import process_batch
 
 
 class UnreadableEvent(ValueError):
     pass
-
-
-@cache
-def event_store() -> DynamoDbProviderEventStore:
-    return DynamoDbProviderEventStore(client("dynamodb"), events_settings().messages_table)
 
 
 def provider_event(body: str) -> ProviderEvent | None:
@@ -39,7 +31,7 @@ def provider_event(body: str) -> ProviderEvent | None:
         raise UnreadableEvent(str(error)) from None
 
 
-def handle_batch(event: Any, context: LambdaContext) -> dict[str, Any]:
+def handle_batch(store: ProviderEventStore, event: Any, context: LambdaContext) -> dict[str, Any]:
     def handle_record(record: SQSRecord) -> str:
         try:
             parsed = provider_event(record.body)
@@ -51,6 +43,6 @@ def handle_batch(event: Any, context: LambdaContext) -> dict[str, Any]:
             raise
         if parsed is None:
             return "not_ours"
-        return apply_event(event_store(), parsed).value
+        return apply_event(store, parsed).value
 
     return process_batch(event, context, handle_record)

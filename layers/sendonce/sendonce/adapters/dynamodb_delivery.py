@@ -1,0 +1,166 @@
+"""The delivery context's store on DynamoDB: claim before send, finish the claimed attempt, the outbox.
+
+Every write is conditional on what the writer saw: a claim only from a waiting, due status; the end
+of an attempt only by the claim that started it; an outbox move only if nobody moved the entry
+since it was read. So two dispatchers, or a dispatcher and the outbox, never both act on a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
+from sendonce.adapters.dynamodb_items import (
+    OUTBOX_SHARDS,
+    from_item,
+    message_key,
+    outbox_shard,
+    parse_datetime,
+    workspace_status,
+)
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
+from sendonce.clock import rfc3339
+from sendonce.delivery.ports import ClaimRefused, OutboxEntry
+from sendonce.messages.model import WAITING_STATUSES, Channel, Message, MessageError, Status
+
+
+class DynamoDbDeliveryStore:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._table = DynamoDbTable(client, table_name)
+
+    def claim(
+        self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
+    ) -> Message | ClaimRefused:
+        response = self._table.write(
+            "update_item",
+            Key=message_key(message_id),
+            UpdateExpression=(
+                "SET #status = :sending, attempts = attempts + :one, attemptStartedAt = :now, "
+                "updatedAt = :now, outboxShard = :shard, outboxDueAt = :deadline, "
+                "workspaceStatus = :ws_sending REMOVE #error"
+            ),
+            ConditionExpression=(
+                "workspaceId = :ws AND #status IN (:queued, :accepted, :scheduled) AND "
+                "(attribute_not_exists(sendAt) OR sendAt <= :now)"
+            ),
+            ExpressionAttributeNames={"#status": "status", "#error": "error"},
+            ExpressionAttributeValues={
+                ":sending": {"S": Status.SENDING.value},
+                ":one": {"N": "1"},
+                ":now": {"S": rfc3339(now)},
+                ":shard": {"S": outbox_shard(message_id)},
+                ":deadline": {"S": rfc3339(now + timedelta(seconds=claim_seconds))},
+                ":queued": {"S": Status.QUEUED.value},
+                ":accepted": {"S": Status.ACCEPTED.value},
+                ":scheduled": {"S": Status.SCHEDULED.value},
+                ":ws_sending": {"S": workspace_status(workspace_id, Status.SENDING)},
+                ":ws": {"S": workspace_id},
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not isinstance(response, ConditionFailed):
+            return from_item(response["Attributes"])
+        item = response.item or self._table.get(message_key(message_id))
+        current = from_item(item) if item and item["workspaceId"]["S"] == workspace_id else None
+        not_due = None
+        if current and current.status in WAITING_STATUSES and current.send_at and current.send_at > now:
+            not_due = current.send_at
+        return ClaimRefused(current=current, not_due_until=not_due)
+
+    def finish_attempt(
+        self,
+        message: Message,
+        status: Status,
+        now: datetime,
+        *,
+        error: MessageError | None = None,
+        provider_message_id: str | None = None,
+        handoff_due_at: datetime | None = None,
+    ) -> bool:
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":ws_status": {"S": workspace_status(message.workspace_id, status)},
+            ":now": {"S": rfc3339(now)},
+            ":sending": {"S": Status.SENDING.value},
+            ":attempts": {"N": str(message.attempts)},
+        }
+        sets = ["#status = :status", "workspaceStatus = :ws_status", "updatedAt = :now"]
+        removes = []
+        if error is not None:
+            sets.append("#error = :error")
+            values[":error"] = {"M": {"code": {"S": error.code}, "message": {"S": error.message}}}
+        else:
+            removes.append("#error")
+        if provider_message_id is not None:
+            sets.append("providerMessageId = :provider_id")
+            values[":provider_id"] = {"S": provider_message_id}
+        if handoff_due_at is not None:
+            sets.append("outboxDueAt = :due")
+            values[":due"] = {"S": rfc3339(handoff_due_at)}
+        else:
+            removes.extend(["outboxShard", "outboxDueAt"])
+        response = self._table.write(
+            "update_item",
+            Key=message_key(message.id),
+            UpdateExpression="SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
+            # Only the claim that started this attempt may end it.
+            ConditionExpression="#status = :sending AND attempts = :attempts",
+            ExpressionAttributeNames={"#status": "status", "#error": "error"},
+            ExpressionAttributeValues=values,
+        )
+        return not isinstance(response, ConditionFailed)
+
+    def release_dedup_lock(self, message: Message) -> None:
+        release_dedup_lock(self._table, message)
+
+    def outbox_due(self, now: datetime, limit: int) -> Sequence[OutboxEntry]:
+        entries: list[OutboxEntry] = []
+        for shard in range(OUTBOX_SHARDS):
+            items = self._table.query(
+                IndexName="Outbox",
+                KeyConditionExpression="outboxShard = :shard AND outboxDueAt <= :now",
+                ExpressionAttributeValues={":shard": {"S": str(shard)}, ":now": {"S": rfc3339(now)}},
+                Limit=limit,
+            ).get("Items", [])
+            entries.extend(
+                OutboxEntry(
+                    id=item["pk"]["S"].removeprefix("MSG#"),
+                    workspace_id=item["workspaceId"]["S"],
+                    channel=Channel(item["channel"]["S"]),
+                    status=Status(item["status"]["S"]),
+                    due_at=parse_datetime(item["outboxDueAt"]["S"]),
+                    send_at=parse_datetime(item["sendAt"]["S"]) if "sendAt" in item else None,
+                )
+                for item in items
+            )
+        return sorted(entries, key=lambda entry: entry.due_at)[:limit]
+
+    def move_outbox_entry(
+        self, entry: OutboxEntry, now: datetime, *, status: Status, due_at: datetime | None
+    ) -> bool:
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":ws_status": {"S": workspace_status(entry.workspace_id, status)},
+            ":now": {"S": rfc3339(now)},
+            ":seen_status": {"S": entry.status.value},
+            ":seen_due": {"S": rfc3339(entry.due_at)},
+        }
+        expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
+        if due_at is None:
+            expression += " REMOVE outboxShard, outboxDueAt"
+        else:
+            expression += ", outboxDueAt = :due"
+            values[":due"] = {"S": rfc3339(due_at)}
+        response = self._table.write(
+            "update_item",
+            Key=message_key(entry.id),
+            UpdateExpression=expression,
+            # Nobody moved it since it was read: not a dispatcher's claim, nor a cancel.
+            ConditionExpression="#status = :seen_status AND outboxDueAt = :seen_due",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+        )
+        return not isinstance(response, ConditionFailed)

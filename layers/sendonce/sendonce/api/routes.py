@@ -1,0 +1,235 @@
+"""Every route of the HTTP API, declared once.
+
+A route's method, path, caller (an API key, or nobody), body and OpenAPI description live here and
+nowhere else in the function: the resolver registers each handler from its declaration, the
+preflight asks the declarations which requests need a key and which bodies to check, a 405 lists
+the methods declared on its path, and the OpenAPI document marks the public routes. template.yaml
+declares the same routes to API Gateway; `tests/unit/test_routes.py` fails when the two disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+from sendonce.api.schemas import (
+    Acknowledged,
+    DuplicateCaught,
+    ErrorBody,
+    Health,
+    MessageEnvelope,
+    MessagePage,
+    SendAccepted,
+)
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+_PARAMETER = re.compile(r"\{(\w+)\}")
+
+_ERRORS = {
+    400: "validation_error, missing_idempotency_key or invalid_idempotency_key",
+    401: "unauthorized: no or wrong API key",
+    404: "not_found",
+    409: "idempotency_in_progress (with Retry-After: 1) or message_not_cancelable",
+    413: "payload_too_large: body over 256 KiB",
+    415: "unsupported_media_type: not JSON, or JSON that is not UTF-8",
+    422: "idempotency_key_reused: the key was used with a different request",
+    503: "unavailable: a dependency failed and nothing was sent; safe to retry (with Retry-After)",
+}
+
+
+class Body(Enum):
+    """What a route reads from the request body, and so what the preflight checks of it."""
+
+    NONE = "none"  # nothing: the preflight leaves the body alone
+    JSON = "json"  # a JSON document: over 256 KiB is a 413, not UTF-8 JSON a 415
+    SIGNED = "signed"  # raw bytes signed as they came: only their size is checked, nothing rewrites them
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # API Gateway's form, as in template.yaml: `/v1/messages/{id}`
+    summary: str
+    answers: Mapping[int, Any]  # the documented success answers
+    # The errors the route itself answers; those its preflight answers are added (see error_statuses).
+    errors: tuple[int, ...] = ()
+    public: bool = False  # no API key: `Auth: {Authorizer: NONE}` in template.yaml
+    body: Body = Body.NONE
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """API Gateway's route key."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def rule(self) -> str:
+        """The path in the resolver's form: `/v1/messages/<id>`."""
+        return _PARAMETER.sub(r"<\1>", self.path)
+
+    def matches(self, path: str) -> bool:
+        return _pattern(self.path).match(path) is not None
+
+    @property
+    def error_statuses(self) -> tuple[int, ...]:
+        statuses = set(self.errors)
+        if not self.public:
+            statuses.add(401)
+        if self.body is not Body.NONE:
+            statuses |= {400, 413}  # a body that is not valid base64; a body over 256 KiB
+        if self.body is Body.JSON:
+            statuses.add(415)
+        return tuple(sorted(statuses))
+
+    @property
+    def responses(self) -> dict[int, Any]:
+        errors = {
+            status: {"description": _ERRORS[status], "content": {"application/json": {"model": ErrorBody}}}
+            for status in self.error_statuses
+        }
+        return {**self.answers, **errors}
+
+
+@cache
+def _pattern(path: str) -> re.Pattern[str]:
+    """Any path the route's path stands for, with or without a trailing slash."""
+    parts = _PARAMETER.split(path)  # literal, name, literal, name, ..., literal
+    regex = "".join(re.escape(part) if i % 2 == 0 else "[^/]+" for i, part in enumerate(parts))
+    return re.compile(f"^{regex.rstrip('/')}/?$")
+
+
+def _json(description: str, model: Any = None) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"model": model} if model else {}}}
+
+
+SEND_MESSAGE = Route(
+    "POST",
+    "/v1/messages",
+    summary="Send one message",
+    description=(
+        "Accepts a message for delivery. An identical message to the same recipient within the dedup "
+        "window is answered 200 with duplicateOnly: true and the original. With an Idempotency-Key, "
+        "a retry replays the first answer with Idempotency-Replayed: true."
+    ),
+    answers={
+        201: _json(
+            "Accepted: queued, scheduled, or accepted (hand-off to the queue still owed)", SendAccepted
+        ),
+        200: _json("The dedup guard caught a duplicate; nothing was sent", DuplicateCaught),
+    },
+    errors=(400, 409, 422, 503),
+    body=Body.JSON,
+    tags=("messages",),
+)
+GET_MESSAGE = Route(
+    "GET",
+    "/v1/messages/{id}",
+    summary="Get one message",
+    answers={200: _json("The message", MessageEnvelope)},
+    errors=(404, 503),
+    tags=("messages",),
+)
+LIST_MESSAGES = Route(
+    "GET",
+    "/v1/messages",
+    summary="List messages, newest first",
+    answers={200: _json("A page of messages", MessagePage)},
+    errors=(400, 503),
+    tags=("messages",),
+)
+CANCEL_MESSAGE = Route(
+    "DELETE",
+    "/v1/messages/{id}",
+    summary="Cancel a message that has not started its delivery",
+    answers={200: _json("Canceled", MessageEnvelope)},
+    errors=(404, 409, 503),
+    tags=("messages",),
+)
+PROVIDER_WEBHOOK = Route(
+    "POST",
+    "/v1/webhooks/{provider}",
+    summary="Delivery events from a provider (signed)",
+    description=(
+        "For the HTTP provider (`http`): header `X-Sendonce-Signature: t=<unix seconds>,v1=<hex "
+        'HMAC-SHA256(secret, "<t>.<raw body>")>`, at most 5 minutes old. Each eventId takes effect '
+        "once; status never moves backwards. Acknowledged as soon as the event is safely queued."
+    ),
+    answers={200: _json("Acknowledged", Acknowledged)},
+    errors=(400, 401, 404, 503),  # 401: a signature that is not valid
+    public=True,  # the provider signs the body instead
+    body=Body.SIGNED,
+    tags=("provider events",),
+)
+HEALTH = Route(
+    "GET",
+    "/v1/health",
+    summary="Health",
+    answers={200: _json("Ready to take sends", Health)},
+    public=True,
+    tags=("service",),
+)
+OPENAPI = Route(
+    "GET",
+    "/openapi.json",
+    summary="This OpenAPI description",
+    answers={200: _json("OpenAPI 3 document")},
+    public=True,
+    tags=("service",),
+)
+DOCS = Route(
+    "GET",
+    "/docs",
+    summary="This OpenAPI description, browsable",
+    answers={200: {"description": "Swagger UI", "content": {"text/html": {}}}},
+    public=True,
+    tags=("service",),
+)
+
+ROUTES: tuple[Route, ...] = (
+    SEND_MESSAGE,
+    GET_MESSAGE,
+    LIST_MESSAGES,
+    CANCEL_MESSAGE,
+    PROVIDER_WEBHOOK,
+    HEALTH,
+    OPENAPI,
+    DOCS,
+)
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The methods declared on a path: a request with another one is a 405; none at all, a 404."""
+    return sorted({route.method for route in ROUTES if route.matches(path)})
+
+
+def needs_key(path: str) -> bool:
+    """Whether the path is a route's that takes an API key, whatever the method: it fails closed."""
+    return any(not route.public and route.matches(path) for route in ROUTES)
+
+
+def body_of(method: str, path: str) -> Body:
+    """What the route a request is for reads of its body; a request no route takes reads none."""
+    for route in ROUTES:
+        if route.method == method and route.matches(path):
+            return route.body
+    return Body.NONE
+
+
+def register(app: APIGatewayHttpResolver, route: Route) -> Callable[[Handler], Handler]:
+    """The resolver's decorator for the handler of a declared route."""
+    return app.route(
+        route.rule,
+        route.method,
+        summary=route.summary,
+        description=route.description,
+        responses=route.responses,
+        tags=list(route.tags),
+    )

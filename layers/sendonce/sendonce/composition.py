@@ -1,0 +1,45 @@
+"""Composition roots: each function's dependencies, built once from its settings, in one object.
+
+A function has one `Root`. `get()` builds its object on first use, so a cold start pays only for
+what the first request needs, and keeps it for the life of the execution environment, as Lambda
+keeps module state. Tests replace the object with `use(...)`, one call, and `reset_all()` forgets
+every root, as a redeploy with new settings would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_ROOTS: list[Root[Any]] = []
+
+
+class Root(Generic[T]):
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+        _ROOTS.append(self)
+
+    def get(self) -> T:
+        value = self._value
+        if value is None:
+            with self._lock:  # concurrent first requests (locally, threads) build it once
+                if self._value is None:
+                    self._value = self._build()
+                value = self._value
+        return value
+
+    def use(self, value: T) -> None:
+        self._value = value
+
+    def reset(self) -> None:
+        self._value = None
+
+
+def reset_all() -> None:
+    for root in _ROOTS:
+        root.reset()

@@ -1,0 +1,102 @@
+"""The sending context's ports: where a new message, its dedup lock and its key tie are kept,
+and the queue a message is handed to. Adapters implement them; the use cases speak only to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from sendonce.messages.model import Channel, Message, Status
+
+
+@dataclass(frozen=True, slots=True)
+class DedupClaim:
+    """The lock a new message takes on its identity, until `expires_at`."""
+
+    lock_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTie:
+    """The permanent tie of (workspace, Idempotency-Key, destination) to one message."""
+
+    tie_id: str
+    payload_fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateOf:
+    """The dedup lock is held by another message, returned when it still exists."""
+
+    original: Message | None
+    locked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TiedToKey:
+    """The Idempotency-Key already created a message for this destination."""
+
+    original: Message | None
+    payload_fingerprint: str
+
+
+CreateOutcome = Created | DuplicateOf | TiedToKey
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    messages: list[Message]
+    next_cursor: str | None
+
+
+class DedupLocks(Protocol):
+    def release_dedup_lock(self, message: Message) -> None:
+        """Delete the lock this message holds, if it still does; never raises."""
+        ...
+
+
+class SendingStore(DedupLocks, Protocol):
+    def create(
+        self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
+    ) -> CreateOutcome:
+        """Write the message, its dedup lock and its key tie atomically, or none of them.
+
+        `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
+        """
+        ...
+
+    def get(self, workspace_id: str, message_id: str) -> Message | None: ...
+
+    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page: ...
+
+    def mark_handoff_failed(self, message: Message, now: datetime) -> None: ...
+
+    def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
+        """Cancel a waiting message with no attempt started; raise MessageNotCancelable otherwise."""
+        ...
+
+
+class Deliverable(Protocol):
+    """What a queue record names: a message, or an outbox entry of one."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def workspace_id(self) -> str: ...
+
+    @property
+    def channel(self) -> Channel: ...
+
+
+class MessageQueue(Protocol):
+    def enqueue(self, message: Deliverable, delay_seconds: int = 0) -> None:
+        """Hand a message to its channel's queue; raise QueueUnavailable on failure."""
+        ...

@@ -1,0 +1,236 @@
+"""Each route is declared once, in `sendonce.api.routes`: template.yaml and the app agree with it.
+
+template.yaml tells API Gateway which routes reach the function and which take an API key; the
+declaration tells the app. These tests fail when the two disagree, and show that the 405 answers,
+the preflight and the OpenAPI document follow the declaration.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfn_tools import load_yaml
+from sendonce.api.app import handle
+from sendonce.api.errors import ApiError
+from sendonce.api.preflight import MAX_BODY_BYTES, check_request
+from sendonce.api.routes import ROUTES, Body, Route, allowed_methods
+
+from sendonce_local.template import Template, parse_template
+
+REPO = Path(__file__).resolve().parents[2]
+API_FUNCTION = "ApiFunction"
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    return load_yaml((REPO / "template.yaml").read_text(encoding="utf-8"))
+
+
+def _template(document: dict[str, Any]) -> Template:
+    return parse_template(document, REPO)
+
+
+def _disagreements(document: dict[str, Any]) -> list[str]:
+    """How template.yaml's API function events and the declared routes differ; empty when they agree."""
+    template = _template(document)
+    events = document["Resources"][API_FUNCTION]["Properties"]["Events"]
+    routes = [route for route in template.routes if route.function_id == API_FUNCTION]
+    in_template = {route.route_key: route for route in routes if route.route_key != "$default"}
+    declared = {route.key: route for route in ROUTES}
+    found = [f"only in template.yaml: {key}" for key in sorted(in_template.keys() - declared.keys())]
+    found += [f"only declared: {key}" for key in sorted(declared.keys() - in_template.keys())]
+    for key in sorted(in_template.keys() & declared.keys()):
+        event = events[in_template[key].event_name]["Properties"]
+        public = declared[key].public
+        if (event.get("Auth") == {"Authorizer": "NONE"}) != public:
+            found.append(f"{key}: Auth: {{Authorizer: NONE}} must be set exactly when the route is public")
+        if (in_template[key].authorizer is None) != public:
+            found.append(f"{key}: an authorizer must run exactly when the route takes an API key")
+    fallback = [route for route in routes if route.route_key == "$default"]
+    if len(fallback) != 1 or fallback[0].authorizer is not None:
+        found.append("the `$default` Fallback event, with no authorizer, must send the rest to the app")
+    return found
+
+
+def test_template_yaml_and_the_declared_routes_agree(document: dict[str, Any]) -> None:
+    assert _disagreements(document) == []
+
+
+def _events(document: dict[str, Any]) -> dict[str, Any]:
+    return document["Resources"][API_FUNCTION]["Properties"]["Events"]
+
+
+def _drop_send(document: dict[str, Any]) -> None:
+    del _events(document)["SendMessage"]
+
+
+def _add_route(document: dict[str, Any]) -> None:
+    _events(document)["Extra"] = {
+        "Type": "HttpApi",
+        "Properties": {"ApiId": {"Ref": "HttpApi"}, "Path": "/v1/extra", "Method": "GET"},
+    }
+
+
+def _health_behind_the_authorizer(document: dict[str, Any]) -> None:
+    del _events(document)["Health"]["Properties"]["Auth"]
+
+
+def _list_without_the_authorizer(document: dict[str, Any]) -> None:
+    _events(document)["ListMessages"]["Properties"]["Auth"] = {"Authorizer": "NONE"}
+
+
+def _no_fallback(document: dict[str, Any]) -> None:
+    del _events(document)["Fallback"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_drop_send, _add_route, _health_behind_the_authorizer, _list_without_the_authorizer, _no_fallback],
+)
+def test_given_template_yaml_changed_alone_then_the_agreement_test_fails(
+    document: dict[str, Any], change: Any
+) -> None:
+    changed = copy.deepcopy(document)
+    change(changed)
+
+    assert _disagreements(changed) != []
+
+
+# ---------------------------------------------------------------------------- the app follows it
+def _concrete(path: str) -> str:
+    return re.sub(r"\{\w+\}", "msg_01KDVDNA00QV9D1V5ZMBF8DBMW", path)
+
+
+def _event(
+    method: str,
+    path: str,
+    *,
+    route_key: str | None = None,
+    workspace: str | None = None,
+    body: str | None = None,
+    content_type: str | None = None,
+) -> dict[str, Any]:
+    context: dict[str, Any] = {"http": {"method": method, "path": path}, "stage": "$default"}
+    if workspace:
+        context["authorizer"] = {"lambda": {"workspaceId": workspace}}
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key or f"{method} {path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {"content-type": content_type} if content_type else {},
+        "requestContext": context,
+        "isBase64Encoded": False,
+    }
+    if body is not None:
+        event["body"] = body
+    return event
+
+
+def _preflight_answer(event: dict[str, Any]) -> int | None:
+    try:
+        check_request(event)
+    except ApiError as error:
+        return error.status
+    return None
+
+
+def _paths() -> list[str]:
+    return sorted({route.path for route in ROUTES})
+
+
+@pytest.mark.parametrize("path", _paths())
+def test_a_method_not_declared_on_a_path_is_a_405_listing_the_declared_ones(path: str) -> None:
+    declared = sorted(route.method for route in ROUTES if route.path == path)
+    # API Gateway sends an undeclared method to `$default`, where no authorizer runs.
+    event = _event("PATCH", _concrete(path), route_key="$default")
+
+    answer = handle(event, None)
+
+    assert answer["statusCode"] == 405
+    assert answer["headers"]["Allow"] == ", ".join(declared)
+    assert allowed_methods(_concrete(path)) == declared
+
+
+def test_a_path_no_route_declares_is_a_404() -> None:
+    answer = handle(_event("GET", "/v1/messages/a/b", route_key="$default"), None)
+
+    assert answer["statusCode"] == 404
+    assert allowed_methods("/v1/messages/a/b") == []
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+def test_the_preflight_asks_for_a_key_exactly_on_the_routes_that_take_one(route: Route) -> None:
+    event = _event(
+        route.method, _concrete(route.path), route_key=route.key, body="{}", content_type="application/json"
+    )
+
+    assert (_preflight_answer(event) == 401) is not route.public
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+def test_the_preflight_checks_the_size_of_a_body_only_on_the_routes_that_read_one(route: Route) -> None:
+    event = _event(
+        route.method,
+        _concrete(route.path),
+        workspace="ws",
+        body="x" * (MAX_BODY_BYTES + 1),
+        content_type="text/plain",
+    )
+
+    assert (_preflight_answer(event) == 413) is (route.body is not Body.NONE)
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+def test_the_preflight_wants_json_on_json_routes_and_leaves_signed_bytes_as_they_came(route: Route) -> None:
+    event = _event(
+        route.method, _concrete(route.path), workspace="ws", body='{"a": 1}', content_type="text/plain"
+    )
+
+    answer = _preflight_answer(event)
+
+    assert (answer == 415) is (route.body is Body.JSON)
+    if route.body is not Body.JSON:
+        assert check_request(event) is event  # nothing rewritten: a signature is over the bytes as they came
+
+
+def _openapi() -> dict[str, Any]:
+    answer = handle(_event("GET", "/openapi.json", route_key="GET /openapi.json"), None)
+    assert answer["statusCode"] == 200
+    document: dict[str, Any] = json.loads(answer["body"])
+    return document
+
+
+def test_the_openapi_document_has_exactly_the_declared_routes() -> None:
+    operations = {
+        f"{method.upper()} {path}" for path, methods in _openapi()["paths"].items() for method in methods
+    }
+
+    assert operations == {route.key for route in ROUTES}
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+def test_each_operation_is_public_exactly_when_declared_so_and_documents_the_declared_answers(
+    route: Route,
+) -> None:
+    operation = _openapi()["paths"][route.path][route.method.lower()]
+
+    assert (operation.get("security") == []) is route.public
+    assert set(operation["responses"]) == {str(status) for status in route.responses}
+    assert operation["summary"] == route.summary
+    assert operation["tags"] == list(route.tags)
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+def test_each_route_documents_what_its_preflight_answers(route: Route) -> None:
+    statuses = set(route.responses)
+
+    assert (401 in statuses) or route.public
+    assert (413 in statuses) is (route.body is not Body.NONE)
+    assert (415 in statuses) is (route.body is Body.JSON)
+    assert 429 not in statuses  # nothing answers it yet
