@@ -15,6 +15,7 @@ from sendonce.api.idempotency import SendOnce, StoredAnswer, idempotency_config,
 from sendonce.aws_clients import client
 from sendonce.composition import Root
 from sendonce.messages.service import MessageService, SendCommand
+from sendonce.provider_events.ports import EventQueue
 from sendonce.settings import ApiSettings
 
 
@@ -25,7 +26,7 @@ class ApiDependencies:
     idempotency_config: IdempotencyConfig
     # `send_once(request={"workspace", "key", "payload"}, command=...)`: at most once per key.
     send_once: SendOnce
-    events: SqsEventQueue
+    events: EventQueue
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))

@@ -24,3 +24,9 @@ class ProviderEventStore(DedupLocks, Protocol):
     def apply_provider_event(self, event: ProviderEvent, now: datetime) -> ApplyResult:
         """Record the event and apply its effect in one transaction, once; the message as it was."""
         ...
+
+
+class EventQueue(Protocol):
+    def publish(self, event: ProviderEvent) -> None:
+        """Queue the event for the status function; raise DependencyUnavailable on failure."""
+        ...
