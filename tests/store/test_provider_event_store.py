@@ -1,0 +1,159 @@
+"""The provider event store's contract, on moto and on DynamoDB Local.
+
+An event takes effect once, however many copies arrive and however concurrently; a status only
+moves forward; and an event record past its retention, still in the table, is no repeat.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sendonce.adapters.dynamodb_items import event_key, lock_key, message_key
+from sendonce.messages.ids import new_message_id
+from sendonce.messages.model import Message, MessageError, Status
+from sendonce.provider_events.model import EventType, ProviderEvent
+from sendonce.provider_events.ports import EventOutcome
+
+from tests.store.conftest import NOW, Engine, Stores, build_stores, conflicts, created, race
+
+COPIES = 10
+
+
+def _sending(stores: Stores) -> Message:
+    message = created(stores)
+    claimed = stores.delivery.claim("ws_a", message.id, NOW, 60)
+    assert isinstance(claimed, Message)
+    return claimed
+
+
+def _event(
+    message_id: str, kind: EventType, event_id: str = "evt-1", error: MessageError | None = None
+) -> ProviderEvent:
+    return ProviderEvent(
+        provider="twilio",
+        event_id=event_id,
+        message_id=message_id,
+        type=kind,
+        occurred_at="2026-11-30T12:00:00Z",
+        error=error,
+    )
+
+
+def _status(engine: Engine, message_id: str) -> str:
+    item = engine.item(message_key(message_id))
+    assert item is not None
+    return str(item["status"]["S"])
+
+
+def test_given_10_copies_of_one_event_at_once_then_applied_once_and_the_rest_repeats(
+    engine: Engine, stores: Stores
+) -> None:
+    message = _sending(stores)
+    event = _event(message.id, EventType.DELIVERED)
+
+    answers = race(COPIES, lambda _: stores.events.apply_provider_event(event, NOW))
+
+    outcomes = [answer[0] for answer in answers if isinstance(answer, tuple)]
+    assert outcomes.count(EventOutcome.APPLIED) == 1, answers
+    assert outcomes.count(EventOutcome.REPEATED) == COPIES - 1, answers
+    assert _status(engine, message.id) == "delivered"
+
+
+def test_given_sent_and_delivered_events_at_once_then_the_status_ends_delivered_and_never_goes_back(
+    engine: Engine, stores: Stores
+) -> None:
+    message = _sending(stores)
+    events = [
+        _event(message.id, EventType.SENT if i % 2 else EventType.DELIVERED, event_id=f"evt-{i}")
+        for i in range(COPIES)
+    ]
+
+    answers = race(COPIES, lambda i: stores.events.apply_provider_event(events[i], NOW))
+
+    outcomes = [answer[0] for answer in answers if isinstance(answer, tuple)]
+    assert len(outcomes) == COPIES, answers
+    assert 1 <= outcomes.count(EventOutcome.APPLIED) <= 2  # delivered, or sent then delivered
+    assert EventOutcome.REPEATED not in outcomes
+    assert _status(engine, message.id) == "delivered"
+
+
+def test_given_a_delivered_message_then_a_late_sent_is_ignored(engine: Engine, stores: Stores) -> None:
+    message = _sending(stores)
+    assert (
+        stores.events.apply_provider_event(_event(message.id, EventType.DELIVERED), NOW)[0]
+        is EventOutcome.APPLIED
+    )
+
+    outcome, current = stores.events.apply_provider_event(_event(message.id, EventType.SENT, "evt-2"), NOW)
+
+    assert outcome is EventOutcome.IGNORED
+    assert current is not None
+    assert current.status is Status.DELIVERED
+    assert _status(engine, message.id) == "delivered"
+
+
+def test_given_an_event_for_no_message_then_ignored_and_its_copy_is_a_repeat(
+    engine: Engine, stores: Stores
+) -> None:
+    event = _event(new_message_id(), EventType.DELIVERED)
+
+    first = stores.events.apply_provider_event(event, NOW)
+    second = stores.events.apply_provider_event(event, NOW + timedelta(seconds=1))
+
+    assert first == (EventOutcome.IGNORED, None)
+    assert second == (EventOutcome.REPEATED, None)
+
+
+def test_given_an_event_record_past_its_retention_still_in_the_table_then_its_copy_is_no_repeat(
+    engine: Engine, stores: Stores
+) -> None:
+    message = created(stores)
+    event = _event(message.id, EventType.DELIVERED, "evt-old")
+    # Recorded while it could change nothing (the message was still queued).
+    assert stores.events.apply_provider_event(event, NOW)[0] is EventOutcome.IGNORED
+    assert stores.events.apply_provider_event(event, NOW + timedelta(days=6))[0] is EventOutcome.REPEATED
+    eight_days = NOW + timedelta(days=8)
+    record = engine.item(event_key("twilio", "evt-old"))
+    assert record is not None  # no TTL sweep has deleted it
+    assert int(record["expiresAt"]["N"]) < eight_days.timestamp()
+    assert isinstance(stores.delivery.claim("ws_a", message.id, eight_days, 60), Message)
+
+    outcome, _ = stores.events.apply_provider_event(event, eight_days)
+
+    assert outcome is EventOutcome.APPLIED
+    assert _status(engine, message.id) == "delivered"
+    record = engine.item(event_key("twilio", "evt-old"))
+    assert record is not None
+    assert int(record["expiresAt"]["N"]) > eight_days.timestamp()
+
+
+def test_given_a_failed_event_then_the_error_is_kept_and_the_lock_can_be_released(
+    engine: Engine, stores: Stores
+) -> None:
+    message = _sending(stores)
+    event = _event(message.id, EventType.FAILED, error=MessageError("undeliverable", "unknown number"))
+
+    outcome, current = stores.events.apply_provider_event(event, NOW)
+    assert outcome is EventOutcome.APPLIED
+    assert current is not None
+    stores.events.release_dedup_lock(current)
+
+    item = engine.item(message_key(message.id))
+    assert item is not None
+    assert item["status"]["S"] == "failed"
+    assert item["error"]["M"]["code"]["S"] == "undeliverable"
+    assert engine.item(lock_key(message.dedup_lock_id or "")) is None
+
+
+def test_given_conflicts_on_the_first_tries_then_the_event_is_applied_once(
+    engine: Engine, stores: Stores
+) -> None:
+    message = _sending(stores)
+    client = engine.new_client()
+    calls = conflicts(client, 2)
+
+    outcome, _ = build_stores(client).events.apply_provider_event(_event(message.id, EventType.SENT), NOW)
+
+    assert outcome is EventOutcome.APPLIED
+    assert len(calls) == 3
+    assert _status(engine, message.id) == "sent"
