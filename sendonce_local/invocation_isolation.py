@@ -1,15 +1,21 @@
-"""One invocation per execution environment, as Lambda runs them, inside one threaded process.
+"""One invocation per execution environment, as in Lambda, for handlers called from threads of one process.
 
 Lambda never runs two invocations in one execution environment at once, so handler code may keep
-per-invocation state in module-level singletons. The local stack runs concurrent invocations in
-threads of one process, so that state must be per thread here, or a request reads another
-request's event (its body, its workspace, its path parameters). Powertools' event handler keeps:
+per-invocation state in module-level singletons. The local stack keeps that true by running each
+execution environment in its own process (`sendonce_local.lambda_runtime`). The integration tests
+call the handlers in-process, from many threads at once, so that state must be per thread there, or
+a request reads another request's event (its body, its workspace, its path parameters). Powertools'
+event handler keeps:
 - the current event and Lambda context as class attributes of `BaseRouter`
   (`BaseRouter.current_event = ...` in `resolve`);
 - the routing context (path parameters of the matched route, among others) in a dict on the
   resolver instance.
 `isolate_invocations()` makes both per thread. Everything else those singletons hold (routes,
 middlewares, configuration) is set once at import and shared, as in Lambda.
+
+This swaps a library's internals, so tests/unit/test_local_library_patches.py pins it: it fails when
+the installed Powertools is not the pinned version, when the source of its event handler module
+changes, or when an isolated resolver answers one thread differently from Powertools' own.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`sendonce invoke`: one function of the template, in-process, on one event file."""
+"""`sendonce invoke`: one function of the template, in one execution environment, on one event file."""
 
 from __future__ import annotations
 

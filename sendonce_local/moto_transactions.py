@@ -6,6 +6,10 @@ makes each send O(n): a local stack that has taken a few thousand messages spend
 request copying tables, and the latency it shows is moto's, not sendonce's. This version keeps
 moto's semantics (conditions, cancellation reasons, ALL_OLD items) and restores only the items
 the transaction wrote. The emulator serialises DynamoDB requests, so nothing interleaves.
+
+It replaces a method of moto's, so it relies on that method and the ones it calls staying as they
+are: tests/unit/test_local_library_patches.py fails when the installed moto is not the pinned one,
+when their source changes, or when this version answers any case differently from moto's own.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from moto.dynamodb.models import DynamoDBBackend
 
 _OPERATIONS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
 _INSTALLED = "_sendonce_item_rollback"
+# moto's own, kept for the differential test (this module is imported before `install` runs).
+ORIGINAL = DynamoDBBackend.transact_write_items
 
 
 def _key_of(backend: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,12 @@ import hashlib
 import importlib.util
 import json
 import os
+import socket
 import threading
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,11 +26,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from sendonce import composition
 
-from sendonce_local import moto_transactions
-from sendonce_local.emulator import create_queues, create_tables
+from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.emulator import AwsEmulator, create_queues, create_tables
 from sendonce_local.environment import template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
 from sendonce_local.invocation_isolation import isolate_invocations
@@ -332,25 +334,28 @@ def _create_resources(template: Template) -> dict[str, str]:
     return create_queues(boto3.client("sqs", region_name=REGION), template, Resolver(template, SQS_ENDPOINT))
 
 
-def _serialise_moto(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One AWS request at a time, as each is atomic in AWS.
+_EMULATOR: AwsEmulator | None = None
 
-    moto's backends are not thread-safe: a TransactWriteItems snapshots whole tables and, when it
-    is canceled, restores the snapshot, wiping what concurrent requests wrote meanwhile. Real
-    DynamoDB isolates each request (and cancels conflicting transactions). Serialising whole
-    requests keeps that guarantee and nothing more: the concurrency tests still interleave the
-    service's requests in every order.
+
+@contextmanager
+def _emulated_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The local stack's AWS emulator (moto's server, one request per service at a time), emptied.
+
+    Every client of the process, the handlers' included, reaches it through AWS_ENDPOINT_URL. It
+    applies each request atomically, as AWS does, and runs transactions at DynamoDB's cost; the
+    concurrency tests still interleave the service's requests in every order.
     """
-    from moto.core.botocore_stubber import BotocoreStubber  # noqa: PLC0415
-
-    original = BotocoreStubber.__call__
-    lock = threading.RLock()
-
-    def serialised(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
-        with lock:
-            return original(self, event_name, request, **kwargs)
-
-    monkeypatch.setattr(BotocoreStubber, "__call__", serialised)
+    global _EMULATOR  # noqa: PLW0603  (one server per session, emptied for each test)
+    if _EMULATOR is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        _EMULATOR = AwsEmulator("127.0.0.1", port, DeliveryLog())
+        _EMULATOR.start()
+    reset = f"{_EMULATOR.endpoint}/moto-api/reset"
+    urllib.request.urlopen(urllib.request.Request(reset, method="POST"), timeout=30).close()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", _EMULATOR.endpoint)
+    yield _EMULATOR.endpoint
 
 
 _TEMPLATE: Template | None = None
@@ -378,13 +383,11 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
             monkeypatch.delenv(name)
     parsed = template()
     clear_caches()
-    _serialise_moto(monkeypatch)
-    # The concurrency tests run invocations in threads of this process; Lambda runs one per
-    # execution environment. Powertools' per-request router state is made per thread, as the
-    # local stack does.
+    # The concurrency tests call the handlers from threads of this process, where Lambda runs one
+    # invocation per execution environment: Powertools' per-request router state is made per thread
+    # (a patch guarded by tests/unit/test_local_library_patches.py).
     isolate_invocations()
-    moto_transactions.install()  # transactions at DynamoDB's cost, as in the local stack
-    with mock_aws():
+    with _emulated_aws(monkeypatch):
         urls = _create_resources(parsed)
         # The environment the template gives the functions, every !Ref resolved (queues: their URLs).
         created = {queue_url(SQS_ENDPOINT, logical_id): url for logical_id, url in urls.items()}

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
-from moto.core.botocore_stubber import BotocoreStubber
 from moto.ses.models import ses_backends
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue
@@ -28,19 +27,6 @@ from tests.integration.conftest import FakeHttpProvider, Stack
 
 class LambdaDied(BaseException):  # not an error the code could catch: the process is gone
     """The execution environment ends here: nothing after this line runs, nothing is acknowledged."""
-
-
-@pytest.fixture(autouse=True)
-def _atomic_moto(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DynamoDB applies each request atomically; in-process moto does not, so requests take turns."""
-    lock = threading.RLock()
-    answer = BotocoreStubber.__call__
-
-    def one_at_a_time(self: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return answer(self, *args, **kwargs)
-
-    monkeypatch.setattr(BotocoreStubber, "__call__", one_at_a_time)
 
 
 @pytest.fixture
