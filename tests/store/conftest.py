@@ -28,6 +28,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from moto import mock_aws
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.dedup.identity import dedup_identity
@@ -182,6 +183,7 @@ class Stores:
 
     sending: DynamoDbSendingStore
     delivery: DynamoDbDeliveryStore
+    outbox: DynamoDbOutboxStore
     events: DynamoDbProviderEventStore
 
 
@@ -189,6 +191,7 @@ def build_stores(client: Any) -> Stores:
     return Stores(
         sending=DynamoDbSendingStore(client, TABLE),
         delivery=DynamoDbDeliveryStore(client, TABLE),
+        outbox=DynamoDbOutboxStore(client, TABLE),
         events=DynamoDbProviderEventStore(client, TABLE),
     )
 

@@ -70,8 +70,8 @@ def test_given_a_claimed_attempt_then_only_its_own_claim_finishes_it_and_only_on
     assert isinstance(first, Message)
     # Its claim lapsed: the outbox put it back, and a second dispatcher claimed it again.
     later = NOW + timedelta(seconds=CLAIM_SECONDS + 1)
-    [entry] = stores.delivery.outbox_due(later, 10)
-    assert stores.delivery.move_outbox_entry(entry, later, status=Status.QUEUED, due_at=later)
+    [entry] = stores.outbox.outbox_due(later, 10)
+    assert stores.outbox.move_outbox_entry(entry, later, status=Status.QUEUED, due_at=later)
     second = stores.delivery.claim("ws_a", message.id, later, CLAIM_SECONDS)
     assert isinstance(second, Message)
     assert second.attempts == 2
@@ -106,9 +106,9 @@ def test_given_an_attempt_that_failed_for_now_then_it_stays_in_the_outbox_with_i
     )
 
     assert finished
-    [entry] = stores.delivery.outbox_due(retry_at, 10)
+    [entry] = stores.outbox.outbox_due(retry_at, 10)
     assert (entry.id, entry.status, entry.due_at) == (message.id, Status.QUEUED, retry_at)
-    assert stores.delivery.outbox_due(retry_at - timedelta(seconds=1), 10) == []
+    assert stores.outbox.outbox_due(retry_at - timedelta(seconds=1), 10) == []
 
 
 def test_given_overdue_messages_across_shards_then_the_outbox_gives_each_once_oldest_first(
@@ -123,23 +123,23 @@ def test_given_overdue_messages_across_shards_then_the_outbox_gives_each_once_ol
     shards = {outbox_shard(message.id) for message in due}
     assert len(shards) > 1  # the sweep reads more than one shard
 
-    entries = stores.delivery.outbox_due(NOW, 100)
+    entries = stores.outbox.outbox_due(NOW, 100)
 
     assert [entry.id for entry in entries] == [message.id for message in due]
     assert not {entry.id for entry in entries} & {message.id for message in not_due}
-    assert [entry.id for entry in stores.delivery.outbox_due(NOW, 5)] == [message.id for message in due[:5]]
+    assert [entry.id for entry in stores.outbox.outbox_due(NOW, 5)] == [message.id for message in due[:5]]
 
 
 def test_given_an_outbox_entry_moved_since_it_was_read_then_a_second_move_is_refused(
     engine: Engine, stores: Stores
 ) -> None:
     message = created(stores, handoff_due_at=NOW - timedelta(seconds=1))
-    [entry] = stores.delivery.outbox_due(NOW, 10)
+    [entry] = stores.outbox.outbox_due(NOW, 10)
 
-    moved = stores.delivery.move_outbox_entry(
+    moved = stores.outbox.move_outbox_entry(
         entry, NOW, status=Status.QUEUED, due_at=NOW + timedelta(minutes=2)
     )
-    again = stores.delivery.move_outbox_entry(
+    again = stores.outbox.move_outbox_entry(
         entry, NOW, status=Status.QUEUED, due_at=NOW + timedelta(minutes=4)
     )
 
@@ -154,10 +154,10 @@ def test_given_an_outbox_entry_claimed_since_it_was_read_then_the_outbox_leaves_
     engine: Engine, stores: Stores
 ) -> None:
     message = created(stores, handoff_due_at=NOW - timedelta(seconds=1))
-    [entry] = stores.delivery.outbox_due(NOW, 10)
+    [entry] = stores.outbox.outbox_due(NOW, 10)
     assert isinstance(stores.delivery.claim("ws_a", message.id, NOW, CLAIM_SECONDS), Message)
 
-    assert not stores.delivery.move_outbox_entry(entry, NOW, status=Status.QUEUED, due_at=None)
+    assert not stores.outbox.move_outbox_entry(entry, NOW, status=Status.QUEUED, due_at=None)
     item = engine.item(message_key(message.id))
     assert item is not None
     assert item["status"]["S"] == "sending"
@@ -167,11 +167,11 @@ def test_given_sweeps_moving_one_entry_at_once_then_exactly_one_moves_it(
     engine: Engine, stores: Stores
 ) -> None:
     created(stores, handoff_due_at=NOW - timedelta(seconds=1))
-    [entry] = stores.delivery.outbox_due(NOW, 10)
+    [entry] = stores.outbox.outbox_due(NOW, 10)
 
     answers = race(
         CLAIMERS,
-        lambda i: stores.delivery.move_outbox_entry(
+        lambda i: stores.outbox.move_outbox_entry(
             entry, NOW, status=Status.QUEUED, due_at=NOW + timedelta(seconds=i + 1)
         ),
     )

@@ -231,7 +231,7 @@ def test_given_a_failed_hand_off_then_accepted_and_due_in_the_outbox_at_once(
     stores.sending.mark_handoff_failed(message, later)
 
     assert (stores.sending.get("ws_a", message.id) or message).status is Status.ACCEPTED
-    due = stores.delivery.outbox_due(later, 10)
+    due = stores.outbox.outbox_due(later, 10)
     assert [(entry.id, entry.status, entry.due_at) for entry in due] == [(message.id, Status.ACCEPTED, later)]
 
 

@@ -1,29 +1,25 @@
-"""The delivery context's store on DynamoDB: claim before send, finish the claimed attempt, the outbox.
+"""The delivery context's store on DynamoDB: claim before send, finish the claimed attempt.
 
 Every write is conditional on what the writer saw: a claim only from a waiting, due status; the end
-of an attempt only by the claim that started it; an outbox move only if nobody moved the entry
-since it was read. So two dispatchers, or a dispatcher and the outbox, never both act on a message.
+of an attempt only by the claim that started it. So two dispatchers never both act on a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
-    OUTBOX_SHARDS,
     from_item,
     message_key,
     outbox_shard,
-    parse_datetime,
     workspace_status,
 )
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
 from sendonce.clock import rfc3339
-from sendonce.delivery.ports import ClaimRefused, OutboxEntry
-from sendonce.messages.model import WAITING_STATUSES, Channel, Message, MessageError, Status
+from sendonce.delivery.ports import ClaimRefused
+from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 
 
 class DynamoDbDeliveryStore:
@@ -115,52 +111,3 @@ class DynamoDbDeliveryStore:
 
     def release_dedup_lock(self, message: Message) -> None:
         release_dedup_lock(self._table, message)
-
-    def outbox_due(self, now: datetime, limit: int) -> Sequence[OutboxEntry]:
-        entries: list[OutboxEntry] = []
-        for shard in range(OUTBOX_SHARDS):
-            items = self._table.query(
-                IndexName="Outbox",
-                KeyConditionExpression="outboxShard = :shard AND outboxDueAt <= :now",
-                ExpressionAttributeValues={":shard": {"S": str(shard)}, ":now": {"S": rfc3339(now)}},
-                Limit=limit,
-            ).get("Items", [])
-            entries.extend(
-                OutboxEntry(
-                    id=item["pk"]["S"].removeprefix("MSG#"),
-                    workspace_id=item["workspaceId"]["S"],
-                    channel=Channel(item["channel"]["S"]),
-                    status=Status(item["status"]["S"]),
-                    due_at=parse_datetime(item["outboxDueAt"]["S"]),
-                    send_at=parse_datetime(item["sendAt"]["S"]) if "sendAt" in item else None,
-                )
-                for item in items
-            )
-        return sorted(entries, key=lambda entry: entry.due_at)[:limit]
-
-    def move_outbox_entry(
-        self, entry: OutboxEntry, now: datetime, *, status: Status, due_at: datetime | None
-    ) -> bool:
-        values: dict[str, Any] = {
-            ":status": {"S": status.value},
-            ":ws_status": {"S": workspace_status(entry.workspace_id, status)},
-            ":now": {"S": rfc3339(now)},
-            ":seen_status": {"S": entry.status.value},
-            ":seen_due": {"S": rfc3339(entry.due_at)},
-        }
-        expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
-        if due_at is None:
-            expression += " REMOVE outboxShard, outboxDueAt"
-        else:
-            expression += ", outboxDueAt = :due"
-            values[":due"] = {"S": rfc3339(due_at)}
-        response = self._table.write(
-            "update_item",
-            Key=message_key(entry.id),
-            UpdateExpression=expression,
-            # Nobody moved it since it was read: not a dispatcher's claim, nor a cancel.
-            ConditionExpression="#status = :seen_status AND outboxDueAt = :seen_due",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
-        )
-        return not isinstance(response, ConditionFailed)

@@ -98,13 +98,14 @@ def send_message(
     ] = None,
 ) -> Response[Any]:
     workspace = _workspace()
+    deps = dependencies.root.get()
     key = None
     if idempotency_key is not None:
         try:
             key = parse_idempotency_key(idempotency_key)
         except InvalidIdempotencyKey as error:
             raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
-    elif dependencies.root.get().settings.require_idempotency_key:
+    elif deps.settings.require_idempotency_key:
         raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
 
     channel = Channel(message.channel)
@@ -119,15 +120,15 @@ def send_message(
         idempotency_key=key,
     )
     if key is None:
-        answer = dependencies.root.get().send(command)
+        answer = deps.send(command)
     else:
         # Compared on the parsed body: key order and white space never make two requests differ.
         payload = json.loads(app.current_event.body or "null")
         command = replace(command, payload_fingerprint=payload_fingerprint(payload))
         # An in-progress record expires with this invocation's time, should it die mid-request.
-        dependencies.root.get().idempotency_config.register_lambda_context(app.lambda_context)
+        deps.idempotency_config.register_lambda_context(app.lambda_context)
         try:
-            answer = dependencies.root.get().send_once(
+            answer = deps.send_once(
                 request={"workspace": workspace, "key": key, "payload": payload}, command=command
             )
         except IdempotencyAlreadyInProgressError:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue, SqsRedelivery
 from sendonce.aws_clients import client
 from sendonce.clock import Clock, utc_now
@@ -100,7 +101,7 @@ def dispatcher_root(channel: str) -> Root[DispatcherDependencies]:
 def build_outbox(settings: DispatcherSettings | None = None, clock: Clock = utc_now) -> OutboxSweeper:
     settings = settings or DispatcherSettings.from_environment()
     return OutboxSweeper(
-        store=DynamoDbDeliveryStore(client("dynamodb"), settings.messages_table),
+        store=DynamoDbOutboxStore(client("dynamodb"), settings.messages_table),
         queue=SqsMessageQueue(client("sqs"), settings.queue_urls),
         provider_honours_key=Providers(settings).honour_idempotency_key,
         clock=clock,
