@@ -1,4 +1,5 @@
-"""`python -m bench [--quick] [--no-storm]`: measure, write bench/results.json, print the table.
+"""`python -m bench [--quick] [--no-storm] [--no-outbox-peak]`: measure, write bench/results.json,
+print the table.
 
 The exit code is 0 whatever the figures: target checks are reported, never enforced.
 """
@@ -22,6 +23,7 @@ from bench.cold_start import cold_starts, import_time_top  # noqa: E402
 from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
 from bench.latency import run_latency  # noqa: E402
 from bench.local_stack import ROOT, BenchStack, start_stack  # noqa: E402
+from bench.outbox_peak import PEAK, run_outbox_peak  # noqa: E402
 from bench.paths import Workload  # noqa: E402
 from bench.probes import authorize, dispatch, queued_records  # noqa: E402
 from bench.quiet import silenced_stdout  # noqa: E402
@@ -135,12 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="a fast smoke run (fewer samples, smaller storm)"
     )
     parser.add_argument("--no-storm", action="store_true", help="skip the storm through `sendonce run`")
+    parser.add_argument(
+        "--no-outbox-peak", action="store_true", help="skip the outbox's 10,000 messages due in one minute"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.rounds, args.warmup = (60, 5) if args.quick else (300, 20)
     args.invocations = 20 if args.quick else 100
     args.cold_runs = 3 if args.quick else 7
     args.storm_requests = 300 if args.quick else 1000
+    args.outbox_peak = 1000 if args.quick else PEAK
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
     figures, details = measure_in_process(args)
@@ -162,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             details["storm"] = {"error": repr(error)}
             print(f"storm failed: {error!r}", file=sys.stderr)
 
+    outbox_peak = None
+    if not args.no_outbox_peak:
+        peak = run_outbox_peak(args.outbox_peak)
+        outbox_peak = peak.figures()
+        details["outbox_peak"] = peak.details()
+
     results: dict[str, Any] = {
         "calls": figures["calls"],
         "latency_ms": figures["latency_ms"],
@@ -169,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold_start_ms": cold,
         "cold_start_ratio": cold_start_ratios(cold),
         "storm": storm,
+        "outbox_peak": outbox_peak,
         "cost_usd_per_million_sends": figures["cost"],
     }
     details["checks"] = [vars(check) for check in checks(results)]

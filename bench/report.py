@@ -8,6 +8,7 @@ from typing import Any
 CALL_TARGETS = {"send_new": 2, "send_new_with_key": 4, "replay": 1, "duplicate": 2, "dispatch": 3}
 RATIO_TARGETS = {"send_new_p50": 1.2, "replay_p50": 1.0, "duplicate_p99_vs_send_new_p99": 1.0}
 COLD_START_TARGET = 1.5
+OUTBOX_LATE_TARGET_S = 60  # every message of the peak handed over within a minute of its sendAt
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,18 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 storm["delivered"] == storm["unique"],
             )
         )
+    peak = results.get("outbox_peak")
+    if peak:
+        out.append(
+            Check(
+                "outbox_peak.max_late_s",
+                f"{peak['max_late_s']} ({peak['handed_off']} / {peak['messages']} handed off)",
+                f"<= {OUTBOX_LATE_TARGET_S}",
+                peak["handed_off"] == peak["messages"]
+                and peak["max_late_s"] is not None
+                and peak["max_late_s"] <= OUTBOX_LATE_TARGET_S,
+            )
+        )
     return out
 
 
@@ -90,6 +103,12 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         _rows(["storm", "value"], [[name, value] for name, value in storm.items()])
         if storm
         else "storm: not run",
+        _rows(
+            ["outbox peak", "value"],
+            [[name, value] for name, value in (results.get("outbox_peak") or {}).items()],
+        )
+        if results.get("outbox_peak")
+        else "outbox peak: not run",
         f"cost on AWS per million sends (infrastructure, excluding provider charges): "
         f"${results['cost_usd_per_million_sends']:.2f}",
         _rows(

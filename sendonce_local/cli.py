@@ -1,4 +1,4 @@
-"""The `sendonce` command: `run`, `invoke`, `create-api-key` and `release-lock`."""
+"""The `sendonce` command: `run`, `invoke`, `create-api-key`, `release-lock` and `resolve`."""
 
 from __future__ import annotations
 
@@ -98,6 +98,49 @@ def _release_lock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resolve(args: argparse.Namespace) -> int:
+    from sendonce.delivery.resolution import Resolution  # noqa: PLC0415 - the layer: only for `resolve`
+    from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
+    from sendonce.observability import logger  # noqa: PLC0415
+
+    from sendonce_local.resolve import describe, resolve  # noqa: PLC0415
+
+    if args.aws:
+        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
+    else:
+        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    level = logger.log_level
+    logger.setLevel(logging.WARNING)  # the package's info lines would mix with the answer on stdout
+    try:
+        resolved = resolve(dynamodb, args.table, args.message_id, args.outcome)
+    except ValueError as error:
+        print(f"sendonce resolve: {error}", file=sys.stderr)
+        return 2
+    except DependencyUnavailable as error:
+        print(f"sendonce resolve: the messages table could not be reached: {error}", file=sys.stderr)
+        return 1
+    finally:
+        logger.setLevel(level)
+    answer = describe(resolved, args.message_id, args.outcome)
+    if resolved.resolution is not Resolution.SETTLED:
+        print(f"sendonce resolve: {answer}", file=sys.stderr)
+        return 1
+    print(answer)
+    return 0
+
+
+RESOLVE_HELP = """\
+Settle a message whose delivery outcome is unknown (a 5xx or a timeout from SES or SNS after the
+request left; such a message is never retried automatically). Find out from the provider whether
+it was delivered, then record it: --as sent, or --as failed (which releases its dedup lock, so an
+identical message may be sent again). Only an unknown message can be resolved: for any other
+status nothing changes and the command exits with status 1.
+
+Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table MessagesTable.
+Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION, credentials) and
+--table <the stack's MessagesTable name>."""
+
+
 RELEASE_LOCK_HELP = """\
 Delete the dedup lock of (workspace, recipient, subject, body), so that an identical message is
 sent again inside the dedup window: the manual escape hatch for the rare case where a duplicate
@@ -164,6 +207,30 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument(
         "--region", default=None, help=f"AWS region with --aws (default: your AWS config; {REGION} locally)"
     )
+
+    settle = commands.add_parser(
+        "resolve",
+        help="settle an unknown message as sent or failed (local stack, or a deployed one with --aws)",
+        description=RESOLVE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    settle.add_argument("message_id", help="the message's id, msg_…")
+    settle.add_argument("--as", dest="outcome", required=True, choices=["sent", "failed"])
+    settle.add_argument(
+        "--table", default="MessagesTable", help="the messages table (default: MessagesTable, the local name)"
+    )
+    settle_target = settle.add_mutually_exclusive_group()
+    settle_target.add_argument(
+        "--endpoint-url",
+        default=None,
+        help="the DynamoDB endpoint (default: the local stack's, http://127.0.0.1:$SENDONCE_AWS_PORT)",
+    )
+    settle_target.add_argument(
+        "--aws", action="store_true", help="a deployed stack: the default boto3 session, no endpoint"
+    )
+    settle.add_argument(
+        "--region", default=None, help=f"AWS region with --aws (default: your AWS config; {REGION} locally)"
+    )
     return parser
 
 
@@ -178,5 +245,6 @@ def main(argv: list[str] | None = None) -> int:
         "invoke": _invoke,
         "create-api-key": _create_api_key,
         "release-lock": _release_lock,
+        "resolve": _resolve,
     }
     return commands[args.command](args)

@@ -22,7 +22,7 @@ from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.errors import QueueUnavailable
 from sendonce.settings import DispatcherSettings
 
-from tests.integration.conftest import FakeHttpProvider, Stack
+from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function
 
 
 class LambdaDied(BaseException):  # not an error the code could catch: the process is gone
@@ -32,7 +32,7 @@ class LambdaDied(BaseException):  # not an error the code could catch: the proce
 @pytest.fixture
 def imessage_via(stack: Stack, http_provider: FakeHttpProvider) -> FakeHttpProvider:
     stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
-    stack.setenv("SENDONCE_HTTP_PROVIDER_TOKEN", "test-token")
+    stack.put_secret("HttpProviderTokenSecret", "test-token")
     return http_provider
 
 
@@ -156,7 +156,7 @@ def test_given_a_crash_after_ses_accepted_then_the_message_ends_unknown_and_is_n
     report = _sweeper(datetime.now(UTC) + timedelta(minutes=5)).sweep()
     stack.dispatch("email")
 
-    assert report == {"unknown": 1}
+    assert report == {"stranded_unknown": 1}
     assert _ses_sends() == 1
     assert stack.message(message_id)["status"] == "unknown"
 
@@ -258,6 +258,49 @@ def test_given_the_hand_off_to_sqs_fails_then_the_outbox_hands_it_over(
 
     assert stack.message(message_id)["status"] == "sent"
     assert len(imessage_via.calls) == 1
+
+
+def _outage_for(stack: Stack, monkeypatch: pytest.MonkeyPatch, count: int) -> list[str]:
+    """`count` messages accepted while SQS refused the API's hand-off: each one owed to the outbox."""
+
+    def unavailable(self: SqsMessageQueue, message: Any, delay_seconds: int = 0) -> None:
+        raise QueueUnavailable("SQS is down")
+
+    with monkeypatch.context() as outage:
+        outage.setattr(SqsMessageQueue, "enqueue", unavailable)
+        return [_send_imessage(stack, body=f"outage {index}") for index in range(count)]
+
+
+def _run_outbox_function(seconds_left: float) -> dict[str, int]:
+    context = FakeLambdaContext(
+        function_name="sendonce-OutboxFunction", remaining_millis=int(seconds_left * 1000)
+    )
+    result: dict[str, int] = function("outbox").handler({}, context)
+    return result
+
+
+def test_given_a_peak_owed_to_the_outbox_then_one_run_of_its_function_hands_every_message_over(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_ids = _outage_for(stack, monkeypatch, 25)
+    assert stack.queue_depth("imessage") == 0
+
+    assert _run_outbox_function(seconds_left=50) == {"handed_off": 25}
+
+    assert stack.queue_depth("imessage") == 25
+    assert {stack.message(message_id)["status"] for message_id in message_ids} == {"queued"}
+
+
+def test_given_the_outbox_function_is_out_of_time_then_it_starts_nothing_and_all_stays_owed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_ids = _outage_for(stack, monkeypatch, 3)
+
+    assert _run_outbox_function(seconds_left=5) == {"budget_spent": 1}
+
+    assert stack.queue_depth("imessage") == 0
+    assert {stack.message(message_id)["status"] for message_id in message_ids} == {"accepted"}
+    assert _run_outbox_function(seconds_left=50) == {"handed_off": 3}
 
 
 def test_given_an_unreadable_record_then_it_fails_alone(stack: Stack, imessage_via: FakeHttpProvider) -> None:

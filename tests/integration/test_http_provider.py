@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from sendonce.delivery.ports import ProviderThrottled
 from sendonce.errors import AmbiguousOutcome, PermanentFailure, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
@@ -48,13 +49,21 @@ def test_given_a_4xx_then_permanent_failure(http_provider, status: int) -> None:
     assert failure.value.code == "provider_rejected"
 
 
-@pytest.mark.parametrize("status", [500, 502, 503, 429])
-def test_given_a_5xx_or_429_then_transient_failure(http_provider, status: int) -> None:
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_given_a_5xx_then_transient_failure(http_provider, status: int) -> None:
     http_provider.answer_next(status)
 
     with pytest.raises(TransientFailure) as failure:
         HttpProvider(http_provider.url, "tok", 5).send(_message())
     assert failure.value.code == "provider_unavailable"
+
+
+def test_given_a_429_then_throttled_retried_on_time_not_on_attempts(http_provider) -> None:
+    http_provider.answer_next(429)
+
+    with pytest.raises(ProviderThrottled) as failure:
+        HttpProvider(http_provider.url, "tok", 5).send(_message())
+    assert failure.value.code == "provider_throttled"
 
 
 def test_given_no_answer_in_time_then_ambiguous_outcome(http_provider) -> None:

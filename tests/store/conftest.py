@@ -32,6 +32,7 @@ from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.dedup.identity import dedup_identity
+from sendonce.delivery.ports import OutboxEntry
 from sendonce.idempotency.keys import tie_identity
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
@@ -304,3 +305,9 @@ def race(count: int, run: Callable[[int], T]) -> list[T | BaseException]:
 
 def only(answers: Sequence[Any], kind: type) -> list[Any]:
     return [answer for answer in answers if isinstance(answer, kind)]
+
+
+def outbox_due(stores: Stores, now: datetime, limit: int) -> list[OutboxEntry]:
+    """The `limit` oldest entries of the Outbox index due by `now`, whatever their status."""
+    entries = [entry for page in stores.outbox.due_pages(now, frozenset(Status)) for entry in page]
+    return sorted(entries, key=lambda entry: entry.due_at)[:limit]

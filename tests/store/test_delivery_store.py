@@ -2,19 +2,22 @@
 
 A message is claimed by one dispatcher at a time, an attempt is finished only by the claim that
 started it, and the outbox sees every overdue message, whatever its shard, and moves an entry only
-if nobody moved it since it was read.
+if nobody moved it since it was read. Every claim knows when the first attempt started and how many
+attempts were throttled; an `unknown` message is settled once, and only while it is `unknown`.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from sendonce.adapters.dynamodb_items import message_key, outbox_shard
-from sendonce.delivery.ports import ClaimRefused
+from sendonce.adapters.dynamodb_items import lock_key, message_key
+from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
+from sendonce.delivery.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Message, MessageError, Status
 
-from tests.store.conftest import NOW, Engine, Stores, created, only, race
+from tests.store.conftest import NOW, Engine, Stores, created, only, outbox_due, race
 
 CLAIMERS = 10
 CLAIM_SECONDS = 60
@@ -70,7 +73,7 @@ def test_given_a_claimed_attempt_then_only_its_own_claim_finishes_it_and_only_on
     assert isinstance(first, Message)
     # Its claim lapsed: the outbox put it back, and a second dispatcher claimed it again.
     later = NOW + timedelta(seconds=CLAIM_SECONDS + 1)
-    [entry] = stores.outbox.outbox_due(later, 10)
+    [entry] = outbox_due(stores, later, 10)
     assert stores.outbox.move_outbox_entry(entry, later, status=Status.QUEUED, due_at=later)
     second = stores.delivery.claim("ws_a", message.id, later, CLAIM_SECONDS)
     assert isinstance(second, Message)
@@ -106,75 +109,118 @@ def test_given_an_attempt_that_failed_for_now_then_it_stays_in_the_outbox_with_i
     )
 
     assert finished
-    [entry] = stores.outbox.outbox_due(retry_at, 10)
+    [entry] = outbox_due(stores, retry_at, 10)
     assert (entry.id, entry.status, entry.due_at) == (message.id, Status.QUEUED, retry_at)
-    assert stores.outbox.outbox_due(retry_at - timedelta(seconds=1), 10) == []
+    assert outbox_due(stores, retry_at - timedelta(seconds=1), 10) == []
 
 
-def test_given_overdue_messages_across_shards_then_the_outbox_gives_each_once_oldest_first(
+# ---------------------------------------------------------------------------- retries on time
+def test_given_several_claims_then_each_knows_the_first_attempts_time_and_the_throttled_attempts(
     engine: Engine, stores: Stores
 ) -> None:
-    due = [
-        created(stores, body=f"due {i}", handoff_due_at=NOW - timedelta(seconds=60 - i)) for i in range(12)
-    ]
-    not_due = [
-        created(stores, body=f"later {i}", handoff_due_at=NOW + timedelta(seconds=1)) for i in range(3)
-    ]
-    shards = {outbox_shard(message.id) for message in due}
-    assert len(shards) > 1  # the sweep reads more than one shard
+    message = created(stores)
+    throttled = MessageError("provider_throttled", "sns throttled the message: Throttling")
+    unavailable = MessageError("provider_unavailable", "sns could not be reached")
+    seen: list[tuple[int, object, int]] = []
 
-    entries = stores.outbox.outbox_due(NOW, 100)
+    # Two attempts throttled, then one failing otherwise, each put back for a later claim.
+    for minutes, ended_throttled in ((0, True), (5, True), (10, False)):
+        at = NOW + timedelta(minutes=minutes)
+        claimed = stores.delivery.claim("ws_a", message.id, at, CLAIM_SECONDS)
+        assert isinstance(claimed, ClaimedMessage)
+        seen.append((claimed.attempts, claimed.first_attempt_at, claimed.throttled_attempts))
+        error = throttled if ended_throttled else unavailable
+        assert stores.delivery.finish_attempt(
+            claimed, Status.QUEUED, at, error=error, handoff_due_at=at, throttled=ended_throttled
+        )
+    last = stores.delivery.claim("ws_a", message.id, NOW + timedelta(minutes=15), CLAIM_SECONDS)
+    assert isinstance(last, ClaimedMessage)
+    seen.append((last.attempts, last.first_attempt_at, last.throttled_attempts))
 
-    assert [entry.id for entry in entries] == [message.id for message in due]
-    assert not {entry.id for entry in entries} & {message.id for message in not_due}
-    assert [entry.id for entry in stores.outbox.outbox_due(NOW, 5)] == [message.id for message in due[:5]]
+    # The first claim's time, kept by every later one; the attempts that ended throttled, counted.
+    assert seen == [(1, NOW, 0), (2, NOW, 1), (3, NOW, 2), (4, NOW, 2)]
 
 
-def test_given_an_outbox_entry_moved_since_it_was_read_then_a_second_move_is_refused(
+# ---------------------------------------------------------------------------- settling `unknown`
+def _unknown(stores: Stores, **changes: Any) -> Message:
+    message = created(stores, **changes)
+    claimed = stores.delivery.claim("ws_a", message.id, NOW, CLAIM_SECONDS)
+    assert isinstance(claimed, Message)
+    assert stores.delivery.finish_attempt(
+        claimed, Status.UNKNOWN, NOW, error=MessageError("provider_timeout", "ses did not answer in time")
+    )
+    return claimed
+
+
+def test_given_an_unknown_message_settled_as_failed_then_failed_with_its_cause_and_its_lock_released(
     engine: Engine, stores: Stores
 ) -> None:
-    message = created(stores, handoff_due_at=NOW - timedelta(seconds=1))
-    [entry] = stores.outbox.outbox_due(NOW, 10)
+    message = _unknown(stores)
+    assert message.dedup_lock_id is not None
+    assert engine.item(lock_key(message.dedup_lock_id)) is not None
+    later = NOW + timedelta(hours=1)
 
-    moved = stores.outbox.move_outbox_entry(
-        entry, NOW, status=Status.QUEUED, due_at=NOW + timedelta(minutes=2)
-    )
-    again = stores.outbox.move_outbox_entry(
-        entry, NOW, status=Status.QUEUED, due_at=NOW + timedelta(minutes=4)
-    )
+    resolved = resolve_unknown(stores.delivery, message.id, Status.FAILED, lambda: later)
 
-    assert moved
-    assert not again
+    assert resolved.resolution is Resolution.SETTLED
     item = engine.item(message_key(message.id))
     assert item is not None
-    assert item["outboxDueAt"]["S"].startswith((NOW + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S"))
+    assert item["status"]["S"] == "failed"
+    assert item["workspaceStatus"]["S"] == "ws_a#failed"
+    assert item["error"]["M"]["code"]["S"] == "provider_timeout"  # the attempt's cause stays
+    assert item["updatedAt"]["S"].startswith(later.strftime("%Y-%m-%dT%H:%M:%S"))
+    assert engine.item(lock_key(message.dedup_lock_id)) is None  # a deliberate retry may send again
 
 
-def test_given_an_outbox_entry_claimed_since_it_was_read_then_the_outbox_leaves_it(
+def test_given_an_unknown_message_settled_as_sent_then_sent_without_an_error_and_its_lock_kept(
     engine: Engine, stores: Stores
 ) -> None:
-    message = created(stores, handoff_due_at=NOW - timedelta(seconds=1))
-    [entry] = stores.outbox.outbox_due(NOW, 10)
-    assert isinstance(stores.delivery.claim("ws_a", message.id, NOW, CLAIM_SECONDS), Message)
+    message = _unknown(stores)
+    assert message.dedup_lock_id is not None
 
-    assert not stores.outbox.move_outbox_entry(entry, NOW, status=Status.QUEUED, due_at=None)
+    settled = stores.delivery.settle_unknown(message.id, Status.SENT, NOW)
+
+    assert isinstance(settled, Message)
+    assert (settled.status, settled.error) == (Status.SENT, None)
     item = engine.item(message_key(message.id))
     assert item is not None
-    assert item["status"]["S"] == "sending"
+    assert (item["status"]["S"], item["workspaceStatus"]["S"]) == ("sent", "ws_a#sent")
+    assert "error" not in item
+    assert engine.item(lock_key(message.dedup_lock_id)) is not None
 
 
-def test_given_sweeps_moving_one_entry_at_once_then_exactly_one_moves_it(
+def test_given_a_message_that_is_not_unknown_then_settling_is_refused_and_changes_nothing(
     engine: Engine, stores: Stores
 ) -> None:
-    created(stores, handoff_due_at=NOW - timedelta(seconds=1))
-    [entry] = stores.outbox.outbox_due(NOW, 10)
+    queued = created(stores, body="queued")
+    sent = created(stores, body="sent")
+    claimed = stores.delivery.claim("ws_a", sent.id, NOW, CLAIM_SECONDS)
+    assert isinstance(claimed, Message)
+    assert stores.delivery.finish_attempt(claimed, Status.SENT, NOW, provider_message_id="p-1")
+    before = {message.id: engine.item(message_key(message.id)) for message in (queued, sent)}
+
+    for message, status in ((queued, Status.QUEUED), (sent, Status.SENT)):
+        refused = stores.delivery.settle_unknown(message.id, Status.FAILED, NOW + timedelta(hours=1))
+        assert isinstance(refused, SettleRefused)
+        assert refused.current is not None
+        assert refused.current.status is status
+        assert engine.item(message_key(message.id)) == before[message.id]
+    assert stores.delivery.settle_unknown(new_message_id(), Status.SENT, NOW) == SettleRefused(current=None)
+
+
+def test_given_operators_settling_one_unknown_message_at_once_then_exactly_one_settles_it(
+    engine: Engine, stores: Stores
+) -> None:
+    message = _unknown(stores)
 
     answers = race(
         CLAIMERS,
-        lambda i: stores.outbox.move_outbox_entry(
-            entry, NOW, status=Status.QUEUED, due_at=NOW + timedelta(seconds=i + 1)
-        ),
+        lambda i: stores.delivery.settle_unknown(message.id, Status.SENT if i % 2 else Status.FAILED, NOW),
     )
 
-    assert answers.count(True) == 1, answers
-    assert answers.count(False) == CLAIMERS - 1, answers
+    settled = only(answers, Message)
+    assert len(settled) == 1, answers
+    assert len(only(answers, SettleRefused)) == CLAIMERS - 1, answers
+    item = engine.item(message_key(message.id))
+    assert item is not None
+    assert item["status"]["S"] == settled[0].status.value

@@ -1,22 +1,28 @@
-"""The Dispatcher against in-memory ports: claim before send, and what each provider answer leads to."""
+"""The Dispatcher against in-memory ports: claim before send, what each provider answer leads to, and
+the batch that never starts a call its invocation could not finish."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sendonce.dedup.identity import dedup_identity
+from sendonce.delivery.dependencies import DispatcherDependencies
 from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome, RetryLater
+from sendonce.delivery.ports import ClaimedMessage, ProviderThrottled
 from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.delivery.sqs_batch import handle_batch
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
+from sendonce.settings import DispatcherSettings
 
-from tests.unit.unit_fakes import InMemoryStore, ManualClock
+from tests.unit.unit_fakes import T0, InMemoryStore, ManualClock
 
 
 @dataclass
@@ -36,16 +42,15 @@ class ScriptedProvider:
 
 
 def _queued(store: InMemoryStore, clock: ManualClock, **changes: object) -> Message:
+    fields: dict[str, object] = {"to": "+15550100000", "body": "hello", **changes}
     message = Message(
         id=new_message_id(),
         workspace_id="ws_a",
         channel=Channel("sms"),
-        to="+15550100000",
-        body="hello",
         status=Status.QUEUED,
         created_at=clock.now,
         updated_at=clock.now,
-        **changes,  # type: ignore[arg-type]
+        **fields,  # type: ignore[arg-type]
     )
     claim = DedupClaim(
         dedup_identity("ws_a", message.to, None, message.body), clock.now + timedelta(minutes=15)
@@ -258,3 +263,188 @@ def test_given_the_retry_policy_then_retries_stop_at_max_attempts() -> None:
     policy = RetryPolicy(max_attempts=3)
 
     assert [policy.may_retry(n) for n in (0, 1, 2, 3, 4)] == [True, True, True, False, False]
+
+
+# ---------------------------------------------------------------------------- throttling, on time
+def _throttled() -> ProviderThrottled:
+    return ProviderThrottled("provider_throttled", "sns throttled the message: Throttling")
+
+
+def test_given_a_provider_that_keeps_throttling_then_retried_for_an_hour_from_the_first_attempt_then_failed(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    provider = ScriptedProvider(name="sns", honours_idempotency_key=False, script=[_throttled()] * 1000)
+    dispatcher = _dispatcher(store, provider, clock, attempts=3)
+    first_attempt = clock.now
+    delays: list[int] = []
+
+    while True:
+        try:
+            outcome = dispatcher.deliver(_request(message))
+        except RetryLater as retry:
+            delays.append(retry.seconds)
+            assert store.messages[message.id].status is Status.QUEUED
+            clock.advance(retry.seconds)
+            continue
+        break
+
+    assert outcome is Outcome.FAILED
+    stored = store.messages[message.id]
+    assert stored.status is Status.FAILED
+    assert stored.error is not None
+    assert stored.error.code == "provider_throttled"
+    # The last attempt, the one that failed the message, came a full hour after the first.
+    assert clock.now - first_attempt >= timedelta(hours=1)
+    assert all(1 <= delay <= 300 for delay in delays)  # backoff, capped
+    assert delays[0] <= 2 < max(delays)
+    assert stored.attempts == len(provider.calls) == len(delays) + 1 > 3  # the attempt count does not apply
+    assert store.released == [message.id]  # failed: a deliberate retry may send
+
+
+def test_given_throttling_then_a_5xx_then_the_5xx_is_counted_apart_from_the_throttled_attempts(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    unavailable = TransientFailure("provider_unavailable", "503")
+    provider = ScriptedProvider(script=[_throttled()] * 5 + [unavailable, unavailable])
+    dispatcher = _dispatcher(store, provider, clock, attempts=2)
+
+    for _ in range(6):  # five throttled attempts, then one 5xx: each is retried
+        with pytest.raises(RetryLater) as retry:
+            dispatcher.deliver(_request(message))
+        clock.advance(retry.value.seconds)
+
+    assert dispatcher.deliver(_request(message)) is Outcome.FAILED  # the second 5xx: 2 attempts counted
+    stored = store.messages[message.id]
+    assert stored.attempts == 7
+    assert stored.error is not None
+    assert stored.error.code == "provider_unavailable"
+
+
+def test_given_a_throttled_attempt_then_the_claim_keeps_the_first_attempts_time_and_counts_it(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    first = clock.now
+    dispatcher = _dispatcher(store, ScriptedProvider(script=[_throttled()]), clock)
+    with pytest.raises(RetryLater):
+        dispatcher.deliver(_request(message))
+    clock.advance(120)
+
+    claimed = store.claim("ws_a", message.id, clock.now, 70)
+
+    assert isinstance(claimed, ClaimedMessage)
+    assert (claimed.first_attempt_at, claimed.throttled_attempts, claimed.attempts) == (first, 1, 2)
+
+
+def test_given_the_retry_policy_then_throttling_is_retried_until_the_budget_has_passed() -> None:
+    policy = RetryPolicy(max_attempts=1, throttle_budget_seconds=3600)
+    first = T0
+
+    assert policy.may_retry_throttled(first, first)
+    assert policy.may_retry_throttled(first, first + timedelta(seconds=3599))
+    assert not policy.may_retry_throttled(first, first + timedelta(seconds=3600))
+
+
+@given(throttled=st.integers(min_value=1, max_value=100_000))
+def test_property_throttle_delays_grow_and_stay_capped_whatever_the_count(throttled: int) -> None:
+    policy = RetryPolicy(base_seconds=2.0, throttle_cap_seconds=300.0)
+    ceiling = min(300.0, 2.0 * 2 ** min(throttled - 1, 62))
+
+    delay = policy.throttle_delay_seconds(throttled)
+
+    assert max(1, round(ceiling / 2)) <= delay <= round(ceiling)
+
+
+# ---------------------------------------------------------------------------- the batch's time budget
+@dataclass
+class ClockedContext:
+    """A Lambda context whose time left runs out as the manual clock moves."""
+
+    clock: ManualClock
+    deadline: datetime
+    aws_request_id: str = "req-1"
+    function_name: str = "sendonce-DispatchImessageFunction"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - self.clock.now).total_seconds() * 1000))
+
+
+@dataclass
+class SlowProvider(ScriptedProvider):
+    """Each call takes `seconds` of the clock."""
+
+    clock: ManualClock = field(default_factory=ManualClock)
+    seconds: float = 8.0
+
+    def send(self, message: Message) -> str:
+        self.clock.advance(self.seconds)
+        return super().send(message)
+
+
+@dataclass
+class NoRedelivery:
+    postponed: list[tuple[str, int]] = field(default_factory=list)
+
+    def postpone(self, receipt_handle: str, seconds: int) -> None:
+        self.postponed.append((receipt_handle, seconds))
+
+
+def _sqs_event(messages: list[Message]) -> dict[str, object]:
+    return {
+        "Records": [
+            {
+                "messageId": f"record-{index}",
+                "receiptHandle": f"handle-{index}",
+                "body": json.dumps({"workspaceId": message.workspace_id, "messageId": message.id}),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ImessageQueue",
+                "awsRegion": "us-east-1",
+            }
+            for index, message in enumerate(messages)
+        ]
+    }
+
+
+def test_given_time_running_out_mid_batch_then_the_rest_goes_back_untouched(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    settings = DispatcherSettings.from_environment(
+        {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "10"}
+    )
+    messages = [_queued(store, clock, to=f"+1555010000{i}") for i in range(6)]
+    provider = SlowProvider(clock=clock, seconds=8.0)
+    dependencies = DispatcherDependencies(settings, _dispatcher(store, provider, clock), NoRedelivery())
+    # 40 s left: calls start at 40, 32, 24 and 16 s left; at 8 s, less than 10 + 5, the batch stops.
+    context = ClockedContext(clock, deadline=clock.now + timedelta(seconds=40))
+
+    result = handle_batch(dependencies, _sqs_event(messages), context)  # type: ignore[arg-type]
+
+    assert result == {"batchItemFailures": [{"itemIdentifier": "record-4"}, {"itemIdentifier": "record-5"}]}
+    assert provider.calls == [message.id for message in messages[:4]]
+    for message in messages[4:]:  # nothing claimed, no attempt counted
+        assert store.messages[message.id].status is Status.QUEUED
+        assert store.messages[message.id].attempts == 0
+    assert dependencies.redelivery.postponed == []  # type: ignore[attr-defined]
+
+
+def test_given_too_little_time_for_even_one_call_then_the_whole_batch_goes_back(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    settings = DispatcherSettings.from_environment(
+        {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "10"}
+    )
+    messages = [_queued(store, clock, to=f"+1555010000{i}") for i in range(2)]
+    provider = ScriptedProvider()
+    dependencies = DispatcherDependencies(settings, _dispatcher(store, provider, clock), NoRedelivery())
+    context = ClockedContext(clock, deadline=clock.now + timedelta(seconds=14.9))
+
+    result = handle_batch(dependencies, _sqs_event(messages), context)  # type: ignore[arg-type]
+
+    assert len(result["batchItemFailures"]) == 2
+    assert provider.calls == []
+    assert sum(store.messages[message.id].attempts for message in messages) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from sendonce.delivery.ports import ClaimRefused
+from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
@@ -49,6 +49,8 @@ class InMemoryStore:
     handoff_failed: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     finished: list[tuple[str, Status]] = field(default_factory=list)
+    first_attempts: dict[str, datetime] = field(default_factory=dict)
+    throttled: dict[str, int] = field(default_factory=dict)
     refuse_claims: bool = False
 
     def create(
@@ -79,7 +81,9 @@ class InMemoryStore:
         )
         if status is not None:
             found = [m for m in found if m.status is status]
-        return Page(found[:limit], None)
+        if cursor is not None:
+            found = [m for m in found if m.id < cursor]  # listing resumes after the last id seen
+        return Page(found[:limit], found[limit - 1].id if len(found) > limit else None)
 
     def mark_handoff_failed(self, message: Message, now: datetime) -> None:
         self.handoff_failed.append(message.id)
@@ -96,7 +100,7 @@ class InMemoryStore:
 
     def claim(
         self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
-    ) -> Message | ClaimRefused:
+    ) -> ClaimedMessage | ClaimRefused:
         current = self.get(workspace_id, message_id)
         if self.refuse_claims or current is None or current.status not in WAITING_STATUSES:
             return ClaimRefused(current=current)
@@ -104,7 +108,8 @@ class InMemoryStore:
             return ClaimRefused(current=current, not_due_until=current.send_at)
         claimed = replace(current.with_status(Status.SENDING, now), attempts=current.attempts + 1, error=None)
         self.messages[message_id] = claimed
-        return claimed
+        first = self.first_attempts.setdefault(message_id, now)
+        return ClaimedMessage.of(claimed, first, self.throttled.get(message_id, 0))
 
     def finish_attempt(
         self,
@@ -115,6 +120,7 @@ class InMemoryStore:
         error: MessageError | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
+        throttled: bool = False,
     ) -> bool:
         current = self.messages.get(message.id)
         if current is None or current.status is not Status.SENDING or current.attempts != message.attempts:
@@ -122,8 +128,19 @@ class InMemoryStore:
         self.messages[message.id] = replace(
             current.with_status(status, now), error=error, provider_message_id=provider_message_id
         )
+        if throttled:
+            self.throttled[message.id] = self.throttled.get(message.id, 0) + 1
         self.finished.append((message.id, status))
         return True
+
+    def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:
+        current = self.messages.get(message_id)
+        if current is None or current.status is not Status.UNKNOWN:
+            return SettleRefused(current=current)
+        error = current.error or MessageError("settled_failed", "an operator settled the message as failed")
+        settled = replace(current.with_status(status, now), error=error if status is Status.FAILED else None)
+        self.messages[message_id] = settled
+        return settled
 
     def release_dedup_lock(self, message: Message) -> None:
         lock = self.locks.get(message.dedup_lock_id or "")

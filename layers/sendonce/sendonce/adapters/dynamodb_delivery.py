@@ -1,7 +1,9 @@
-"""The delivery context's store on DynamoDB: claim before send, finish the claimed attempt.
+"""The delivery context's store on DynamoDB: claim before send, finish the claimed attempt, settle an
+`unknown` message.
 
 Every write is conditional on what the writer saw: a claim only from a waiting, due status; the end
-of an attempt only by the claim that started it. So two dispatchers never both act on a message.
+of an attempt only by the claim that started it; a settlement only of a message still `unknown`.
+So two dispatchers never both act on a message, and an operator never overrides a known outcome.
 """
 
 from __future__ import annotations
@@ -11,15 +13,30 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
+    Item,
     from_item,
     message_key,
     outbox_shard,
+    parse_datetime,
     workspace_status,
 )
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
 from sendonce.clock import rfc3339
-from sendonce.delivery.ports import ClaimRefused
+from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
+
+# What an `unknown` message settled as `failed` says when its attempt left no error of its own.
+SETTLED_FAILED = MessageError("settled_failed", "an operator settled the message as failed")
+
+
+def claimed_from_item(item: Item) -> ClaimedMessage:
+    started = item.get("firstAttemptAt") or item.get("attemptStartedAt") or item["updatedAt"]
+    return ClaimedMessage.of(
+        from_item(item),
+        first_attempt_at=parse_datetime(started["S"]),
+        # Counted when each throttled attempt ended: the attempt this claim starts is not in it.
+        throttled_attempts=int(item.get("throttledAttempts", {}).get("N", "0")),
+    )
 
 
 class DynamoDbDeliveryStore:
@@ -28,12 +45,13 @@ class DynamoDbDeliveryStore:
 
     def claim(
         self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
-    ) -> Message | ClaimRefused:
+    ) -> ClaimedMessage | ClaimRefused:
         response = self._table.write(
             "update_item",
             Key=message_key(message_id),
             UpdateExpression=(
                 "SET #status = :sending, attempts = attempts + :one, attemptStartedAt = :now, "
+                "firstAttemptAt = if_not_exists(firstAttemptAt, :now), "
                 "updatedAt = :now, outboxShard = :shard, outboxDueAt = :deadline, "
                 "workspaceStatus = :ws_sending REMOVE #error"
             ),
@@ -58,7 +76,7 @@ class DynamoDbDeliveryStore:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if not isinstance(response, ConditionFailed):
-            return from_item(response["Attributes"])
+            return claimed_from_item(response["Attributes"])
         item = response.item or self._table.get(message_key(message_id))
         current = from_item(item) if item and item["workspaceId"]["S"] == workspace_id else None
         not_due = None
@@ -75,6 +93,7 @@ class DynamoDbDeliveryStore:
         error: MessageError | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
+        throttled: bool = False,
     ) -> bool:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
@@ -98,16 +117,55 @@ class DynamoDbDeliveryStore:
             values[":due"] = {"S": rfc3339(handoff_due_at)}
         else:
             removes.extend(["outboxShard", "outboxDueAt"])
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        if throttled:
+            expression += " ADD throttledAttempts :one"
+            values[":one"] = {"N": "1"}
         response = self._table.write(
             "update_item",
             Key=message_key(message.id),
-            UpdateExpression="SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
+            UpdateExpression=expression,
             # Only the claim that started this attempt may end it.
             ConditionExpression="#status = :sending AND attempts = :attempts",
             ExpressionAttributeNames={"#status": "status", "#error": "error"},
             ExpressionAttributeValues=values,
         )
         return not isinstance(response, ConditionFailed)
+
+    def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:
+        item = self._table.get(message_key(message_id))  # its workspace names its status index entry
+        if item is None:
+            return SettleRefused(current=None)
+        values: dict[str, Any] = {
+            ":status": {"S": status.value},
+            ":ws_status": {"S": workspace_status(item["workspaceId"]["S"], status)},
+            ":now": {"S": rfc3339(now)},
+            ":unknown": {"S": Status.UNKNOWN.value},
+        }
+        expression = "SET #status = :status, workspaceStatus = :ws_status, updatedAt = :now"
+        if status is Status.FAILED:
+            # The attempt's own cause stays: the operator learned the outcome, not another cause.
+            expression += ", #error = if_not_exists(#error, :error)"
+            values[":error"] = {
+                "M": {"code": {"S": SETTLED_FAILED.code}, "message": {"S": SETTLED_FAILED.message}}
+            }
+        else:
+            expression += " REMOVE #error"
+        response = self._table.write(
+            "update_item",
+            Key=message_key(message_id),
+            UpdateExpression=expression,
+            # Only while it is `unknown`: a provider event or another operator may have settled it.
+            ConditionExpression="#status = :unknown",
+            ExpressionAttributeNames={"#status": "status", "#error": "error"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if isinstance(response, ConditionFailed):
+            current = response.item or self._table.get(message_key(message_id))
+            return SettleRefused(current=from_item(current) if current else None)
+        return from_item(response["Attributes"])
 
     def release_dedup_lock(self, message: Message) -> None:
         release_dedup_lock(self._table, message)

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
-from sendonce.messages.ports import Deliverable
+from sendonce.messages.ports import Deliverable, Handoff
 from sendonce.provider_events.model import ProviderEvent
+
+# SQS takes at most 10 records in one SendMessageBatch, and holds one back at most 15 minutes.
+SQS_BATCH_LIMIT = 10
+MAX_DELAY_SECONDS = 900
 
 
 def queue_body(message: Deliverable) -> str:
     return json.dumps({"messageId": message.id, "workspaceId": message.workspace_id}, separators=(",", ":"))
+
+
+def _delay(seconds: int) -> int:
+    return min(max(seconds, 0), MAX_DELAY_SECONDS)
 
 
 class SqsMessageQueue:
@@ -25,10 +34,42 @@ class SqsMessageQueue:
             self._client.send_message(
                 QueueUrl=self._queue_urls[message.channel],
                 MessageBody=queue_body(message),
-                DelaySeconds=min(max(delay_seconds, 0), 900),
+                DelaySeconds=_delay(delay_seconds),
             )
         except Exception as error:
             raise QueueUnavailable(str(error)) from error
+
+    def enqueue_batch(self, handoffs: Sequence[Handoff]) -> list[Handoff]:
+        """`SendMessageBatch`, 10 records a call, per queue; a record SQS refused is returned, not raised."""
+        by_queue: dict[str, list[Handoff]] = defaultdict(list)
+        refused: list[Handoff] = []
+        for handoff in handoffs:
+            url = self._queue_urls.get(handoff.message.channel)
+            if url is None:
+                refused.append(handoff)
+            else:
+                by_queue[url].append(handoff)
+        for url, waiting in by_queue.items():
+            for start in range(0, len(waiting), SQS_BATCH_LIMIT):
+                refused += self._send_batch(url, waiting[start : start + SQS_BATCH_LIMIT])
+        return refused
+
+    def _send_batch(self, url: str, batch: list[Handoff]) -> list[Handoff]:
+        try:
+            response = self._client.send_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {
+                        "Id": str(index),
+                        "MessageBody": queue_body(handoff.message),
+                        "DelaySeconds": _delay(handoff.delay_seconds),
+                    }
+                    for index, handoff in enumerate(batch)
+                ],
+            )
+        except Exception:
+            return batch
+        return [batch[int(failure["Id"])] for failure in response.get("Failed", [])]
 
 
 class SqsRedelivery:

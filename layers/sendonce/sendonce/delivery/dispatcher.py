@@ -4,6 +4,8 @@ Claim before sending: a conditional update moves the message to `sending` and co
 before the provider is called, so a second copy of the queue record, or a concurrent dispatcher,
 finds the claim and sends nothing. What happens after the call is decided by what the provider
 can promise: an ambiguous attempt is repeated only through a provider that dedups on the message id.
+Throttling is retried on time (the retry policy's budget from the first attempt), any other
+transient failure on the count of attempts that were not throttled.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sendonce.clock import Clock, utc_now
-from sendonce.delivery.ports import ClaimRefused, DeliveryStore, Provider
+from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, DeliveryStore, Provider, ProviderThrottled
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
 from sendonce.messages.model import Channel, Message, MessageError, Status
@@ -82,17 +84,28 @@ class Dispatcher:
             if provider.honours_idempotency_key:
                 return self._retry_or_fail(claimed, failure)
             return self._finish(claimed, Status.UNKNOWN, failure)
+        except ProviderThrottled as failure:
+            return self._retry_or_fail(claimed, failure, throttled=True)
         except TransientFailure as failure:
             return self._retry_or_fail(claimed, failure)
         except PermanentFailure as failure:
             return self._finish(claimed, Status.FAILED, failure)
         return self._finish(claimed, Status.SENT, provider_message_id=provider_id, provider=provider.name)
 
-    def _retry_or_fail(self, message: Message, failure: DeliveryFailure) -> Outcome:
-        if not self._retry.may_retry(message.attempts):
-            return self._finish(message, Status.FAILED, failure)
-        delay = self._retry.delay_seconds(message.attempts)
+    def _retry_or_fail(
+        self, message: ClaimedMessage, failure: DeliveryFailure, *, throttled: bool = False
+    ) -> Outcome:
         now = self._clock()
+        if throttled:
+            throttled_attempts = message.throttled_attempts + 1
+            may_retry = self._retry.may_retry_throttled(message.first_attempt_at or now, now)
+            delay = self._retry.throttle_delay_seconds(throttled_attempts)
+        else:
+            counted = message.attempts - message.throttled_attempts
+            may_retry = self._retry.may_retry(counted)
+            delay = self._retry.delay_seconds(counted)
+        if not may_retry:
+            return self._finish(message, Status.FAILED, failure)
         if self._store.finish_attempt(
             message,
             Status.QUEUED,
@@ -100,6 +113,7 @@ class Dispatcher:
             error=MessageError(failure.code, failure.message),
             # Should the queue lose the record, the outbox brings the message back.
             handoff_due_at=now + timedelta(seconds=delay) + timedelta(minutes=2),
+            throttled=throttled,
         ):
             metrics.add_metric(name="DeliveryRetried", unit="Count", value=1)
             logger.info(
@@ -109,6 +123,7 @@ class Dispatcher:
                     "message_id": message.id,
                     "attempts": message.attempts,
                     "retry_in_seconds": delay,
+                    "throttled": throttled,
                     "cause": failure.code,
                 },
             )

@@ -1,14 +1,35 @@
-"""The delivery context's ports: claiming and finishing attempts, the outbox, providers, redelivery."""
+"""The delivery context's ports: claiming and finishing attempts, settling an `unknown` message, the
+outbox, providers, redelivery."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Protocol
+from enum import StrEnum
+from typing import Any, Protocol, Self
 
+from sendonce.errors import TransientFailure
 from sendonce.messages.model import Channel, Message, MessageError, Status
 from sendonce.messages.ports import DedupLocks
+
+
+class ProviderThrottled(TransientFailure):
+    """The provider refused the call for its rate or quota: nothing was taken, and it is retried on a
+    time budget (at least an hour from the first attempt) rather than an attempt count."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedMessage(Message):
+    """A message as its claim left it, with what its earlier attempts say about its retries."""
+
+    first_attempt_at: datetime | None = None  # set by the first claim, kept by every later one
+    throttled_attempts: int = 0  # earlier attempts the provider throttled (this one not counted)
+
+    @classmethod
+    def of(cls, message: Message, first_attempt_at: datetime, throttled_attempts: int = 0) -> Self:
+        values: dict[str, Any] = {field.name: getattr(message, field.name) for field in fields(Message)}
+        return cls(**values, first_attempt_at=first_attempt_at, throttled_attempts=throttled_attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +38,13 @@ class ClaimRefused:
 
     current: Message | None
     not_due_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SettleRefused:
+    """Why a message could not be settled: there is no such message (None), or it is not `unknown`."""
+
+    current: Message | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +62,7 @@ class OutboxEntry:
 class DeliveryStore(DedupLocks, Protocol):
     def claim(
         self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
-    ) -> Message | ClaimRefused:
+    ) -> ClaimedMessage | ClaimRefused:
         """Move a due, waiting message to `sending` and count the attempt, or say why not."""
         ...
 
@@ -47,14 +75,29 @@ class DeliveryStore(DedupLocks, Protocol):
         error: MessageError | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
+        throttled: bool = False,
     ) -> bool:
-        """Record how the claimed attempt ended; False if the claim was no longer ours."""
+        """Record how the claimed attempt ended (`throttled`: the provider throttled it, counted apart);
+        False if the claim was no longer ours."""
+        ...
+
+    def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:
+        """Move an `unknown` message to `status` (what an operator learned), only while it is `unknown`."""
         ...
 
 
+class Reclaim(StrEnum):
+    """How reclaiming a stranded claim ended."""
+
+    RECLAIMED = "reclaimed"  # back to `queued`, its reclaims counted
+    CAP_REACHED = "cap_reached"  # reclaimed as often as allowed already: left as it was
+    SUPERSEDED = "superseded"  # somebody moved the entry since it was read: left to them
+
+
 class OutboxStore(Protocol):
-    def outbox_due(self, now: datetime, limit: int) -> Sequence[OutboxEntry]:
-        """Messages whose hand-off or claim deadline has passed, oldest first."""
+    def due_pages(self, now: datetime, statuses: Collection[Status]) -> Iterator[Sequence[OutboxEntry]]:
+        """Every entry due by `now` whose status is one of `statuses`, page by page, through every
+        shard to its end; oldest first within a shard, the shards taken in turns."""
         ...
 
     def move_outbox_entry(
@@ -64,12 +107,18 @@ class OutboxStore(Protocol):
         only if nobody moved it since it was read. False if somebody did."""
         ...
 
+    def reclaim(self, entry: OutboxEntry, now: datetime, *, due_at: datetime, max_reclaims: int) -> Reclaim:
+        """Move a stranded claim back to `queued`, due again at `due_at`, and count the reclaim on the
+        message; unless it was reclaimed `max_reclaims` times already, or moved since it was read."""
+        ...
+
 
 class Provider(Protocol):
     """Hands one message to the outside world and returns the provider's id for it.
 
-    Raises PermanentFailure, TransientFailure or AmbiguousOutcome. `honours_idempotency_key`:
-    the provider dedups on the message id, so an ambiguous attempt may safely be repeated.
+    Raises PermanentFailure, TransientFailure (ProviderThrottled for a rate or quota refusal) or
+    AmbiguousOutcome. `honours_idempotency_key`: the provider dedups on the message id, so an
+    ambiguous attempt may safely be repeated.
     """
 
     name: str

@@ -2,6 +2,12 @@
 
 A record that cannot be read fails alone and reaches the dead-letter queue after its redrive;
 it never blocks the rest of its batch.
+
+A dispatcher never starts a provider call its invocation could not finish: before each record it
+checks the time left, and once that is shorter than the provider's timeout plus a margin, it hands
+that record and every later one back untouched (reported as failures, so SQS brings them back):
+nothing claimed, no attempt counted. A call cut off by the function's timeout would leave a claimed
+attempt whose outcome nobody records, which through SES or SNS ends `unknown`.
 """
 
 from __future__ import annotations
@@ -20,9 +26,17 @@ from sendonce.messages.ids import looks_like_message_id
 from sendonce.observability import logger, metrics
 from sendonce.sqs_batches import LambdaHandler, process_batch
 
+# Time a record needs beyond the provider's own timeout: the connection (botocore allows 3 s), the
+# claim before the call and the write after it.
+PROVIDER_CALL_MARGIN_SECONDS = 5.0
+
 
 class UnreadableRecord(ValueError):
     pass
+
+
+class OutOfTime(RuntimeError):
+    """Too little time left for a provider call: the record goes back to its queue untouched."""
 
 
 def delivery_request(body: str) -> DeliveryRequest:
@@ -39,7 +53,14 @@ def delivery_request(body: str) -> DeliveryRequest:
 
 
 def handle_batch(dependencies: DispatcherDependencies, event: Any, context: LambdaContext) -> dict[str, Any]:
+    needed_millis = (dependencies.settings.provider_timeout_seconds + PROVIDER_CALL_MARGIN_SECONDS) * 1000
+    handed_back: list[str] = []
+
     def handle_record(record: SQSRecord) -> str:
+        # Once out of time, stay out: every later record goes back too, whatever the clock says.
+        if handed_back or context.get_remaining_time_in_millis() < needed_millis:
+            handed_back.append(record.message_id)
+            raise OutOfTime("too little time left for a provider call")
         try:
             request = delivery_request(record.body)
         except UnreadableRecord:
@@ -57,7 +78,19 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
                 logger.warning("message.dispatch.postpone_failed", extra={"message_id": request.message_id})
             raise
 
-    return process_batch(event, context, handle_record)
+    result = process_batch(event, context, handle_record)
+    if handed_back:
+        metrics.add_metric(name="DispatchHandedBack", unit="Count", value=len(handed_back))
+        logger.warning(
+            "message.dispatch.out_of_time",
+            extra={
+                "event": "message.dispatch.out_of_time",
+                "handed_back": len(handed_back),
+                "remaining_millis": context.get_remaining_time_in_millis(),
+                "needed_millis": needed_millis,
+            },
+        )
+    return result
 
 
 def dispatcher_function(channel: str) -> tuple[LambdaHandler, Root[DispatcherDependencies]]:

@@ -3,6 +3,7 @@ and the queue a message is handed to. Adapters implement them; the use cases spe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -96,7 +97,19 @@ class Deliverable(Protocol):
     def channel(self) -> Channel: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """One message for its channel's queue, held back `delay_seconds` there."""
+
+    message: Deliverable
+    delay_seconds: int = 0
+
+
 class MessageQueue(Protocol):
     def enqueue(self, message: Deliverable, delay_seconds: int = 0) -> None:
         """Hand a message to its channel's queue; raise QueueUnavailable on failure."""
+        ...
+
+    def enqueue_batch(self, handoffs: Sequence[Handoff]) -> list[Handoff]:
+        """Hand several messages to their channels' queues; return those that were not handed over."""
         ...

@@ -1,21 +1,32 @@
 """The HTTP provider (CONTRACT section 4): POST <base>/messages, with the message id as Idempotency-Key.
 
 Because the provider dedups on that key, a send whose answer was lost may be repeated safely.
+A 2xx is the provider's acceptance, and nothing read after it can undo that: its body is read for
+the provider's id, at most `MAX_ANSWER_BYTES` of it and within the timeout; a body too large,
+too slow or unreadable only leaves the message id standing in for the provider's.
 The standard library's client keeps it off the cold start.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
+from sendonce.delivery.ports import ProviderThrottled
 from sendonce.errors import AmbiguousOutcome, PermanentFailure, TransientFailure
 from sendonce.messages.model import Message
 
 THROTTLED = 429
+SERVER_ERROR = 500
+# The answer is `{"id": ...}`: anything longer is not worth the dispatcher's memory or time.
+MAX_ANSWER_BYTES = 64 * 1024
+_CHUNK_BYTES = 8 * 1024
+MAX_PROVIDER_ID_CHARS = 256
 
 
 class HttpProvider:
@@ -26,7 +37,7 @@ class HttpProvider:
         self._url = base_url.rstrip("/") + "/messages"
         self._token = token
         self._timeout = timeout_seconds
-        self._opener = opener or urllib.request.build_opener()
+        self._opener = opener or urllib.request.build_opener(_NoRedirects)
 
     def send(self, message: Message) -> str:
         payload = {
@@ -46,12 +57,17 @@ class HttpProvider:
                 "Idempotency-Key": message.id,
             },
         )
+        started = time.monotonic()
         try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                answer = json.loads(response.read() or b"{}")
+            response = self._opener.open(request, timeout=self._timeout)
         except urllib.error.HTTPError as error:
+            error.close()
             status = error.code
-            if status == THROTTLED or status >= 500:
+            if status == THROTTLED:
+                raise ProviderThrottled(
+                    "provider_throttled", "the provider throttled the message (429)"
+                ) from None
+            if status >= SERVER_ERROR:
                 raise TransientFailure("provider_unavailable", f"the provider answered {status}") from None
             raise PermanentFailure(
                 "provider_rejected", f"the provider refused the message ({status})"
@@ -64,9 +80,49 @@ class HttpProvider:
             ) from None
         except (TimeoutError, ConnectionResetError):
             raise AmbiguousOutcome("provider_timeout", "the provider did not answer in time") from None
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError, http.client.HTTPException) as error:
             raise AmbiguousOutcome(
                 "provider_bad_answer", f"the provider's answer was unreadable: {error}"
             ) from None
-        provider_id = answer.get("id") if isinstance(answer, dict) else None
-        return str(provider_id) if provider_id else message.id
+        # A 2xx (urllib raises for any other status): accepted, whatever its body turns out to be.
+        with response:
+            answer = _read_capped(response, deadline=started + self._timeout)
+        provider_id = _provider_id(answer)
+        return provider_id or message.id
+
+
+def _read_capped(response: Any, deadline: float) -> bytes | None:
+    """At most MAX_ANSWER_BYTES of the body, read before `deadline`; None when it is longer or late."""
+    body = bytearray()
+    try:
+        while len(body) <= MAX_ANSWER_BYTES:
+            if time.monotonic() > deadline:
+                return None
+            chunk = response.read(_CHUNK_BYTES)
+            if not chunk:
+                return bytes(body)
+            body.extend(chunk)
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    return None  # over the cap: truncated, never parsed
+
+
+def _provider_id(answer: bytes | None) -> str | None:
+    if not answer:
+        return None
+    try:
+        parsed = json.loads(answer)
+    except ValueError:
+        return None
+    provider_id = parsed.get("id") if isinstance(parsed, dict) else None
+    if isinstance(provider_id, bool) or not isinstance(provider_id, str | int):
+        return None
+    text = str(provider_id)
+    return text if 0 < len(text) <= MAX_PROVIDER_ID_CHARS else None
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as the error it is: urllib would repeat a POST as a GET elsewhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None

@@ -1,4 +1,7 @@
-"""Sms through Amazon SNS. SNS has no idempotency key: an ambiguous attempt ends `unknown`."""
+"""Sms through Amazon SNS. SNS has no idempotency key: a 5xx or a lost answer ends `unknown`.
+
+How each failure is read is `aws_errors.classify`'s to say; the client is built with SDK retries off.
+"""
 
 from __future__ import annotations
 
