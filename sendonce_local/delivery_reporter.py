@@ -1,7 +1,7 @@
 """The sandbox reports what it delivered, as the real providers would, from a background thread.
 
 - HTTP provider: signed webhooks to the local API's `POST /v1/webhooks/http`
-  (`X-Sendonce-Signature`, the secret of `SENDONCE_WEBHOOK_SECRET`), retried on 5xx and
+  (`X-Sendonce-Signature`, with the local webhook secret the banner prints), retried on 5xx and
   connection errors like a provider retries its webhooks.
 - SES: a `Delivery` event in an SNS envelope, sent to the `EventsQueue` (SES -> SNS -> SQS).
 - SNS sms: nothing (no per-message delivery event): those messages stay `sent`.

@@ -1,4 +1,4 @@
-"""The AWS emulator: moto's server in-process, holding every table and queue of the template."""
+"""The AWS emulator: moto's server in-process, holding every table, queue and secret of the template."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from sendonce_local.aws_client import client
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator_middleware import EmulatorMiddleware
 from sendonce_local.intrinsics import Resolver
+from sendonce_local.local_secrets import LocalSecrets, create_secrets
 from sendonce_local.template import ResourceSpec, Template
 
 __all__ = ["AwsEmulator", "client", "provision", "queue_attributes", "table_request"]
@@ -129,10 +130,15 @@ def create_queues(sqs: Any, template: Template, resolver: Resolver) -> dict[str,
     }
 
 
-def provision(template: Template, endpoint: str, email_from: str) -> dict[str, str]:
-    """Create every table and queue, verify the sender identity; returns queue URLs by logical id."""
+def provision(
+    template: Template, endpoint: str, email_from: str, secrets: LocalSecrets | None = None
+) -> dict[str, str]:
+    """Create every table, queue and secret (its value from `secrets`, else a new random one), verify
+    the sender identity; returns queue URLs by logical id."""
     create_tables(client("dynamodb", endpoint), template)
     urls = create_queues(client("sqs", endpoint), template, Resolver(template, endpoint))
+    parameters = (secrets or LocalSecrets.generate()).parameters()
+    create_secrets(client("secretsmanager", endpoint), template, Resolver(template, endpoint, parameters))
     client("ses", endpoint).verify_email_identity(EmailAddress=email_from)
     client("sesv2", endpoint).create_email_identity(EmailIdentity=email_from)
     return urls

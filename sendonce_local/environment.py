@@ -16,7 +16,6 @@ from sendonce_local.constants import (
     DEFAULT_AWS_PORT,
     DEFAULT_EMAIL_FROM,
     DEFAULT_SANDBOX_PORT,
-    DEFAULT_SANDBOX_TOKEN,
     REGION,
 )
 from sendonce_local.intrinsics import Resolver
@@ -66,7 +65,6 @@ def aws_settings(ports: Ports) -> dict[str, str]:
 def local_defaults(ports: Ports) -> dict[str, str]:
     return {
         "SENDONCE_HTTP_PROVIDER_URL": ports.sandbox_url,
-        "SENDONCE_HTTP_PROVIDER_TOKEN": DEFAULT_SANDBOX_TOKEN,
         "SENDONCE_EMAIL_FROM": DEFAULT_EMAIL_FROM,
     }
 

@@ -1,12 +1,14 @@
 """Resolves CloudFormation intrinsic functions to the values the local stack gives them.
 
-Tables are named by their logical id, queues live in the emulator at a predictable URL, and a
-parameter takes its Default.
+Tables and secrets are named by their logical id, queues live in the emulator at a predictable
+URL, and a parameter takes the value the local stack gives it (as `sam deploy` would be told),
+else its Default.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from sendonce_local.constants import ACCOUNT_ID, API_ID, REGION, STACK_NAME
@@ -42,9 +44,12 @@ def function_arn(function_name: str) -> str:
 
 
 class Resolver:
-    def __init__(self, template: Template, aws_endpoint: str) -> None:
+    def __init__(
+        self, template: Template, aws_endpoint: str, parameters: Mapping[str, str] | None = None
+    ) -> None:
         self._template = template
         self._aws_endpoint = aws_endpoint
+        self._parameters = dict(parameters or {})
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -72,6 +77,8 @@ class Resolver:
     def ref(self, name: str) -> Any:
         if name in PSEUDO_PARAMETERS:
             return PSEUDO_PARAMETERS[name]
+        if name in self._parameters:
+            return self._parameters[name]
         if name in self._template.parameters:
             return self._template.parameters[name].get("Default")
         kind = self._template.resource_type(name)
@@ -81,7 +88,7 @@ class Resolver:
             return queue_url(self._aws_endpoint, name)
         if kind == HTTP_API_TYPE:
             return API_ID
-        return name  # tables, functions and everything else: named by their logical id
+        return name  # tables, secrets, functions and everything else: named by their logical id
 
     def get_att(self, name: str, attribute: str) -> Any:
         kind = self._template.resource_type(name)

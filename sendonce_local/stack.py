@@ -15,6 +15,7 @@ from sendonce_local.emulator import AwsEmulator, client, provision
 from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
 from sendonce_local.event_sources import SqsPoller
 from sendonce_local.lambda_runtime import FunctionRegistry
+from sendonce_local.local_secrets import WEBHOOK_SECRET_SETTING, LocalSecrets
 from sendonce_local.sandbox import HttpProvider, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
 from sendonce_local.template import Template, default_template_path
@@ -33,6 +34,8 @@ class LocalStack:
         self.reports = ReportLog()
         self.queue_urls: dict[str, str] = {}
         self.workspaces: list[str] = []
+        # Created in the emulator at start; the functions read them there, the sandbox uses them.
+        self.secrets = LocalSecrets.generate()
         self._stop = threading.Event()
         self._emulator: AwsEmulator | None = None
         self._sandbox: SandboxServer | None = None
@@ -45,10 +48,12 @@ class LocalStack:
         apply_environment(function_environment(self.template, self.ports))
         self._emulator = AwsEmulator(HOST, self.ports.aws, self.deliveries)
         self._emulator.start()
-        self.queue_urls = provision(self.template, self.ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"])
+        self.queue_urls = provision(
+            self.template, self.ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"], self.secrets
+        )
         self._store_api_keys()
         self._start_delivery_reports()
-        provider = HttpProvider(self.deliveries, lambda: os.environ["SENDONCE_HTTP_PROVIDER_TOKEN"])
+        provider = HttpProvider(self.deliveries, lambda: self.secrets.http_provider_token)
         self._sandbox = SandboxServer(HOST, self.ports.sandbox, self.deliveries, provider, self.reports)
         self._sandbox.start()
         functions = FunctionRegistry(self.template.functions)
@@ -76,7 +81,7 @@ class LocalStack:
             self._report_tasks,
             self.reports,
             webhook_url=f"{self.ports.api_url}/v1/webhooks/http",
-            webhook_secret=lambda: os.environ.get("SENDONCE_WEBHOOK_SECRET", ""),
+            webhook_secret=lambda: self.secrets.webhook_secret,
             send_to_events_queue=send_to_events_queue,
             email_source=os.environ["SENDONCE_EMAIL_FROM"],
         )
@@ -142,6 +147,11 @@ class LocalStack:
             f"  AWS emulator       {self.ports.aws_endpoint}   (region us-east-1, account 123456789012)",
             f"  provider sandbox   {self.ports.sandbox_url}   (/deliveries, PUT /faults, /events)",
             f"  delivery events    {self._delivery_events_state()}",
+            f"  webhook secret     {self.secrets.webhook_secret}",
+            "                     (signs POST /v1/webhooks/http; random per start unless"
+            f" {WEBHOOK_SECRET_SETTING} is set)",
+            f"  secrets            {', '.join(secret.logical_id for secret in self.template.secrets)}"
+            " (in the emulator: the functions read them at run time)",
             f"  tables             {', '.join(table.logical_id for table in self.template.tables)}",
             f"  queues             {', '.join(self.queue_urls)}",
             f"  functions          {', '.join(self.template.functions)}",

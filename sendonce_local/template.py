@@ -1,4 +1,4 @@
-"""Reads what the local stack needs out of the SAM template: functions, tables, queues and events."""
+"""Reads what the local stack needs out of the SAM template: functions, tables, queues, secrets, events."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from cfn_tools import load_yaml
 FUNCTION_TYPE = "AWS::Serverless::Function"
 TABLE_TYPE = "AWS::DynamoDB::Table"
 QUEUE_TYPE = "AWS::SQS::Queue"
+SECRET_TYPE = "AWS::SecretsManager::Secret"  # noqa: S105 - a resource type
 HTTP_API_TYPE = "AWS::Serverless::HttpApi"
 DEFAULT_TIMEOUT_SECONDS = 3
 DEFAULT_MEMORY_MB = 128
@@ -85,6 +86,7 @@ class Template:
     functions: dict[str, FunctionSpec] = field(default_factory=dict)
     tables: list[ResourceSpec] = field(default_factory=list)
     queues: list[ResourceSpec] = field(default_factory=list)
+    secrets: list[ResourceSpec] = field(default_factory=list)
     routes: list[HttpRoute] = field(default_factory=list)
     sqs_mappings: list[SqsMapping] = field(default_factory=list)
     schedules: list[ScheduleSpec] = field(default_factory=list)
@@ -114,6 +116,8 @@ def parse_template(document: dict[str, Any], root: Path) -> Template:
             template.tables.append(ResourceSpec(logical_id, properties))
         elif kind == QUEUE_TYPE:
             template.queues.append(ResourceSpec(logical_id, properties))
+        elif kind == SECRET_TYPE:
+            template.secrets.append(ResourceSpec(logical_id, properties))
         elif kind == FUNCTION_TYPE:
             template.functions[logical_id] = _function(logical_id, properties, function_globals, root)
             _events(template, logical_id, properties.get("Events") or {})

@@ -2,6 +2,7 @@
 
 - `stack`: the default settings (24 h idempotency window, 15 min dedup window), two workspaces,
   a 2 s provider timeout, and the sandbox reporting deliveries (webhooks, SES notifications).
+  Its webhook secret is the random one the stack made at start: the tests read it from the banner.
 - `short_stack`: 3 s idempotency and dedup windows, `SENDONCE_REQUIRE_IDEMPOTENCY_KEY=true`, two
   workspaces (`ws_a`, `ws_b`), and the sandbox's delivery events off, so a lost provider answer is
   observably retried (a `delivered` event would otherwise end the message before the retry).
@@ -11,6 +12,7 @@ Each is started once per session, on first use.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,9 +28,10 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 SENDONCE = REPO / ".venv" / "bin" / "sendonce"
 START_DEADLINE_SECONDS = 90
+BANNER_DEADLINE_SECONDS = 15
 API_KEY = "sk_e2e_test_key"
 OTHER_API_KEY = "sk_e2e_other_key"
-WEBHOOK_SECRET = "e2e-webhook-secret"
+WEBHOOK_SECRET_LINE = re.compile(r"^\s+webhook secret\s+(\S+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class LocalStack:
     other_api_key: str
     workspace: str = "ws_e2e"
     other_workspace: str = "ws_e2e_other"
-    webhook_secret: str = field(default=WEBHOOK_SECRET, repr=False)
+    webhook_secret: str = field(default="", repr=False)  # the one the banner printed
 
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.api_key}"}
@@ -70,6 +73,19 @@ def _wait_healthy(process: subprocess.Popen[bytes], api: str, log: Path) -> None
     )
 
 
+def _printed_webhook_secret(process: subprocess.Popen[bytes], log: Path) -> str:
+    """The webhook secret of the banner `sendonce run` prints once it is up."""
+    deadline = time.monotonic() + BANNER_DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        found = WEBHOOK_SECRET_LINE.search(log.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    pytest.fail(f"the banner printed no webhook secret:\n{log.read_text()[-5000:]}")
+
+
 @contextmanager
 def running_stack(
     log: Path, settings: dict[str, str], keys: tuple[tuple[str, str], tuple[str, str]]
@@ -81,7 +97,6 @@ def running_stack(
     }
     env = {**os.environ, **{name: str(port) for name, port in ports.items()}, **settings}
     env["SENDONCE_LOCAL_API_KEYS"] = ",".join(f"{workspace}:{key}" for workspace, key in keys)
-    env.setdefault("SENDONCE_WEBHOOK_SECRET", WEBHOOK_SECRET)
     with log.open("wb") as output:
         process = subprocess.Popen(
             [str(SENDONCE), "run"], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT
@@ -89,6 +104,7 @@ def running_stack(
     try:
         api = f"http://127.0.0.1:{ports['SENDONCE_API_PORT']}"
         _wait_healthy(process, api, log)
+        webhook_secret = _printed_webhook_secret(process, log)
         yield LocalStack(
             api=api,
             aws=f"http://127.0.0.1:{ports['SENDONCE_AWS_PORT']}",
@@ -98,7 +114,7 @@ def running_stack(
             other_api_key=keys[1][1],
             workspace=keys[0][0],
             other_workspace=keys[1][0],
-            webhook_secret=env["SENDONCE_WEBHOOK_SECRET"],
+            webhook_secret=webhook_secret,
         )
     finally:
         process.send_signal(signal.SIGTERM)

@@ -33,6 +33,7 @@ from sendonce_local.emulator import AwsEmulator, create_queues, create_tables
 from sendonce_local.environment import template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
 from sendonce_local.invocation_isolation import isolate_invocations
+from sendonce_local.local_secrets import LocalSecrets, create_secrets
 from sendonce_local.template import Template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,6 +231,7 @@ class Stack:
     template: Template = field(repr=False)
     queue_urls: dict[str, str] = field(repr=False)  # by logical id
     monkeypatch: pytest.MonkeyPatch = field(repr=False)
+    secrets: LocalSecrets = field(repr=False)  # the values of the template's secrets in the emulator
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis' failure reports
         printer.text("Stack()")
@@ -245,6 +247,12 @@ class Stack:
     def setenv(self, name: str, value: str) -> None:
         """Change one setting of the functions, as a redeploy would (caches cleared)."""
         self.monkeypatch.setenv(name, value)
+        clear_caches()
+
+    def put_secret(self, logical_id: str, value: str) -> None:
+        """Rotate one of the template's secrets (`put-secret-value`), then start the functions afresh."""
+        secretsmanager = boto3.client("secretsmanager", region_name=REGION)
+        secretsmanager.put_secret_value(SecretId=logical_id, SecretString=value)
         clear_caches()
 
     def queue_url(self, channel: str) -> str:
@@ -329,8 +337,10 @@ class Stack:
         return result
 
 
-def _create_resources(template: Template) -> dict[str, str]:
+def _create_resources(template: Template, secrets: LocalSecrets) -> dict[str, str]:
     create_tables(boto3.client("dynamodb", region_name=REGION), template)
+    resolver = Resolver(template, SQS_ENDPOINT, secrets.parameters())
+    create_secrets(boto3.client("secretsmanager", region_name=REGION), template, resolver)
     return create_queues(boto3.client("sqs", region_name=REGION), template, Resolver(template, SQS_ENDPOINT))
 
 
@@ -388,7 +398,8 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     # (a patch guarded by tests/unit/test_local_library_patches.py).
     isolate_invocations()
     with _emulated_aws(monkeypatch):
-        urls = _create_resources(parsed)
+        secrets = LocalSecrets.generate({})
+        urls = _create_resources(parsed, secrets)
         # The environment the template gives the functions, every !Ref resolved (queues: their URLs).
         created = {queue_url(SQS_ENDPOINT, logical_id): url for logical_id, url in urls.items()}
         for name, value in template_variables(parsed, Resolver(parsed, SQS_ENDPOINT)).items():
@@ -401,7 +412,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
             WORKSPACE,
             API_KEY,
         )
-        yield Stack(parsed, urls, monkeypatch)
+        yield Stack(parsed, urls, monkeypatch, secrets)
     clear_caches()
 
 

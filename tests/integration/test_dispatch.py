@@ -1,12 +1,15 @@
-"""The dispatcher functions fed from the real queues on moto: SNS, SES v2 and the HTTP provider."""
+"""The dispatcher functions fed from the real queues on moto: SNS, SES v2 and the HTTP provider, each
+invocation within its time budget."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from sendonce.providers.sns_provider import MESSAGE_ID_ATTRIBUTE
+from sendonce.settings import DispatcherSettings
 
-from tests.integration.conftest import FakeLambdaContext, function, load_event
+from tests.integration.conftest import FakeLambdaContext, function, load_event, sqs_event
 
 
 def _sent_and_dispatched(stack, event_file: str, channel: str) -> tuple[dict, dict]:
@@ -64,7 +67,7 @@ def test_given_an_unverified_sender_then_ses_refuses_and_the_message_fails_with_
 
 def test_given_a_queued_imessage_then_sent_through_the_http_provider(stack, http_provider) -> None:
     stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
-    stack.setenv("SENDONCE_HTTP_PROVIDER_TOKEN", "secret-token")
+    stack.put_secret("HttpProviderTokenSecret", "secret-token")
 
     message, result = _sent_and_dispatched(stack, "api_send_imessage.json", "imessage")
 
@@ -152,3 +155,71 @@ def test_given_the_event_file_naming_an_unknown_message_then_skipped_not_failed(
     result = function("dispatch_sms").handler(load_event("dispatch_sms_batch.json"), FakeLambdaContext())
 
     assert result == {"batchItemFailures": []}
+
+
+# ---------------------------------------------------------------------------- the time budget
+@dataclass
+class DwindlingContext(FakeLambdaContext):
+    """Time left, as the dispatcher reads it before each record: one value per read, the last repeated."""
+
+    readings: list[int] = field(default_factory=list)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def _dispatch_with(stack, channel: str, records: list[dict], context: FakeLambdaContext) -> dict:
+    return function(f"dispatch_{channel}").handler(sqs_event(records, stack.queue_arn(channel)), context)
+
+
+def test_given_time_running_out_mid_batch_then_the_rest_goes_back_to_the_queue_unclaimed(
+    stack, http_provider
+) -> None:
+    stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
+    stack.setenv("SENDONCE_PROVIDER_TIMEOUT_SECONDS", "10")
+    ids = [
+        stack.send(
+            "api_send_imessage.json", body={"channel": "imessage", "to": f"+1555010010{i}", "body": f"hi {i}"}
+        ).json["message"]["id"]
+        for i in range(3)
+    ]
+    records = stack.receive("imessage")
+    assert len(records) == 3
+    # 16 s left before the first record, then 14 s: less than the provider's 10 s plus the margin.
+    context = DwindlingContext(function_name="sendonce-DispatchImessageFunction", readings=[16_000, 14_000])
+
+    result = _dispatch_with(stack, "imessage", records, context)
+
+    handed_back = [failure["itemIdentifier"] for failure in result["batchItemFailures"]]
+    assert handed_back == [record["MessageId"] for record in records[1:]]
+    assert len(http_provider.calls) == 1
+    statuses = {message_id: stack.message(message_id) for message_id in ids}
+    sent = [m for m in statuses.values() if m["status"] == "sent"]
+    untouched = [m for m in statuses.values() if m["status"] == "queued"]
+    assert len(sent) == 1
+    assert len(untouched) == 2
+    assert all(m["attempts"] == 0 for m in untouched)  # nothing claimed, no attempt counted
+
+    # SQS brings them back, to an invocation with time enough: each is sent once.
+    assert stack.dispatch("imessage", records) == {"batchItemFailures": []}
+    assert len(http_provider.calls) == 3
+    assert all(stack.message(message_id)["status"] == "sent" for message_id in ids)
+
+
+def test_given_too_little_time_for_one_provider_call_then_the_whole_batch_goes_back(
+    stack, http_provider
+) -> None:
+    stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
+    message = stack.send("api_send_imessage.json").json["message"]
+    records = stack.receive("imessage")
+    timeout_ms = DispatcherSettings.from_environment().provider_timeout_seconds * 1000
+    context = FakeLambdaContext(
+        function_name="sendonce-DispatchImessageFunction", remaining_millis=int(timeout_ms) + 4_000
+    )
+
+    result = _dispatch_with(stack, "imessage", records, context)
+
+    assert result == {"batchItemFailures": [{"itemIdentifier": records[0]["MessageId"]}]}
+    assert http_provider.calls == []
+    item = stack.message_item(message["id"])
+    assert (item["status"]["S"], item["attempts"]["N"]) == ("queued", "0")

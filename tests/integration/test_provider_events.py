@@ -24,7 +24,7 @@ SECRET = "integration-webhook-secret"
 @pytest.fixture
 def sent_imessage(stack: Stack, http_provider: FakeHttpProvider) -> str:
     """An iMessage the HTTP provider accepted: `sent`, waiting for the provider's events."""
-    stack.setenv("SENDONCE_WEBHOOK_SECRET", SECRET)
+    stack.put_secret("WebhookSigningSecret", SECRET)
     stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
     answer = stack.send(
         "api_send_imessage.json",

@@ -47,7 +47,7 @@ def test_tables_queues_and_provider_calls(emulator: tuple[AwsEmulator, DeliveryL
     attributes = client("sqs", aws.endpoint).get_queue_attributes(
         QueueUrl=urls["SmsQueue"], AttributeNames=["All"]
     )
-    assert attributes["Attributes"]["VisibilityTimeout"] == "90"
+    assert attributes["Attributes"]["VisibilityTimeout"] == "180"
     assert json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"].endswith(
         ":SmsDeadLetterQueue"
     )

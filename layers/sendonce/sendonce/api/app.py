@@ -62,6 +62,7 @@ from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
 from sendonce.provider_events.webhook_body import HttpProviderEvent
+from sendonce.secret_values import SecretUnavailable
 
 app = APIGatewayHttpResolver(enable_validation=True)
 
@@ -178,20 +179,24 @@ def provider_webhook(provider: str) -> Response[Any]:
         raise not_found("No such provider.")
     raw_event = app.current_event.raw_event
     body = raw_body(raw_event)
+    deps = dependencies.root.get()
     try:
-        verify_signature(
-            header(raw_event, "x-sendonce-signature"),
-            body,
-            dependencies.root.get().settings.webhook_secret,
-            time.time(),
+        secret = deps.webhook_secret()
+    except SecretUnavailable as error:
+        # Not a 401: the event may be genuine, and the provider retries a 503.
+        logger.warning(
+            "webhook.secret_unavailable", extra={"event": "webhook.secret_unavailable", "cause": str(error)}
         )
+        raise unavailable("The webhook could not be verified now; nothing was applied. Retry it.") from None
+    try:
+        verify_signature(header(raw_event, "x-sendonce-signature"), body, secret, time.time())
     except InvalidSignature as error:
         raise ApiError(401, "unauthorized", f"The webhook signature is not valid: {error}.") from None
     try:
         event = HttpProviderEvent.model_validate_json(body)
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
-    dependencies.root.get().events.publish(event.to_event(provider))
+    deps.events.publish(event.to_event(provider))
     return _json_response(200, {"success": True})
 
 

@@ -24,6 +24,7 @@ from sendonce.settings import DispatcherSettings
 
 # A claim outlives the provider's timeout by this much before the outbox may call it stranded.
 CLAIM_MARGIN_SECONDS = 60
+SECRET_READ_TIMEOUT_SECONDS = 3
 
 
 def _ses(settings: DispatcherSettings) -> Provider:
@@ -43,11 +44,19 @@ def _sns(settings: DispatcherSettings) -> Provider:
 
 
 def _http(settings: DispatcherSettings) -> Provider:
+    from sendonce.adapters.secrets_manager import SecretsManagerSecret  # noqa: PLC0415
     from sendonce.providers.http_provider import HttpProvider  # noqa: PLC0415
+    from sendonce.providers.with_secret import WithCurrentSecret  # noqa: PLC0415
 
-    return HttpProvider(
-        settings.http_provider_url, settings.http_provider_token, settings.provider_timeout_seconds
+    def with_token(token: str) -> Provider:
+        return HttpProvider(settings.http_provider_url, token, settings.provider_timeout_seconds)
+
+    # The token is read at the first send, not with the function, and then through a cache.
+    token = SecretsManagerSecret(
+        settings.http_provider_token_arn,
+        partial(client, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
     )
+    return WithCurrentSecret(HttpProvider.name, HttpProvider.honours_idempotency_key, with_token, token)
 
 
 # Every provider by the name the settings give it; each module is imported only when chosen.

@@ -1,0 +1,233 @@
+"""The deployed stack's timing, retention and alarms, read from template.yaml (CONTRACT section 10).
+
+A queue hides a received record at least six times as long as its consumer may run, so a batch still
+running is never handed to a second consumer; a provider call always fits in a dispatcher's run.
+Every log group expires, and messages carry a retention. What breaks the promise raises an alarm.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sendonce import channels
+from sendonce.adapters import dynamodb_dedup_locks
+from sendonce.channels import ChannelSpec
+from sendonce.delivery.outbox import metric_name
+from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.delivery.sqs_batch import PROVIDER_CALL_MARGIN_SECONDS
+
+from sendonce_local.template import Template, load_template
+
+REPO = Path(__file__).resolve().parents[2]
+LOG_GROUP = "AWS::Logs::LogGroup"
+# A provider call, then the claim's record and the batch's answer, within the dispatcher's Timeout.
+PROVIDER_MARGIN_SECONDS = 10
+LOCK_RELEASE_FAILED = "message.dedup.lock_release_failed"
+# Who releases dedup locks: the API (cancel), the dispatchers (a failed send), the status function
+# (a failed event). Their logs carry a failed release.
+LOCK_RELEASERS = {
+    "ApiFunction",
+    "DispatchSmsFunction",
+    "DispatchImessageFunction",
+    "DispatchEmailFunction",
+    "StatusFunction",
+}
+# The metric each alarm watches: each one is a message whose fate needs a person.
+ALARMED_METRICS = {
+    "MessageUnknown",
+    "OutboxStrandedUnknown",
+    "OutboxReclaimCapReached",
+    "DedupLockReleaseFailed",
+}
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    return load_template(REPO / "template.yaml")
+
+
+def _of_type(template: Template, kind: str) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource["Properties"]
+        for logical_id, resource in template.resources.items()
+        if resource["Type"] == kind
+    }
+
+
+# ------------------------------------------------------------------------------------ visibility
+def test_every_queue_with_a_redrive_policy_has_a_consumer(template: Template) -> None:
+    consumed = {mapping.queue_id for mapping in template.sqs_mappings}
+    redriven = {queue.logical_id for queue in template.queues if "RedrivePolicy" in queue.properties}
+
+    assert redriven == consumed
+
+
+@pytest.mark.parametrize("queue_id", ["SmsQueue", "ImessageQueue", "EmailQueue", "EventsQueue"])
+def test_a_queue_hides_a_record_six_times_its_consumers_timeout(template: Template, queue_id: str) -> None:
+    (queue,) = [queue for queue in template.queues if queue.logical_id == queue_id]
+    consumers = [mapping.function_id for mapping in template.sqs_mappings if mapping.queue_id == queue_id]
+
+    assert consumers
+    for function_id in consumers:
+        timeout = template.functions[function_id].timeout_seconds
+        assert int(queue.properties["VisibilityTimeout"]) >= 6 * timeout, (queue_id, function_id)
+
+
+def test_the_longest_provider_timeout_fits_in_a_dispatchers_run(template: Template) -> None:
+    longest = int(template.parameters["ProviderTimeoutSeconds"]["MaxValue"])
+    dispatchers = [
+        spec
+        for spec in template.functions.values()
+        if spec.environment.get("SENDONCE_PROVIDER_TIMEOUT_SECONDS") == {"Ref": "ProviderTimeoutSeconds"}
+    ]
+
+    assert len(dispatchers) == 3
+    # A dispatcher claims no message once less than a call plus its margin is left: a fresh run
+    # always has room for one, and the slowest call still leaves time to record its outcome.
+    assert PROVIDER_CALL_MARGIN_SECONDS <= PROVIDER_MARGIN_SECONDS
+    for spec in dispatchers:
+        assert longest + PROVIDER_MARGIN_SECONDS <= spec.timeout_seconds, spec.logical_id
+
+
+def test_a_queue_consumer_is_bounded_by_its_event_source(template: Template) -> None:
+    for mapping in template.sqs_mappings:
+        events = template.resources[mapping.function_id]["Properties"]["Events"]
+        scaling = events[mapping.event_name]["Properties"]["ScalingConfig"]
+        assert scaling == {"MaximumConcurrency": {"Ref": "DispatcherMaxConcurrency"}}
+    assert int(template.parameters["DispatcherMaxConcurrency"]["MinValue"]) >= 2  # AWS's least
+
+
+# ------------------------------------------------------------------------------------- retention
+def test_log_retention_is_a_parameter_of_30_days_by_default(template: Template) -> None:
+    spec = template.parameters["LogRetentionDays"]
+
+    assert spec["Type"] == "Number"
+    assert int(spec["Default"]) == 30
+    assert 30 in [int(value) for value in spec["AllowedValues"]]
+
+
+def test_every_log_group_expires(template: Template) -> None:
+    groups = _of_type(template, LOG_GROUP)
+
+    assert groups
+    for logical_id, properties in groups.items():
+        assert properties["RetentionInDays"] == {"Ref": "LogRetentionDays"}, logical_id
+
+
+@pytest.mark.parametrize(
+    "function_id",
+    [
+        "AuthorizerFunction",
+        "ApiFunction",
+        "DispatchSmsFunction",
+        "DispatchImessageFunction",
+        "DispatchEmailFunction",
+        "StatusFunction",
+        "OutboxFunction",
+    ],
+)
+def test_a_function_logs_to_its_own_expiring_group(template: Template, function_id: str) -> None:
+    properties = template.resources[function_id]["Properties"]
+    group_id = properties["LoggingConfig"]["LogGroup"]["Ref"]
+
+    assert template.resource_type(group_id) == LOG_GROUP
+    assert function_id in str(template.resources[group_id]["Properties"]["LogGroupName"])
+    others = {
+        template.resources[other]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        for other in template.functions
+        if other != function_id
+    }
+    assert group_id not in others
+
+
+def test_every_function_logs_to_a_group_of_the_stack(template: Template) -> None:
+    for function_id in template.functions:
+        assert "LoggingConfig" in template.resources[function_id]["Properties"], function_id
+
+
+def test_the_api_access_log_goes_to_an_expiring_group(template: Template) -> None:
+    settings = template.resources["HttpApi"]["Properties"]["AccessLogSettings"]
+    destination = settings["DestinationArn"]["Fn::Sub"]
+
+    assert destination.endswith(":log-group:${ApiAccessLogGroup}")
+    assert template.resource_type("ApiAccessLogGroup") == LOG_GROUP
+    assert "$context.requestId" in settings["Format"]
+
+
+def test_messages_carry_a_retention_of_90_days_by_default(template: Template) -> None:
+    spec = template.parameters["MessageRetentionDays"]
+
+    assert spec["Type"] == "Number"
+    assert int(spec["Default"]) == 90
+    assert int(spec["MinValue"]) == 1
+    api = template.functions["ApiFunction"].environment
+    assert api["SENDONCE_MESSAGE_RETENTION_DAYS"] == {"Ref": "MessageRetentionDays"}
+
+
+def test_every_table_can_be_restored_to_a_point_in_time(template: Template) -> None:
+    for table in template.tables:
+        recovery = table.properties.get("PointInTimeRecoverySpecification") or {}
+        assert recovery.get("PointInTimeRecoveryEnabled") is True, table.logical_id
+
+
+# ---------------------------------------------------------------------------------------- alarms
+@pytest.mark.parametrize("metric", sorted(ALARMED_METRICS))
+def test_a_message_whose_fate_needs_a_person_raises_an_alarm(template: Template, metric: str) -> None:
+    alarms = [
+        properties
+        for properties in _of_type(template, "AWS::CloudWatch::Alarm").values()
+        if properties.get("MetricName") == metric
+    ]
+
+    assert len(alarms) == 1, metric
+    (alarm,) = alarms
+    assert alarm["Namespace"] == "sendonce"
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "sendonce"}]
+    assert alarm["Statistic"] == "Sum"
+    assert (alarm["ComparisonOperator"], int(alarm["Threshold"])) == ("GreaterThanThreshold", 0)
+    assert alarm["AlarmActions"]["Fn::If"][0] == "HasAlarmTopic"
+
+
+def test_the_alarmed_outbox_metrics_are_the_ones_the_outbox_emits() -> None:
+    assert metric_name("stranded_unknown") in ALARMED_METRICS
+    assert metric_name("reclaim_cap_reached") in ALARMED_METRICS
+
+
+def test_a_failed_lock_release_in_any_log_becomes_the_alarmed_metric(template: Template) -> None:
+    assert LOCK_RELEASE_FAILED in inspect.getsource(dynamodb_dedup_locks)  # the event the code logs
+    filters = _of_type(template, "AWS::Logs::MetricFilter")
+    watched = set()
+    for properties in filters.values():
+        if LOCK_RELEASE_FAILED not in properties["FilterPattern"]:
+            continue
+        assert properties["FilterPattern"] == f'{{ $.event = "{LOCK_RELEASE_FAILED}" }}'
+        (transformation,) = properties["MetricTransformations"]
+        assert transformation["MetricNamespace"] == "sendonce"
+        assert transformation["MetricName"] == "DedupLockReleaseFailed"
+        assert transformation["Dimensions"] == [{"Key": "service", "Value": "$.service"}]
+        group_id = properties["LogGroupName"]["Ref"]
+        watched |= {
+            function_id
+            for function_id in template.functions
+            if template.resources[function_id]["Properties"]["LoggingConfig"]["LogGroup"] == {"Ref": group_id}
+        }
+
+    assert watched == LOCK_RELEASERS
+
+
+@pytest.mark.parametrize("spec", channels.all_specs(), ids=lambda spec: spec.name)
+def test_an_hour_of_throttling_fits_in_a_channel_queues_receives(
+    template: Template, spec: ChannelSpec
+) -> None:
+    # Each throttled attempt is one receive of the record; the shortest waits the jitter allows make
+    # the most receives before the hour is over. The record must not reach its dead-letter queue first.
+    policy, waited, receives = RetryPolicy(), 0.0, 0
+    while waited < policy.throttle_budget_seconds:
+        receives += 1
+        ceiling = min(policy.throttle_cap_seconds, policy.base_seconds * 2 ** min(receives - 1, 62))
+        waited += max(1, ceiling / 2)
+    redrive = template.resources[f"{spec.resource_name}Queue"]["Properties"]["RedrivePolicy"]
+    assert redrive["maxReceiveCount"] > receives + 1
