@@ -8,4 +8,4 @@ from sendonce.auth.dependencies import root
 
 
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return authorize(root.get(), event)
+    return authorize(root.get, event)

@@ -307,3 +307,11 @@ def test_property_an_event_of_any_shape_gets_an_answer_not_an_exception(stack, e
 
     assert response["statusCode"] < 500 or response["statusCode"] == 503
     assert isinstance(json.loads(response["body"])["success"], bool)
+
+
+@pytest.mark.parametrize("send_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_given_a_send_at_that_is_no_real_instant_then_400_and_nothing_written(stack, send_at: str) -> None:
+    answer = stack.send(body=VALID_SMS | {"sendAt": send_at})
+
+    _assert_error(answer, 400, "validation_error")
+    assert stack.messages() == []

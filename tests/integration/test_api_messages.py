@@ -195,3 +195,22 @@ def test_given_a_waiting_message_when_canceled_then_200_canceled_and_a_second_ca
     assert answer.json["message"]["status"] == "canceled"
     assert again.status == 409
     assert again.json["error"]["code"] == "message_not_cancelable"
+
+
+def test_given_a_message_then_it_carries_the_retention_ttl_from_when_it_is_sent_or_due(stack) -> None:
+    from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+    stack.setenv("SENDONCE_MESSAGE_RETENTION_DAYS", "2")
+    now = stack.send(body={"channel": "sms", "to": "+15550100091", "body": "kept two days"}).json["message"]
+    send_at = (datetime.now(UTC) + timedelta(days=20)).replace(microsecond=0)
+    later = stack.send(
+        body={"channel": "sms", "to": "+15550100092", "body": "due later", "sendAt": send_at.isoformat()}
+    ).json["message"]
+
+    created = datetime.fromisoformat(now["createdAt"].replace("Z", "+00:00"))
+    expires = int(stack.message_item(now["id"])["expiresAt"]["N"])
+    assert abs(expires - (created + timedelta(days=2)).timestamp()) <= 1
+    # A scheduled message is kept for the retention after its sendAt, never removed before it is sent.
+    assert int(stack.message_item(later["id"])["expiresAt"]["N"]) == int(
+        (send_at + timedelta(days=2)).timestamp()
+    )

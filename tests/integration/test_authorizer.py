@@ -78,3 +78,24 @@ def test_given_a_revoked_key_then_an_empty_workspace(stack) -> None:
     )
 
     assert _authorize(f"Bearer {API_KEY}")["context"]["workspaceId"] == ""
+
+
+def test_given_the_key_store_fails_then_the_api_answers_503_with_retry_after_not_401(stack) -> None:
+    stack.dynamodb.delete_table(TableName="ApiKeysTable")  # every read of the key store now fails
+
+    result = _authorize(f"Bearer {API_KEY}")
+
+    assert result["context"] == {"workspaceId": "", "keyLookup": "failed"}
+    event = stack.event("api_send_sms.json")
+    event["requestContext"]["authorizer"] = {"lambda": result["context"]}
+    answer = stack.call(event)
+    assert answer.status == 503
+    assert answer.json["error"]["code"] == "unavailable"
+    assert answer.header("Retry-After")
+    assert stack.messages() == []
+
+
+def test_given_no_key_while_the_key_store_fails_then_still_401(stack) -> None:
+    stack.dynamodb.delete_table(TableName="ApiKeysTable")
+
+    assert _authorize(None)["context"] == {"workspaceId": ""}  # nothing to look up: a missing key

@@ -34,6 +34,7 @@ from tests.store.conftest import (
     created,
     draft,
     only,
+    outbox_due,
     race,
 )
 
@@ -231,7 +232,7 @@ def test_given_a_failed_hand_off_then_accepted_and_due_in_the_outbox_at_once(
     stores.sending.mark_handoff_failed(message, later)
 
     assert (stores.sending.get("ws_a", message.id) or message).status is Status.ACCEPTED
-    due = stores.outbox.outbox_due(later, 10)
+    due = outbox_due(stores, later, 10)
     assert [(entry.id, entry.status, entry.due_at) for entry in due] == [(message.id, Status.ACCEPTED, later)]
 
 
@@ -252,6 +253,25 @@ def test_given_messages_of_two_workspaces_when_listed_page_by_page_then_each_onc
     assert _all_pages(stores, "ws_a", Status.CANCELED, 8) == sorted(canceled, reverse=True)
     assert _all_pages(stores, "ws_b", None, 2) == sorted(theirs, reverse=True)
     assert _all_pages(stores, "ws_a", Status.SENT, 5) == []
+
+
+def test_given_messages_too_large_for_one_query_page_then_full_pages_and_a_cursor_until_the_last(
+    engine: Engine, stores: Stores
+) -> None:
+    # 24 messages of ~100 KB: DynamoDB stops a query at 1 MB, so a page of 20 takes several queries.
+    start_ms = int(NOW.timestamp() * 1000)
+    ids = [
+        created(stores, body=f"{i} " + "x" * 100_000, message_id=new_message_id(start_ms + i)).id
+        for i in range(24)
+    ]
+
+    first = stores.sending.list("ws_a", None, 20, None)
+    assert [message.id for message in first.messages] == sorted(ids, reverse=True)[:20]
+    assert first.next_cursor is not None
+    last = stores.sending.list("ws_a", None, 20, first.next_cursor)
+    assert [message.id for message in last.messages] == sorted(ids, reverse=True)[20:]
+    assert last.next_cursor is None
+    assert _all_pages(stores, "ws_a", Status.QUEUED, 7) == sorted(ids, reverse=True)
 
 
 def test_given_a_page_that_ends_the_list_then_no_cursor(engine: Engine, stores: Stores) -> None:

@@ -242,3 +242,26 @@ def test_given_the_same_key_in_another_workspace_then_another_message(
     assert other.message is not None
     assert first.message is not None
     assert other.message.id != first.message.id
+
+
+def test_given_messages_whose_page_would_pass_5_mib_then_fewer_and_a_cursor_that_reaches_every_one() -> None:
+    store, clock = InMemoryStore(), ManualClock()
+    service = MessageService(store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock)
+    # 100 messages of ~100 KB (4-byte characters): more than 5 MiB in one page of 100.
+    for i in range(100):
+        clock.advance(0.001)
+        service.send(_command(body=f"{i} " + "\U0001f600" * 25_000))
+    sizes: list[int] = []
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = service.list("ws_a", None, 100, cursor)
+        sizes.append(sum(len(str(m.to_api()).encode()) for m in page.messages))
+        seen.extend(m.id for m in page.messages)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(sizes) > 1
+    assert max(sizes) < 5 * 1024 * 1024
+    assert sorted(seen, reverse=True) == seen
+    assert len(set(seen)) == 100

@@ -86,3 +86,17 @@ def test_given_imessage_when_the_recipient_is_neither_then_refused() -> None:
 def test_given_an_address_when_masked_for_logs_then_it_is_never_whole() -> None:
     assert masked("ada@example.com") == "a***@example.com"
     assert "0100000" not in masked("+15550100000")
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        ("Ann@x.io", "ann@x.io", True),
+        ("ANN@X.IO", "ann@x.io", True),
+        ("straße@x.io", "strasse@x.io", False),
+        ("STRASSE@x.io", "strasse@x.io", True),
+        ("Éva@x.io", "éva@x.io", False),  # only ASCII letters fold
+    ],
+)
+def test_the_email_dedup_form_folds_ascii_case_only(one: str, other: str, same: bool) -> None:
+    assert (normalise_email(one).dedup_form == normalise_email(other).dedup_form) is same

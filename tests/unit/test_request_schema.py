@@ -157,3 +157,16 @@ def test_given_metadata_at_its_length_limits_then_accepted_and_one_more_refused(
     SendMessageRequest.model_validate(_valid(metadata={"k" * 40: "v" * 500}))
     assert any(f.startswith("metadata") for f in _fields_in_error(_valid(metadata={"k" * 41: "v"})))
     assert any(f.startswith("metadata") for f in _fields_in_error(_valid(metadata={"k": "v" * 501})))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+        "9999-12-31T23:59:60Z",
+        "2026-02-30T09:00:00Z",
+    ],
+)
+def test_given_a_send_at_that_is_no_real_instant_then_refused_not_an_error(value: str) -> None:
+    assert "sendAt" in _fields_in_error(_valid(sendAt=value))

@@ -48,8 +48,10 @@ class ApiSettings(_Settings):
     dedup_window_seconds: PositiveInt = Field(900, alias="SENDONCE_DEDUP_WINDOW_SECONDS")
     idempotency_ttl_seconds: PositiveInt = Field(86_400, alias="SENDONCE_IDEMPOTENCY_TTL_SECONDS")
     require_idempotency_key: bool = Field(False, alias="SENDONCE_REQUIRE_IDEMPOTENCY_KEY")
+    message_retention_days: PositiveInt = Field(90, alias="SENDONCE_MESSAGE_RETENTION_DAYS")
     events_queue_url: str = Field("", alias="EVENTS_QUEUE_URL")
-    webhook_secret: str = Field("", alias="SENDONCE_WEBHOOK_SECRET", repr=False)
+    # The secret's ARN (or name), never its value: the value is read at run time (secret_values).
+    webhook_secret_arn: str = Field("", alias="SENDONCE_WEBHOOK_SECRET_ARN")
 
     _collect_queue_urls = model_validator(mode="before")(_queue_urls)
 
@@ -72,7 +74,7 @@ class DispatcherSettings(_Settings):
     provider_timeout_seconds: float = Field(10, alias="SENDONCE_PROVIDER_TIMEOUT_SECONDS", gt=0, le=60)
     max_delivery_attempts: PositiveInt = Field(5, alias="SENDONCE_MAX_DELIVERY_ATTEMPTS")
     http_provider_url: str = Field("", alias="SENDONCE_HTTP_PROVIDER_URL")
-    http_provider_token: str = Field("", alias="SENDONCE_HTTP_PROVIDER_TOKEN", repr=False)
+    http_provider_token_arn: str = Field("", alias="SENDONCE_HTTP_PROVIDER_TOKEN_ARN")  # not its value
     ses_configuration_set: str = Field("", alias="SENDONCE_SES_CONFIGURATION_SET")
     email_from: str = Field("no-reply@example.com", alias="SENDONCE_EMAIL_FROM")
 

@@ -51,7 +51,7 @@ def epoch_seconds(moment: datetime) -> dict[str, str]:
     return {"N": str(int(moment.timestamp()))}
 
 
-def to_item(message: Message, outbox_due_at: datetime | None) -> Item:
+def to_item(message: Message, outbox_due_at: datetime | None, expires_at: datetime | None = None) -> Item:
     item: Item = {
         **message_key(message.id),
         "id": {"S": message.id},
@@ -74,6 +74,8 @@ def to_item(message: Message, outbox_due_at: datetime | None) -> Item:
         item["idempotencyKey"] = {"S": message.idempotency_key}
     if message.dedup_lock_id is not None:
         item["dedupLockId"] = {"S": message.dedup_lock_id}
+    if expires_at is not None:
+        item["expiresAt"] = epoch_seconds(expires_at)  # DynamoDB's TTL removes the message then
     if outbox_due_at is not None:
         # Present only while a hand-off is owed: the Outbox index stays sparse.
         item["outboxShard"] = {"S": outbox_shard(message.id)}

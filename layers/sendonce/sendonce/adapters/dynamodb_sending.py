@@ -7,11 +7,12 @@ duplicate always finds the original, and a crash never leaves a lock without its
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
+    Item,
     epoch_seconds,
     from_item,
     lock_key,
@@ -47,8 +48,16 @@ _MESSAGE, _LOCK, _TIE = 0, 1, 2
 
 
 class DynamoDbSendingStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, retention: timedelta | None = None) -> None:
+        """`retention`: how long a message is kept after it was sent or due (None: for good)."""
         self._table = DynamoDbTable(client, table_name)
+        self._retention = retention
+
+    def _expires_at(self, message: Message) -> datetime | None:
+        if self._retention is None:
+            return None
+        # Counted from its sendAt when later: a scheduled message is never removed before it is sent.
+        return max(message.created_at, message.send_at or message.created_at) + self._retention
 
     def create(
         self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
@@ -57,7 +66,7 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]] = [
             {
                 "Put": {
-                    "Item": to_item(message, handoff_due_at),
+                    "Item": to_item(message, handoff_due_at, self._expires_at(message)),
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
@@ -211,7 +220,15 @@ class DynamoDbSendingStore:
                 partition_name: {"S": partition},
                 "id": {"S": cursor},
             }
-        items = self._table.query(**query).get("Items", [])
+        items: list[Item] = []
+        while True:
+            # DynamoDB ends a query at 1 MB whatever its Limit: read on until the page is full.
+            answer = self._table.query(**query)
+            items.extend(answer.get("Items", []))
+            if len(items) > limit or "LastEvaluatedKey" not in answer:
+                break
+            query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+            query["Limit"] = limit + 1 - len(items)
         messages = [from_item(item) for item in items[:limit]]
         next_cursor = messages[-1].id if len(items) > limit and messages else None
         return Page(messages=messages, next_cursor=next_cursor)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api.answers import send_answer
 from sendonce.api.idempotency import SendOnce, StoredAnswer, idempotency_config, make_idempotent
@@ -16,7 +18,11 @@ from sendonce.aws_clients import client
 from sendonce.composition import Root
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
+from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
+
+# A secret read must not hold a provider's webhook longer than its patience.
+SECRET_READ_TIMEOUT_SECONDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +33,8 @@ class ApiDependencies:
     # `send_once(request={"workspace", "key", "payload"}, command=...)`: at most once per key.
     send_once: SendOnce
     events: EventQueue
+    # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
+    webhook_secret: Secret = no_secret
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -36,7 +44,9 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
     settings = settings or ApiSettings.from_environment()
     dynamodb, sqs = client("dynamodb"), client("sqs")
     messages = MessageService(
-        store=DynamoDbSendingStore(dynamodb, settings.messages_table),
+        store=DynamoDbSendingStore(
+            dynamodb, settings.messages_table, retention=timedelta(days=settings.message_retention_days)
+        ),
         queue=SqsMessageQueue(sqs, settings.queue_urls),
         dedup_window=timedelta(seconds=settings.dedup_window_seconds),
     )
@@ -52,6 +62,10 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         idempotency_config=config,
         send_once=make_idempotent(send, settings.idempotency_table, dynamodb, config),
         events=SqsEventQueue(sqs, settings.events_queue_url),
+        webhook_secret=SecretsManagerSecret(
+            settings.webhook_secret_arn,
+            partial(client, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
+        ),
     )
 
 

@@ -12,18 +12,28 @@ import binascii
 import json
 from typing import Any
 
-from sendonce.api.errors import JSON, ApiError, unauthorized
+from sendonce.api.errors import JSON, ApiError, unauthorized, unavailable
 from sendonce.api.routes import Body, body_of, needs_key
+from sendonce.auth.api_keys import KEY_LOOKUP_FAILED
 
 MAX_BODY_BYTES = 256 * 1024
 _TOO_DEEP = {"field": "body", "message": "the body is not valid JSON: it is nested too deeply"}
 
 
+def _authorizer_context(event: dict[str, Any]) -> dict[str, Any]:
+    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+    return context if isinstance(context, dict) else {}
+
+
 def workspace_of(event: dict[str, Any]) -> str | None:
     """The workspace the authorizer resolved the API key to, if any."""
-    context = (event.get("requestContext") or {}).get("authorizer") or {}
-    workspace = (context.get("lambda") or {}).get("workspaceId")
+    workspace = _authorizer_context(event).get("workspaceId")
     return workspace if isinstance(workspace, str) and workspace else None
+
+
+def key_lookup_failed(event: dict[str, Any]) -> bool:
+    """The authorizer could not read the key store: an outage, not a bad key."""
+    return _authorizer_context(event).get("keyLookup") == KEY_LOOKUP_FAILED
 
 
 def header(event: dict[str, Any], name: str) -> str | None:
@@ -68,6 +78,8 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
     # `$default` takes what no route matched: no authorizer ran, and the answer is 404 or 405.
     matched = event.get("routeKey") != "$default"
     if matched and needs_key(path) and workspace_of(event) is None:
+        if key_lookup_failed(event):
+            raise unavailable("The API key could not be checked. It is safe to retry.")
         raise unauthorized()
     # Only the routes that take a body read one: any other answers its own 404 or 405.
     kind = body_of(method, path)

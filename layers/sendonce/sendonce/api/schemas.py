@@ -102,7 +102,10 @@ def parse_rfc3339(value: str) -> datetime:
         raise ValueError("must be an RFC 3339 timestamp, such as 2026-01-31T09:00:00Z") from None
     if moment.tzinfo is None:
         raise ValueError("must carry a time zone offset, such as Z or +02:00")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00, 9999-12-31T23:59:59-01:00: no real instant
+        raise ValueError("must be a real instant, between the years 0001 and 9999 in UTC") from None
 
 
 # ---------------------------------------------------------------------------- responses

@@ -11,6 +11,8 @@ import secrets
 from typing import Protocol
 
 KEY_PREFIX = "sk_"
+# What the authorizer tells the API when the key store could not be read: answer 503, not 401.
+KEY_LOOKUP_FAILED = "failed"
 
 
 def hash_api_key(api_key: str) -> str:

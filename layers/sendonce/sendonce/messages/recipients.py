@@ -1,7 +1,7 @@
 """Recipients, normalised: one human, one address, however the caller wrote it.
 
 The normalised form is what is stored and returned; the dedup form is what the dedup guard
-compares (an email's local part compared without case, as the contract asks).
+compares (an email's local part compared without ASCII case, as the contract asks).
 """
 
 from __future__ import annotations
@@ -42,7 +42,15 @@ def normalise_email(raw: str) -> Recipient:
     except EmailNotValidError as error:
         raise InvalidRecipient(f"is not a valid email address: {error}") from error
     address = checked.normalized
-    return Recipient(address=address, dedup_form=address.casefold())
+    return Recipient(address=address, dedup_form=_ascii_lower(address))
+
+
+def _ascii_lower(text: str) -> str:
+    """ASCII case folded, nothing else: `Ann@x.io` is `ann@x.io`, but `straße@x.io` is not `strasse@x.io`."""
+    return text.translate(_ASCII_UPPER_TO_LOWER)
+
+
+_ASCII_UPPER_TO_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def normalise_phone_or_email(raw: str) -> Recipient:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -17,6 +18,8 @@ from sendonce.observability import logger, metrics
 
 # SQS can hold a message back at most 15 minutes; later sends wait in the outbox.
 MAX_QUEUE_DELAY = timedelta(minutes=15)
+# A page of messages stays under this, with room for its envelope, whatever the messages' size.
+MAX_PAGE_BYTES = 5 * 1024 * 1024 - 64 * 1024
 # How long a message may wait for its dispatcher before the outbox hands it over again.
 HANDOFF_GRACE = timedelta(minutes=2)
 
@@ -160,7 +163,15 @@ class MessageService:
         return message
 
     def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
-        return self._store.list(workspace_id, status, limit, cursor)
+        """A page of `limit` messages whenever that many more exist, fewer only to stay under
+        MAX_PAGE_BYTES (a Lambda answer holds 6 MB); the cursor then resumes after the last one."""
+        page = self._store.list(workspace_id, status, limit, cursor)
+        size = 0
+        for kept, message in enumerate(page.messages):
+            size += len(json.dumps(message.to_api(), ensure_ascii=False).encode("utf-8"))
+            if size > MAX_PAGE_BYTES and kept:
+                return Page(page.messages[:kept], page.messages[kept - 1].id)
+        return page
 
     def cancel(self, workspace_id: str, message_id: str) -> Message:
         message = self._store.cancel(workspace_id, message_id, self._clock())
