@@ -81,7 +81,10 @@ build-check: $(SAM_VENV)/.installed
 	$(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
 		|| (cat .aws-sam-build-check.log; exit 1)
 
-test: install $(SAM_VENV)/.installed lint typecheck validate scan build-check
+# The environments install side by side, then the static checks run side by side, then every test.
+test:
+	$(MAKE) -j4 install $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed
+	$(MAKE) -j3 --output-sync=target lint typecheck validate scan build-check
 	$(PY) -m pytest -q
 
 bench: install
