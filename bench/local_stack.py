@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,10 @@ def start_stack() -> BenchStack:
     deliveries = DeliveryLog()
     emulator = AwsEmulator(HOST, ports.aws, deliveries)
     emulator.start()
+    # moto keeps its state per process: a stack started after another one in this process starts empty.
+    urllib.request.urlopen(
+        urllib.request.Request(f"{ports.aws_endpoint}/moto-api/reset", method="POST"), timeout=30
+    ).close()
     queue_urls = provision(template, ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"])
     store_api_key(client("dynamodb", ports.aws_endpoint), "ApiKeysTable", WORKSPACE, API_KEY)
     return BenchStack(template, ports, emulator, FunctionRegistry(template.functions), queue_urls, deliveries)
