@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,3 +228,23 @@ def default_template_path() -> Path:
     if here.is_file():
         return here
     return Path(__file__).resolve().parent.parent / "template.yaml"
+
+
+def references(value: Any) -> Iterator[str]:
+    """Every name a value refers to: !Ref, !GetAtt, and the ${...} of !Sub."""
+    if isinstance(value, list):
+        for item in value:
+            yield from references(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Ref":
+                yield str(item)
+            elif key == "Fn::GetAtt":
+                yield str(item[0] if isinstance(item, list) else item.split(".")[0])
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                yield from (name.split(".")[0] for name in re.findall(r"\$\{([^!}][^}]*)\}", str(text)))
+                if isinstance(item, list):
+                    yield from references(item[1:])
+            else:
+                yield from references(item)

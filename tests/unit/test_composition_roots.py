@@ -18,10 +18,9 @@ from sendonce.api import dependencies
 from sendonce.api.app import handle
 from sendonce.api.idempotency import idempotency_config
 from sendonce.messages.service import MessageService
-from sendonce.provider_events.model import ProviderEvent
 from sendonce.settings import ApiSettings
 
-from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import FakeEventQueue, FakeLambdaContext, FakeQueue, InMemoryStore, ManualClock
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SETTINGS = {
@@ -31,21 +30,6 @@ SETTINGS = {
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
 }
-
-
-class FakeEventQueue:
-    def __init__(self) -> None:
-        self.published: list[ProviderEvent] = []
-
-    def publish(self, event: ProviderEvent) -> None:
-        self.published.append(event)
-
-
-class LambdaContext:
-    function_name = "ApiFunction"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 10_000
 
 
 @pytest.fixture
@@ -75,7 +59,7 @@ def _call(name: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str,
     event = json.loads((EVENTS / name).read_text(encoding="utf-8"))
     if body is not None:
         event["body"] = json.dumps(body)
-    response = handle(event, LambdaContext())  # type: ignore[arg-type]
+    response = handle(event, FakeLambdaContext())  # type: ignore[arg-type]
     return response["statusCode"], json.loads(response["body"])
 
 

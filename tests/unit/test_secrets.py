@@ -28,13 +28,12 @@ from sendonce.delivery.dependencies import PROVIDERS
 from sendonce.errors import TransientFailure
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.service import MessageService
-from sendonce.provider_events.model import ProviderEvent
 from sendonce.provider_events.signature import sign
 from sendonce.providers.with_secret import WithCurrentSecret
 from sendonce.secret_values import SecretUnavailable, no_secret
 from sendonce.settings import ApiSettings, DispatcherSettings
 
-from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import FakeEventQueue, FakeLambdaContext, FakeQueue, InMemoryStore, ManualClock
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:WebhookSigningSecret-AbCdEf"
@@ -240,21 +239,6 @@ def test_the_http_provider_is_built_without_reading_its_token() -> None:
 
 
 # ---------------------------------------------------------------- the webhook
-class FakeEventQueue:
-    def __init__(self) -> None:
-        self.published: list[ProviderEvent] = []
-
-    def publish(self, event: ProviderEvent) -> None:
-        self.published.append(event)
-
-
-class LambdaContext:
-    function_name = "ApiFunction"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 10_000
-
-
 @pytest.fixture
 def events(secrets_manager: FakeSecretsManager) -> Iterator[FakeEventQueue]:
     queue = FakeEventQueue()
@@ -294,7 +278,7 @@ def _webhook(secret: str) -> tuple[int, dict[str, str], dict[str, Any]]:
     event["headers"]["content-length"] = str(len(raw))
     event["headers"]["x-sendonce-signature"] = sign(secret, int(time.time()), raw.encode())
     event["body"] = raw
-    response = handle(event, LambdaContext())  # type: ignore[arg-type]
+    response = handle(event, FakeLambdaContext())  # type: ignore[arg-type]
     return response["statusCode"], response.get("headers") or {}, json.loads(response["body"])
 
 

@@ -8,13 +8,12 @@ may read exactly the secrets it is given, nothing else.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sendonce_local.template import SECRET_TYPE, Template, load_template
+from sendonce_local.template import SECRET_TYPE, Template, load_template, references
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET_PARAMETERS = {"WebhookSecret": "WebhookSigningSecret", "HttpProviderToken": "HttpProviderTokenSecret"}
@@ -35,26 +34,6 @@ def template() -> Template:
 
 def _no_echo_parameters(template: Template) -> set[str]:
     return {name for name, spec in template.parameters.items() if str(spec.get("NoEcho")).lower() == "true"}
-
-
-def _references(value: Any) -> Iterator[str]:
-    """Every name a value refers to: !Ref, !GetAtt, and the ${...} of !Sub."""
-    if isinstance(value, list):
-        for item in value:
-            yield from _references(item)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if key == "Ref":
-                yield str(item)
-            elif key == "Fn::GetAtt":
-                yield str(item[0] if isinstance(item, list) else item.split(".")[0])
-            elif key == "Fn::Sub":
-                text = item[0] if isinstance(item, list) else item
-                yield from (name.split(".")[0] for name in re.findall(r"\$\{([^!}][^}]*)\}", str(text)))
-                if isinstance(item, list):
-                    yield from _references(item[1:])
-            else:
-                yield from _references(item)
 
 
 def _statements(template: Template, function_id: str) -> list[dict[str, Any]]:
@@ -117,7 +96,7 @@ def test_no_environment_holds_a_secret_value(template: Template) -> None:
 
     for function_id, function in template.functions.items():
         for variable, value in function.environment.items():
-            leaked = set(_references(value)) & secret_values
+            leaked = set(references(value)) & secret_values
             assert not leaked, f"{function_id}.{variable} holds the value of {leaked}"
 
 
@@ -141,7 +120,7 @@ def test_a_reader_gets_the_secrets_arn_and_may_read_exactly_that_secret(
 def test_no_other_function_may_read_a_secret(template: Template) -> None:
     for function_id in set(template.functions) - set(READERS):
         assert _secret_reads(template, function_id) == [], function_id
-        leaked = set(_references(template.functions[function_id].environment)) & set(
+        leaked = set(references(template.functions[function_id].environment)) & set(
             SECRET_PARAMETERS.values()
         )
         assert not leaked, f"{function_id} names {leaked} without needing it"

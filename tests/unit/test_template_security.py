@@ -10,13 +10,12 @@ check the template skips says why, on the resource it skips.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sendonce_local.template import Template, load_template
+from sendonce_local.template import Template, load_template, references
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,26 +97,6 @@ def _statements(template: Template, function_id: str) -> list[dict[str, Any]]:
     return statements
 
 
-def _references(value: Any) -> Iterator[str]:
-    """Every name a value refers to: !Ref, !GetAtt, and the ${...} of !Sub."""
-    if isinstance(value, list):
-        for item in value:
-            yield from _references(item)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if key == "Ref":
-                yield str(item)
-            elif key == "Fn::GetAtt":
-                yield str(item[0] if isinstance(item, list) else item.split(".")[0])
-            elif key == "Fn::Sub":
-                text = item[0] if isinstance(item, list) else item
-                yield from (name.split(".")[0] for name in re.findall(r"\$\{([^!}][^}]*)\}", str(text)))
-                if isinstance(item, list):
-                    yield from _references(item[1:])
-            else:
-                yield from _references(item)
-
-
 def test_every_function_has_its_declared_permissions(template: Template) -> None:
     assert set(template.functions) == set(EXPECTED_ACTIONS), "a new function declares its permissions here"
 
@@ -146,7 +125,7 @@ def test_a_permission_names_this_stacks_resources(template: Template, function_i
             if resource == "*":
                 assert _listed(statement["Action"]) == ["sns:Publish"], statement
                 continue
-            assert set(_references(resource)) & names, f"{function_id}: {resource} names none of ours"
+            assert set(references(resource)) & names, f"{function_id}: {resource} names none of ours"
 
 
 @pytest.mark.parametrize("function_id", sorted(EXPECTED_ACTIONS))
@@ -180,7 +159,7 @@ def test_email_is_sent_only_from_the_configured_address_through_the_stacks_confi
 
     resources = _listed(statement["Resource"])
     assert "*" not in resources
-    assert {"EmailFromAddress", "EmailConfigurationSet"} <= set(_references(resources))
+    assert {"EmailFromAddress", "EmailConfigurationSet"} <= set(references(resources))
     assert statement["Condition"] == {"StringEquals": {"ses:FromAddress": {"Ref": "EmailFromAddress"}}}
 
 
@@ -199,7 +178,7 @@ def test_only_ses_for_this_account_publishes_ses_events(template: Template) -> N
     assert allows[0]["Principal"] == {"Service": "ses.amazonaws.com"}
     assert _listed(allows[0]["Action"]) == ["sns:Publish"]
     assert allows[0]["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
-    assert "EmailConfigurationSet" in set(_references(allows[0]["Condition"]["ArnLike"]["aws:SourceArn"]))
+    assert "EmailConfigurationSet" in set(references(allows[0]["Condition"]["ArnLike"]["aws:SourceArn"]))
     # Same-account roles are allowed by their own policies: only a Deny in the topic's keeps them out.
     assert len(denies) == 1
     assert denies[0]["Principal"] == "*"

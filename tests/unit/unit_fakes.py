@@ -17,6 +17,7 @@ from sendonce.messages.ports import (
     Page,
     TiedToKey,
 )
+from sendonce.provider_events.model import ProviderEvent
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -158,3 +159,20 @@ class FakeQueue:
         if self.fail:
             raise QueueUnavailable("the queue is down")
         self.enqueued.append((message.id, delay_seconds))
+
+
+class FakeEventQueue:
+    """The provider events queue: what the webhook published."""
+
+    def __init__(self) -> None:
+        self.published: list[ProviderEvent] = []
+
+    def publish(self, event: ProviderEvent) -> None:
+        self.published.append(event)
+
+
+class FakeLambdaContext:
+    function_name = "ApiFunction"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 10_000
