@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 import boto3
+from sendonce import channels
 
 from sendonce_local.api_keys import store_api_key
 from sendonce_local.aws_client import client
@@ -152,6 +153,25 @@ Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION,
 --table <the stack's MessagesTable name>."""
 
 
+def _add_messages_table(command: argparse.ArgumentParser) -> None:
+    """Which messages table a command acts on: the local stack's, another endpoint's, or a deployed one."""
+    command.add_argument(
+        "--table", default="MessagesTable", help="the messages table (default: MessagesTable, the local name)"
+    )
+    target = command.add_mutually_exclusive_group()
+    target.add_argument(
+        "--endpoint-url",
+        default=None,
+        help="the DynamoDB endpoint (default: the local stack's, http://127.0.0.1:$SENDONCE_AWS_PORT)",
+    )
+    target.add_argument(
+        "--aws", action="store_true", help="a deployed stack: the default boto3 session, no endpoint"
+    )
+    command.add_argument(
+        "--region", default=None, help=f"AWS region with --aws (default: your AWS config; {REGION} locally)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sendonce", description="The sendonce local stack and tools.")
     parser.add_argument(
@@ -188,25 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     release.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
-    release.add_argument("--channel", required=True, choices=["sms", "imessage", "email"])
+    release.add_argument("--channel", required=True, choices=channels.names())
     release.add_argument("--to", required=True, help="the recipient, in any form the API accepts")
     release.add_argument("--body", required=True, help="the message body, exactly as sent")
     release.add_argument("--subject", default=None, help="the subject, exactly as sent (email)")
-    release.add_argument(
-        "--table", default="MessagesTable", help="the messages table (default: MessagesTable, the local name)"
-    )
-    target = release.add_mutually_exclusive_group()
-    target.add_argument(
-        "--endpoint-url",
-        default=None,
-        help="the DynamoDB endpoint (default: the local stack's, http://127.0.0.1:$SENDONCE_AWS_PORT)",
-    )
-    target.add_argument(
-        "--aws", action="store_true", help="a deployed stack: the default boto3 session, no endpoint"
-    )
-    release.add_argument(
-        "--region", default=None, help=f"AWS region with --aws (default: your AWS config; {REGION} locally)"
-    )
+    _add_messages_table(release)
 
     settle = commands.add_parser(
         "resolve",
@@ -216,21 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     settle.add_argument("message_id", help="the message's id, msg_…")
     settle.add_argument("--as", dest="outcome", required=True, choices=["sent", "failed"])
-    settle.add_argument(
-        "--table", default="MessagesTable", help="the messages table (default: MessagesTable, the local name)"
-    )
-    settle_target = settle.add_mutually_exclusive_group()
-    settle_target.add_argument(
-        "--endpoint-url",
-        default=None,
-        help="the DynamoDB endpoint (default: the local stack's, http://127.0.0.1:$SENDONCE_AWS_PORT)",
-    )
-    settle_target.add_argument(
-        "--aws", action="store_true", help="a deployed stack: the default boto3 session, no endpoint"
-    )
-    settle.add_argument(
-        "--region", default=None, help=f"AWS region with --aws (default: your AWS config; {REGION} locally)"
-    )
+    _add_messages_table(settle)
     return parser
 
 
