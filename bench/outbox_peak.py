@@ -4,17 +4,20 @@ The messages (sendAt T, spread over the three channels) are written into the emu
 in the sending store's own item format (`to_item`), due in the outbox 15 minutes before T as the API
 leaves a send beyond SQS's reach. Then the outbox's real sweeper (`build_outbox`: its real store and
 queue adapters, its thread pool) runs with its clock at T and the time left of a Lambda context of
-the template's OutboxFunction (50 s), sweep after sweep until nothing is due. The schedule starts a
-sweep every minute: sweep k runs with its clock at T + k - 1 minutes. Each message's hand-off time
-is read from the queues themselves (SQS `SentTimestamp`), so its lateness is that time, counted from
-the start of its sweep, plus its sweep's minute. `python -m bench.outbox_peak [--messages N]` runs
-it alone and writes bench/outbox_peak.json.
+the template's OutboxFunction (50 s), sweep after sweep until nothing is due, each in a process of
+its own as each invocation is. The schedule starts a sweep every minute: sweep k runs with its
+clock at T + k - 1 minutes. Between sweeps a stand-in for the dispatchers takes every record off
+the queues and the message out of the table, so nothing is handed over twice. Each message's
+hand-off time is read from the queues themselves (SQS `SentTimestamp`), so its lateness is that
+time, counted from the start of its sweep, plus its sweep's minute. `python -m bench.outbox_peak
+[--messages N]` runs it alone and writes bench/outbox_peak.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -22,10 +25,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import to_item
+from sendonce.adapters.dynamodb_items import message_key, to_item
 from sendonce.delivery.dependencies import build_outbox
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
@@ -38,6 +42,7 @@ from bench.stats import percentile
 from sendonce_local import aws_client, dynamodb_local
 from sendonce_local.emulator import create_tables
 from sendonce_local.lambda_runtime import LambdaContext
+from sendonce_local.template import FunctionSpec
 
 HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "outbox_peak.json"
@@ -157,17 +162,18 @@ def messages_table(stack: BenchStack, engine: str) -> Iterator[Any]:
         server.stop()
 
 
-def _records(stack: BenchStack) -> list[tuple[str, float]]:
-    """Every record on the three queues: its message id and when SQS took it (epoch seconds)."""
+def _take_records(stack: BenchStack) -> list[tuple[str, float]]:
+    """Every record on the three queues, taken off them: its message id and when SQS took it (epoch s).
+
+    Each batch is deleted as it is read, as a dispatcher would, so moto never rescans what was read.
+    """
     sqs = stack.client("sqs")
     records: list[tuple[str, float]] = []
     for queue in QUEUES.values():
+        url = stack.queue_urls[queue]
         while True:
             batch = sqs.receive_message(
-                QueueUrl=stack.queue_urls[queue],
-                MaxNumberOfMessages=10,
-                VisibilityTimeout=900,
-                AttributeNames=["SentTimestamp"],
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=900, AttributeNames=["SentTimestamp"]
             ).get("Messages", [])
             if not batch:
                 break
@@ -175,7 +181,51 @@ def _records(stack: BenchStack) -> list[tuple[str, float]]:
                 (json.loads(record["Body"])["messageId"], int(record["Attributes"]["SentTimestamp"]) / 1000)
                 for record in batch
             ]
+            sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(index), "ReceiptHandle": record["ReceiptHandle"]}
+                    for index, record in enumerate(batch)
+                ],
+            )
     return records
+
+
+def _finish(dynamodb: Any, message_ids: set[str]) -> None:
+    """The dispatchers' stand-in: a handed-off message leaves the outbox (here: the table), so later
+    sweeps do not hand it over again once its grace has passed, as they would with nobody claiming."""
+    keys = [{"DeleteRequest": {"Key": message_key(message_id)}} for message_id in sorted(message_ids)]
+    for start in range(0, len(keys), 25):
+        requests: dict[str, Any] = {"MessagesTable": keys[start : start + 25]}
+        while requests:
+            requests = dynamodb.batch_write_item(RequestItems=requests).get("UnprocessedItems") or {}
+
+
+def _sweep(at: datetime, spec: FunctionSpec, answer: Connection) -> None:
+    """One invocation of the outbox function, in a process of its own (a fresh interpreter, as an
+    execution environment is): the sweeper's CPU is then its own, not shared under one lock with the
+    emulator's SQS as threads of one process."""
+    started, cpu = time.monotonic(), time.process_time()
+    sweeper = build_outbox(clock=lambda: at + timedelta(seconds=time.monotonic() - started))
+    context = LambdaContext(spec)
+    with silenced_stdout():
+        report = sweeper.sweep(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    metrics.clear_metrics()
+    answer.send((report, time.monotonic() - started, time.process_time() - cpu))
+    answer.close()
+
+
+def _sweep_in_child(at: datetime, spec: FunctionSpec) -> tuple[dict[str, int], float, float]:
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter inherits no lock held by a thread
+    receiving, sending = spawn.Pipe(duplex=False)
+    child = spawn.Process(target=_sweep, args=(at, spec, sending), name="outbox-sweep")
+    child.start()
+    sending.close()
+    try:
+        result: tuple[dict[str, int], float, float] = receiving.recv()
+    finally:
+        child.join()
+    return result
 
 
 def _sweep_a_peak(stack: BenchStack, dynamodb: Any, count: int, engine: str) -> OutboxPeak:
@@ -189,25 +239,22 @@ def _sweep_a_peak(stack: BenchStack, dynamodb: Any, count: int, engine: str) -> 
         file=sys.stderr,
         flush=True,
     )
+    handed: set[str] = set()
     for minute in range(MAX_SWEEPS):
         # The schedule's k-th sweep: its clock at sendAt + k minutes, moving on with the wall clock.
-        started_wall, started, cpu = time.time(), time.monotonic(), time.process_time()
-        at = send_at + timedelta(seconds=SCHEDULE_SECONDS * minute)
-        sweeper = build_outbox(
-            clock=lambda at=at, started=started: at + timedelta(seconds=time.monotonic() - started)
-        )
-        context = LambdaContext(spec)
-        with silenced_stdout():
-            report = sweeper.sweep(
-                time_left=lambda context=context: context.get_remaining_time_in_millis() / 1000
-            )
-        metrics.clear_metrics()
-        peak.sweeps.append(Sweep(started_wall, time.monotonic() - started, time.process_time() - cpu, report))
-        print(
-            f"  sweep {minute + 1}: {report} in {peak.sweeps[-1].seconds:.1f} s", file=sys.stderr, flush=True
-        )
+        started_wall = time.time()
+        report, seconds, cpu = _sweep_in_child(send_at + timedelta(seconds=SCHEDULE_SECONDS * minute), spec)
+        peak.sweeps.append(Sweep(started_wall, seconds, cpu, report))
+        print(f"  sweep {minute + 1}: {report} in {seconds:.1f} s", file=sys.stderr, flush=True)
+        records = _take_records(stack)
+        for _, taken in records:
+            peak.lateness.append(SCHEDULE_SECONDS * minute + taken - started_wall)
+        taken_ids = {message_id for message_id, _ in records}
+        handed |= taken_ids
+        _finish(dynamodb, taken_ids)
         if "budget_spent" not in report:
             break
+    peak.distinct = len(handed)
     return peak
 
 
@@ -216,19 +263,9 @@ def run_outbox_peak(count: int = PEAK, engine: str | None = None) -> OutboxPeak:
     stack = start_stack()
     try:
         with messages_table(stack, engine) as dynamodb:
-            peak = _sweep_a_peak(stack, dynamodb, count, engine)
-        records = _records(stack)
+            return _sweep_a_peak(stack, dynamodb, count, engine)
     finally:
         stack.stop()
-    peak.distinct = len({message_id for message_id, _ in records})
-    for _, taken in records:
-        # The sweep that sent it: the last one started before SQS took it.
-        minute, sweep = max(
-            ((index, sweep) for index, sweep in enumerate(peak.sweeps) if sweep.started <= taken),
-            key=lambda pair: pair[1].started,
-        )
-        peak.lateness.append(SCHEDULE_SECONDS * minute + taken - sweep.started)
-    return peak
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,8 @@ makes each send O(n): a local stack that has taken a few thousand messages spend
 request copying tables, and the latency it shows is moto's, not sendonce's. This version keeps
 moto's semantics (conditions, cancellation reasons, ALL_OLD items) and restores only the items
 the transaction wrote. The emulator serialises DynamoDB requests, so nothing interleaves.
+A canceled transaction also leaves nothing in a table's stream, as on DynamoDB: the records of
+its writes and of their undoing are taken back off the stream.
 
 It replaces a method of moto's, so it relies on that method and the ones it calls staying as they
 are: tests/unit/test_local_library_patches.py fails when the installed moto is not the pinned one,
@@ -77,18 +79,44 @@ def _write(backend: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict
         )
 
 
-def _undo(backend: DynamoDBBackend, written: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
+def _stream_marks(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> dict[str, int]:
+    """How many records each streamed table of the transaction has before it: what an undo goes back to."""
+    marks: dict[str, int] = {}
+    for item in transact_items:
+        for op in item.values():
+            name = op.get("TableName") if isinstance(op, dict) else None
+            if name is None or name in marks:
+                continue
+            try:
+                shard = backend.get_table(name).stream_shard
+            except Exception:  # noqa: S112 (an unknown table: the item's own failure reports it)
+                continue
+            if shard is not None:
+                marks[name] = len(shard.items)
+    return marks
+
+
+def _undo(
+    backend: DynamoDBBackend,
+    written: list[tuple[str, dict[str, Any], dict[str, Any] | None]],
+    stream_marks: dict[str, int],
+) -> None:
     for table_name, key, before in reversed(written):
         if before is None:
             backend.delete_item(table_name, key)
         else:
             backend.put_item(table_name, before)
+    for table_name, mark in stream_marks.items():
+        shard = backend.get_table(table_name).stream_shard
+        if shard is not None:
+            del shard.items[mark:]
 
 
 def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
     if len(transact_items) > 100:
         raise TooManyTransactionsException()
     written: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+    stream_marks = _stream_marks(self, transact_items)
     seen: set[tuple[str, str]] = set()
     errors: list[tuple[str | None, str | None, dict[str, Any] | None]] = []
     for item in transact_items:
@@ -120,14 +148,14 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
                 _write(self, op_type, op, key)
             errors.append((None, None, None))
         except (MultipleTransactionsException, MockValidationException):
-            _undo(self, written)
+            _undo(self, written, stream_marks)
             raise
         except ConditionalCheckFailed as failed:
             errors.append(("ConditionalCheckFailed", str(failed.message), original_item))
         except Exception as error:  # moto reports any other failure as the item's reason
             errors.append((type(error).__name__, str(error), original_item))
     if any(code is not None for code, _, _ in errors):
-        _undo(self, written)
+        _undo(self, written, stream_marks)
         raise TransactionCanceledException(errors)
 
 

@@ -18,6 +18,7 @@ from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.local_secrets import WEBHOOK_SECRET_SETTING, LocalSecrets
 from sendonce_local.sandbox import HttpProvider, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
+from sendonce_local.stream_sources import StreamPoller
 from sendonce_local.template import Template, default_template_path
 
 log = logging.getLogger("local-stack.local")
@@ -41,6 +42,7 @@ class LocalStack:
         self._sandbox: SandboxServer | None = None
         self._api: ApiServer | None = None
         self._pollers: list[SqsPoller] = []
+        self._stream_pollers: list[StreamPoller] = []
         self._schedules: list[ScheduleRunner] = []
         self._report_tasks: DelayedTasks | None = None
 
@@ -101,11 +103,21 @@ class LocalStack:
             if mapping.enabled:
                 url = self.queue_urls[mapping.queue_id]
                 self._pollers.append(SqsPoller(mapping, functions[mapping.function_id], sqs, url, self._stop))
+        dynamodb = client("dynamodb", self.ports.aws_endpoint)
+        streams = client("dynamodbstreams", self.ports.aws_endpoint)
+        for stream_mapping in self.template.stream_mappings:
+            if stream_mapping.enabled:
+                function = functions[stream_mapping.function_id]
+                self._stream_pollers.append(
+                    StreamPoller(stream_mapping, function, dynamodb, streams, self._stop)
+                )
         for schedule in self.template.schedules:
             if schedule.enabled:
                 self._schedules.append(ScheduleRunner(schedule, functions[schedule.function_id], self._stop))
         for poller in self._pollers:
             poller.start()
+        for stream_poller in self._stream_pollers:
+            stream_poller.start()  # takes each shard's starting position now (TRIM_HORIZON: all of it)
         for schedule_runner in self._schedules:
             schedule_runner.start()
 
@@ -124,6 +136,8 @@ class LocalStack:
                 server.stop()
         for poller in self._pollers:
             poller.join(STOP_JOIN_SECONDS)
+        for stream_poller in self._stream_pollers:
+            stream_poller.join(STOP_JOIN_SECONDS)
         for schedule_runner in self._schedules:
             schedule_runner.join(STOP_JOIN_SECONDS)
         if self._emulator is not None:

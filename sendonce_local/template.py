@@ -69,6 +69,21 @@ class SqsMapping:
 
 
 @dataclass(frozen=True)
+class StreamMapping:
+    """A `Type: DynamoDB` event: Lambda's event source mapping on a table's stream."""
+
+    function_id: str
+    event_name: str
+    table_id: str
+    batch_size: int
+    starting_position: str  # TRIM_HORIZON or LATEST
+    report_batch_item_failures: bool
+    bisect: bool  # BisectBatchOnFunctionError
+    enabled: bool = True
+    batching_window_seconds: float = 0.0  # MaximumBatchingWindowInSeconds
+
+
+@dataclass(frozen=True)
 class ScheduleSpec:
     function_id: str
     event_name: str
@@ -91,6 +106,7 @@ class Template:
     secrets: list[ResourceSpec] = field(default_factory=list)
     routes: list[HttpRoute] = field(default_factory=list)
     sqs_mappings: list[SqsMapping] = field(default_factory=list)
+    stream_mappings: list[StreamMapping] = field(default_factory=list)
     schedules: list[ScheduleSpec] = field(default_factory=list)
 
     def resource_type(self, logical_id: str) -> str | None:
@@ -165,6 +181,8 @@ def _events(template: Template, function_id: str, events: dict[str, Any]) -> Non
                     enabled=bool(properties.get("Enabled", True)),
                 )
             )
+        elif kind == "DynamoDB":
+            template.stream_mappings.append(_stream_mapping(function_id, name, properties))
         elif kind in ("Schedule", "ScheduleV2"):
             enabled = properties.get("Enabled", True) and properties.get("State", "ENABLED") != "DISABLED"
             expression = properties.get("Schedule") or properties.get("ScheduleExpression")
@@ -178,6 +196,35 @@ def _events(template: Template, function_id: str, events: dict[str, Any]) -> Non
                     kind=str(kind),
                 )
             )
+
+
+def _stream_mapping(function_id: str, name: str, properties: dict[str, Any]) -> StreamMapping:
+    position = str(properties.get("StartingPosition", ""))
+    if position not in ("TRIM_HORIZON", "LATEST"):
+        raise ValueError(
+            f"{function_id}.{name}: StartingPosition must be TRIM_HORIZON or LATEST, not {position!r}"
+        )
+    return StreamMapping(
+        function_id=function_id,
+        event_name=name,
+        table_id=_stream_table_id(properties.get("Stream")),
+        batch_size=max(1, min(int(properties.get("BatchSize", 100)), 10_000)),  # Lambda's default and limit
+        starting_position=position,
+        report_batch_item_failures="ReportBatchItemFailures"
+        in (properties.get("FunctionResponseTypes") or []),
+        bisect=bool(properties.get("BisectBatchOnFunctionError", False)),
+        enabled=bool(properties.get("Enabled", True)),
+        batching_window_seconds=float(properties.get("MaximumBatchingWindowInSeconds", 0)),
+    )
+
+
+def _stream_table_id(value: Any) -> str:
+    """The table whose stream `!GetAtt T.StreamArn` (or a stream ARN, `...:table/T/stream/...`) names."""
+    if isinstance(value, str):
+        match = re.search(r":table/([^/]+)/stream/", value)
+        if match:
+            return match.group(1)
+    return _referenced_id(value)
 
 
 def _referenced_id(value: Any) -> str:

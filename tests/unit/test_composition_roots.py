@@ -20,7 +20,14 @@ from sendonce.api.idempotency import idempotency_config
 from sendonce.messages.service import MessageService
 from sendonce.settings import ApiSettings
 
-from tests.unit.unit_fakes import FakeEventQueue, FakeLambdaContext, FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import (
+    FakeEventQueue,
+    FakeLambdaContext,
+    FakeQueue,
+    InMemoryStore,
+    ManualClock,
+    fake_webhooks,
+)
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SETTINGS = {
@@ -49,6 +56,7 @@ def fakes() -> Iterator[tuple[InMemoryStore, FakeQueue]]:
             idempotency_config=idempotency_config(86_400),
             send_once=never,
             events=FakeEventQueue(),
+            webhooks=fake_webhooks(),
         )
     )
     yield store, queue

@@ -33,7 +33,14 @@ from sendonce.providers.with_secret import WithCurrentSecret
 from sendonce.secret_values import SecretUnavailable, no_secret
 from sendonce.settings import ApiSettings, DispatcherSettings
 
-from tests.unit.unit_fakes import FakeEventQueue, FakeLambdaContext, FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import (
+    FakeEventQueue,
+    FakeLambdaContext,
+    FakeQueue,
+    InMemoryStore,
+    ManualClock,
+    fake_webhooks,
+)
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:WebhookSigningSecret-AbCdEf"
@@ -254,6 +261,7 @@ def events(secrets_manager: FakeSecretsManager) -> Iterator[FakeEventQueue]:
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
             events=queue,
+            webhooks=fake_webhooks(),
             webhook_secret=SecretsManagerSecret(SECRET_ARN, ClientFactory(secrets_manager)),
         )
     )

@@ -75,6 +75,24 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     },
     # delivery.dependencies.build_outbox: DynamoDbOutboxStore (the Outbox index, moves), SqsMessageQueue
     "OutboxFunction": {"Allow": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"}},
+    # webhooks.dependencies.build_recorder: DynamoDbWebhookStore (Applied, the event transaction of
+    # Puts, endpoints), SqsDeliveryQueue; and the MessagesTable's stream.
+    "MessageChangesFunction": {
+        "Allow": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:Query",
+            "sqs:SendMessage",
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+            "dynamodb:ListStreams",
+        }
+    },
+    # webhooks.dependencies.build_delivery: DynamoDbWebhookStore (event, endpoint, attempts), SqsRedelivery
+    "WebhookDeliveryFunction": {
+        "Allow": {"dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:ChangeMessageVisibility"}
+    },
 }
 PUBLISH_OR_SEND = re.compile(r":(Publish|Send)", re.IGNORECASE)
 EVERY_TOPIC = {"Fn::Sub": "arn:${AWS::Partition}:sns:*:*:*"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +19,9 @@ from sendonce.messages.ports import (
     TiedToKey,
 )
 from sendonce.provider_events.model import ProviderEvent
+from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
+from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
+from sendonce.webhooks.service import WebhookService
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -176,3 +180,148 @@ class FakeLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 10_000
+
+
+@dataclass
+class InMemoryWebhookStore:
+    """Endpoints and events in memory, with the DynamoDB adapter's conditional rules: an event is
+    written once, together with its message's `Applied`, and only if `Applied` is as it was read."""
+
+    endpoint_items: dict[tuple[str, str], Endpoint] = field(default_factory=dict)
+    event_items: dict[tuple[str, str], Event] = field(default_factory=dict)
+    applied_items: dict[str, Applied] = field(default_factory=dict)
+    # Faults: raised by the next record() before (or after) it writes, as a crash would.
+    crash_before_record: int = 0
+    crash_after_record: int = 0
+
+    def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
+        if sum(1 for ws, _ in self.endpoint_items if ws == endpoint.workspace_id) >= limit:
+            raise TooManyEndpoints(str(limit))
+        self.endpoint_items[(endpoint.workspace_id, endpoint.id)] = endpoint
+
+    def endpoints(self, workspace_id: str) -> list[Endpoint]:
+        return [e for (ws, _), e in self.endpoint_items.items() if ws == workspace_id]
+
+    def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None:
+        return self.endpoint_items.get((workspace_id, endpoint_id))
+
+    def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
+        return self.endpoint_items.pop((workspace_id, endpoint_id), None) is not None
+
+    def replace_endpoint(self, endpoint: Endpoint) -> bool:
+        key = (endpoint.workspace_id, endpoint.id)
+        if key not in self.endpoint_items:
+            return False
+        self.endpoint_items[key] = endpoint
+        return True
+
+    def applied(self, message_id: str) -> Applied | None:
+        return self.applied_items.get(message_id)
+
+    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+        if self.crash_before_record:
+            self.crash_before_record -= 1
+            raise RuntimeError("crashed before the event was written")
+        key = (event.workspace_id, event.id)
+        if key in self.event_items:
+            return False
+        if event.sequence is not None:
+            if self.applied_items.get(event.message_id) != previous:
+                return False
+            self.applied_items[event.message_id] = Applied(event.sequence, position)
+        self.event_items[key] = event
+        if self.crash_after_record:
+            self.crash_after_record -= 1
+            raise RuntimeError("crashed after the event was written")
+        return True
+
+    def event(self, workspace_id: str, event_id: str) -> Event | None:
+        return self.event_items.get((workspace_id, event_id))
+
+    def events(
+        self,
+        workspace_id: str,
+        *,
+        message_id: str | None,
+        event_type: EventType | None,
+        limit: int,
+        cursor: str | None,
+    ) -> EventPage:
+        chosen = sorted(
+            (
+                e
+                for (ws, _), e in self.event_items.items()
+                if ws == workspace_id
+                and (message_id is None or e.message_id == message_id)
+                and (event_type is None or e.type is event_type)
+                and (cursor is None or e.id < cursor)
+            ),
+            key=lambda e: e.id,
+            reverse=True,
+        )
+        page = chosen[:limit]
+        return EventPage(page, page[-1].id if len(chosen) > limit else None)
+
+    def record_attempt(self, workspace_id: str, event_id: str, endpoint_id: str, attempt: Attempt) -> None:
+        event = self.event_items[(workspace_id, event_id)]
+        delivery = event.delivery(endpoint_id)
+        if delivery is None or (not attempt.succeeded and delivery.status is DeliveryStatus.SUCCEEDED):
+            return
+        status = (
+            DeliveryStatus.SUCCEEDED
+            if attempt.succeeded
+            else DeliveryStatus.FAILED
+            if attempt.final
+            else DeliveryStatus.PENDING
+        )
+        updated = replace(
+            delivery,
+            status=status,
+            attempts=delivery.attempts + 1,
+            last_attempt_at=attempt.at,
+            last_response_status=attempt.response_status
+            if attempt.response_status is not None
+            else delivery.last_response_status,
+        )
+        self._put_delivery(event, updated)
+
+    def reopen(self, workspace_id: str, event_id: str, endpoint_ids: Sequence[str]) -> Event | None:
+        event = self.event_items.get((workspace_id, event_id))
+        if event is None:
+            return None
+        for endpoint_id in endpoint_ids:
+            delivery = event.delivery(endpoint_id) or Delivery(endpoint_id)
+            event = self._put_delivery(event, replace(delivery, status=DeliveryStatus.PENDING))
+        return event
+
+    def _put_delivery(self, event: Event, delivery: Delivery) -> Event:
+        others = tuple(d for d in event.deliveries if d.endpoint_id != delivery.endpoint_id)
+        updated = replace(event, deliveries=tuple(sorted((*others, delivery), key=lambda d: d.endpoint_id)))
+        self.event_items[(event.workspace_id, event.id)] = updated
+        return updated
+
+
+@dataclass
+class FakeDeliveryQueue:
+    tasks: list[DeliveryTask] = field(default_factory=list)
+    fail: int = 0  # the next `fail` enqueues raise, as an SQS outage would
+
+    def enqueue(self, tasks: Sequence[DeliveryTask]) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise QueueUnavailable("the delivery queue is down")
+        self.tasks.extend(tasks)
+
+
+def accept_any_target(url: str) -> object:
+    return url
+
+
+def fake_webhooks(
+    store: InMemoryWebhookStore | None = None, queue: FakeDeliveryQueue | None = None
+) -> WebhookService:
+    """The API's webhook use cases on in-memory stores: what a unit test of the API puts in its root."""
+    store = store or InMemoryWebhookStore()
+    return WebhookService(
+        endpoints=store, events=store, queue=queue or FakeDeliveryQueue(), check_target=accept_any_target
+    )

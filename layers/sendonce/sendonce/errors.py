@@ -55,3 +55,19 @@ class TransientFailure(DeliveryFailure):
 
 class AmbiguousOutcome(DeliveryFailure):
     """The request may have reached the provider, but its answer was lost."""
+
+
+class EndpointNotFound(SendonceError):
+    pass
+
+
+class EventNotFound(SendonceError):
+    pass
+
+
+class InvalidEndpoint(SendonceError):
+    """`field` and a message the customer can act on: answered 400 validation_error."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field

@@ -52,6 +52,10 @@ class ApiSettings(_Settings):
     events_queue_url: str = Field("", alias="EVENTS_QUEUE_URL")
     # The secret's ARN (or name), never its value: the value is read at run time (secret_values).
     webhook_secret_arn: str = Field("", alias="SENDONCE_WEBHOOK_SECRET_ARN")
+    # Status webhooks: the customers' endpoints and events, and the queue a redelivery goes on.
+    webhooks_table: str = Field("", alias="WEBHOOKS_TABLE")
+    webhook_queue_url: str = Field("", alias="WEBHOOK_QUEUE_URL")
+    webhook_allow_private_targets: bool = Field(False, alias="SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS")
 
     _collect_queue_urls = model_validator(mode="before")(_queue_urls)
 
@@ -101,3 +105,27 @@ class DispatcherSettings(_Settings):
 
 class EventsSettings(_Settings):
     messages_table: str = Field(alias="MESSAGES_TABLE", min_length=1)
+
+
+class MessageChangesSettings(_Settings):
+    """The function on the MessagesTable's stream: changes into events and their deliveries."""
+
+    webhooks_table: str = Field(alias="WEBHOOKS_TABLE", min_length=1)
+    webhook_queue_url: str = Field(alias="WEBHOOK_QUEUE_URL", min_length=1)
+
+
+class WebhookDeliverySettings(_Settings):
+    webhooks_table: str = Field(alias="WEBHOOKS_TABLE", min_length=1)
+    webhook_queue_url: str = Field(alias="WEBHOOK_QUEUE_URL", min_length=1)
+    # Seconds between attempts, comma-separated: the first attempt at once, then one after each.
+    retry_schedule: str = Field("5,300,1800,7200,18000,36000,36000", alias="SENDONCE_WEBHOOK_RETRY_SCHEDULE")
+    allow_private_targets: bool = Field(False, alias="SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS")
+    # The contract: a 2xx within 15 seconds is a success.
+    timeout_seconds: float = Field(15, alias="SENDONCE_WEBHOOK_TIMEOUT_SECONDS", gt=0, le=15)
+
+    @model_validator(mode="after")
+    def _schedule_reads(self) -> WebhookDeliverySettings:
+        from sendonce.webhooks.delivery import parse_schedule  # noqa: PLC0415
+
+        parse_schedule(self.retry_schedule)
+        return self

@@ -130,7 +130,7 @@ class DynamoDbSendingStore:
             if lock_item["messageId"]["S"] == message.id:
                 # Our own committed write, met again by a retry the engine did not recognise.
                 return Created(message)
-            original = self.get(message.workspace_id, lock_item["messageId"]["S"])
+            original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
             return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
         return None
 
@@ -185,6 +185,19 @@ class DynamoDbSendingStore:
                 raise MessageNotFound(message_id)
             raise MessageNotCancelable(current["status"]["S"])
         return from_item(response["Attributes"])
+
+    def _count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
+        """The original a duplicate was caught against, read by the write that records the catch:
+        the committed count is what tells the customer's endpoints (`message.duplicate_blocked`)."""
+        answer = self._table.write(
+            "update_item",
+            Key=message_key(message_id),
+            UpdateExpression="ADD duplicatesBlocked :one",
+            ConditionExpression="workspaceId = :ws",  # also: never an item where there is none
+            ExpressionAttributeValues={":one": {"N": "1"}, ":ws": {"S": workspace_id}},
+            ReturnValues="ALL_NEW",
+        )
+        return None if isinstance(answer, ConditionFailed) else from_item(answer["Attributes"])
 
     def release_dedup_lock(self, message: Message) -> None:
         release_dedup_lock(self._table, message)

@@ -40,20 +40,28 @@ from sendonce.api.errors import (
 from sendonce.api.openapi import docs_page, openapi_document
 from sendonce.api.preflight import check_request, header, raw_body, workspace_of
 from sendonce.api.routes import (
+    ADD_WEBHOOK_ENDPOINT,
     CANCEL_MESSAGE,
+    DELETE_WEBHOOK_ENDPOINT,
     DOCS,
+    GET_EVENT,
     GET_MESSAGE,
+    GET_WEBHOOK_ENDPOINT,
     HEALTH,
+    LIST_EVENTS,
     LIST_MESSAGES,
+    LIST_WEBHOOK_ENDPOINTS,
     OPENAPI,
     PROVIDER_WEBHOOK,
+    REDELIVER_EVENT,
+    ROTATE_WEBHOOK_SECRET,
     SEND_MESSAGE,
     Handler,
     Route,
     allowed_methods,
     register,
 )
-from sendonce.api.schemas import SendMessageRequest
+from sendonce.api.schemas import AddWebhookEndpointRequest, RedeliverRequest, SendMessageRequest
 from sendonce.errors import IdempotencyKeyReused, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
 from sendonce.messages.model import Channel, Status
@@ -63,10 +71,12 @@ from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
 from sendonce.provider_events.webhook_body import HttpProviderEvent
 from sendonce.secret_values import SecretUnavailable
+from sendonce.webhooks.model import EventType
 
 app = APIGatewayHttpResolver(enable_validation=True)
 
 CURSOR_PATTERN = r"^msg_[0-9A-HJKMNP-TV-Z]{26}$"  # nextCursor: the last message id of a page
+EVENT_CURSOR_PATTERN = r"^evt_[0-9A-HJKMNP-TV-Z]{26}$"
 
 
 def route(declared: Route) -> Callable[[Handler], Handler]:
@@ -170,6 +180,73 @@ def list_messages(
 def cancel_message(id: str) -> Response[Any]:
     message = dependencies.root.get().messages.cancel(_workspace(), id)
     return _json_response(200, {"success": True, "message": message.to_api()})
+
+
+# ---------------------------------------------------------------------------- status webhooks
+@route(ADD_WEBHOOK_ENDPOINT)
+def add_webhook_endpoint(request: Annotated[AddWebhookEndpointRequest, Body(embed=False)]) -> Response[Any]:
+    endpoint = dependencies.root.get().webhooks.add_endpoint(
+        _workspace(), request.url, request.eventTypes, request.description
+    )
+    return _json_response(201, {"success": True, "endpoint": endpoint.to_api(with_secret=True)})
+
+
+@route(LIST_WEBHOOK_ENDPOINTS)
+def list_webhook_endpoints() -> Response[Any]:
+    endpoints = dependencies.root.get().webhooks.list_endpoints(_workspace())
+    return _json_response(200, {"success": True, "endpoints": [e.to_api() for e in endpoints]})
+
+
+@route(GET_WEBHOOK_ENDPOINT)
+def get_webhook_endpoint(id: str) -> Response[Any]:
+    endpoint = dependencies.root.get().webhooks.endpoint(_workspace(), id)
+    return _json_response(200, {"success": True, "endpoint": endpoint.to_api()})
+
+
+@route(DELETE_WEBHOOK_ENDPOINT)
+def delete_webhook_endpoint(id: str) -> Response[Any]:
+    dependencies.root.get().webhooks.delete_endpoint(_workspace(), id)
+    return _json_response(200, {"success": True})
+
+
+@route(ROTATE_WEBHOOK_SECRET)
+def rotate_webhook_secret(id: str) -> Response[Any]:
+    endpoint = dependencies.root.get().webhooks.rotate_secret(_workspace(), id)
+    return _json_response(200, {"success": True, "endpoint": endpoint.to_api(with_secret=True)})
+
+
+@route(LIST_EVENTS)
+def list_events(
+    messageId: Annotated[
+        str | None, Query(pattern=CURSOR_PATTERN, description="Only this message's events")
+    ] = None,
+    type: Annotated[EventType | None, Query(description="Only events of this type")] = None,
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
+    cursor: Annotated[
+        str | None, Query(pattern=EVENT_CURSOR_PATTERN, description="nextCursor of the page before")
+    ] = None,
+) -> Response[Any]:
+    page = dependencies.root.get().webhooks.list_events(_workspace(), messageId, type, limit, cursor)
+    return _json_response(
+        200, {"success": True, "events": [e.to_api() for e in page.events], "nextCursor": page.next_cursor}
+    )
+
+
+@route(GET_EVENT)
+def get_event(id: str) -> Response[Any]:
+    event = dependencies.root.get().webhooks.event(_workspace(), id)
+    return _json_response(200, {"success": True, "event": event.to_api()})
+
+
+@route(REDELIVER_EVENT)
+def redeliver_event(id: str) -> Response[Any]:
+    raw = app.current_event.body
+    try:
+        request = RedeliverRequest.model_validate_json(raw) if raw and raw.strip() else RedeliverRequest()
+    except ValidationError as error:
+        raise validation_error(details_from_pydantic(list(error.errors()))) from None
+    dependencies.root.get().webhooks.redeliver(_workspace(), id, request.endpointId)
+    return _json_response(202, {"success": True})
 
 
 # ---------------------------------------------------------------------------- provider events

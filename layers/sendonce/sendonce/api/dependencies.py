@@ -20,6 +20,7 @@ from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
+from sendonce.webhooks.service import WebhookService
 
 # A secret read must not hold a provider's webhook longer than its patience.
 SECRET_READ_TIMEOUT_SECONDS = 3
@@ -33,6 +34,7 @@ class ApiDependencies:
     # `send_once(request={"workspace", "key", "payload"}, command=...)`: at most once per key.
     send_once: SendOnce
     events: EventQueue
+    webhooks: WebhookService
     # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
     webhook_secret: Secret = no_secret
 
@@ -62,10 +64,25 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         idempotency_config=config,
         send_once=make_idempotent(send, settings.idempotency_table, dynamodb, config),
         events=SqsEventQueue(sqs, settings.events_queue_url),
+        webhooks=_webhooks(settings, dynamodb, sqs),
         webhook_secret=SecretsManagerSecret(
             settings.webhook_secret_arn,
             partial(client, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
         ),
+    )
+
+
+def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:
+    from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore  # noqa: PLC0415
+    from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue  # noqa: PLC0415
+    from sendonce.webhooks.dependencies import target_checker  # noqa: PLC0415
+
+    store = DynamoDbWebhookStore(dynamodb, settings.webhooks_table)
+    return WebhookService(
+        endpoints=store,
+        events=store,
+        queue=SqsDeliveryQueue(sqs, settings.webhook_queue_url),
+        check_target=target_checker(allow_private=settings.webhook_allow_private_targets),
     )
 
 

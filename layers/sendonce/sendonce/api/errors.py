@@ -7,8 +7,11 @@ from typing import Any
 
 from sendonce.errors import (
     DependencyUnavailable,
+    EndpointNotFound,
+    EventNotFound,
     IdempotencyKeyReused,
     InvalidCursor,
+    InvalidEndpoint,
     MessageNotCancelable,
     MessageNotFound,
     SendonceError,
@@ -88,6 +91,12 @@ def idempotency_in_progress() -> ApiError:
 def from_domain_error(error: SendonceError) -> ApiError:
     if isinstance(error, MessageNotFound):
         return not_found("No message with this id.")
+    if isinstance(error, EndpointNotFound):
+        return not_found("No webhook endpoint with this id.")
+    if isinstance(error, EventNotFound):
+        return not_found("No event with this id.")
+    if isinstance(error, InvalidEndpoint):
+        return validation_error([{"field": error.field, "message": str(error)}])
     if isinstance(error, MessageNotCancelable):
         return ApiError(409, "message_not_cancelable", str(error))
     if isinstance(error, IdempotencyKeyReused):

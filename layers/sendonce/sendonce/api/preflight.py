@@ -90,6 +90,8 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
         raise ApiError(413, "payload_too_large", f"The body is over {MAX_BODY_BYTES // 1024} KiB.")
     if kind is Body.SIGNED:
         return event  # signed raw bytes: the route reads them as they came
+    if kind is Body.OPTIONAL_JSON and not body.strip():
+        return event
     if not _is_json_media_type(header(event, "content-type")):
         raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
     try:

@@ -22,10 +22,14 @@ from sendonce.api.schemas import (
     Acknowledged,
     DuplicateCaught,
     ErrorBody,
+    EventEnvelope,
+    EventPageModel,
     Health,
     MessageEnvelope,
     MessagePage,
     SendAccepted,
+    WebhookEndpointEnvelope,
+    WebhookEndpointList,
 )
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -49,6 +53,7 @@ class Body(Enum):
 
     NONE = "none"  # nothing: the preflight leaves the body alone
     JSON = "json"  # a JSON document: over 256 KiB is a 413, not UTF-8 JSON a 415
+    OPTIONAL_JSON = "optional_json"  # none at all, or a JSON document checked as JSON is
     SIGNED = "signed"  # raw bytes signed as they came: only their size is checked, nothing rewrites them
 
 
@@ -85,7 +90,7 @@ class Route:
             statuses.add(401)
         if self.body is not Body.NONE:
             statuses |= {400, 413}  # a body that is not valid base64; a body over 256 KiB
-        if self.body is Body.JSON:
+        if self.body in (Body.JSON, Body.OPTIONAL_JSON):
             statuses.add(415)
         return tuple(sorted(statuses))
 
@@ -193,12 +198,94 @@ DOCS = Route(
     tags=("service",),
 )
 
+ADD_WEBHOOK_ENDPOINT = Route(
+    "POST",
+    "/v1/webhook-endpoints",
+    summary="Add an endpoint for status webhooks",
+    description=(
+        "At most 10 a workspace. The url must be https:// and must not resolve to a loopback, private, "
+        "link-local or metadata address. The answer carries the endpoint's signing secret, shown only "
+        "here and on rotation."
+    ),
+    answers={201: _json("Added; `secret` is shown this once", WebhookEndpointEnvelope)},
+    errors=(400, 503),
+    body=Body.JSON,
+    tags=("webhooks",),
+)
+LIST_WEBHOOK_ENDPOINTS = Route(
+    "GET",
+    "/v1/webhook-endpoints",
+    summary="List the endpoints (no secrets)",
+    answers={200: _json("The endpoints", WebhookEndpointList)},
+    errors=(503,),
+    tags=("webhooks",),
+)
+GET_WEBHOOK_ENDPOINT = Route(
+    "GET",
+    "/v1/webhook-endpoints/{id}",
+    summary="Get one endpoint (no secret)",
+    answers={200: _json("The endpoint", WebhookEndpointEnvelope)},
+    errors=(404, 503),
+    tags=("webhooks",),
+)
+DELETE_WEBHOOK_ENDPOINT = Route(
+    "DELETE",
+    "/v1/webhook-endpoints/{id}",
+    summary="Delete an endpoint: nothing is delivered to it afterwards, pending retries included",
+    answers={200: _json("Deleted", Acknowledged)},
+    errors=(404, 503),
+    tags=("webhooks",),
+)
+ROTATE_WEBHOOK_SECRET = Route(
+    "POST",
+    "/v1/webhook-endpoints/{id}/rotate-secret",
+    summary="Rotate an endpoint's signing secret",
+    description="For 24 hours every delivery is signed with both the old and the new secret.",
+    answers={200: _json("Rotated; the new `secret` is shown this once", WebhookEndpointEnvelope)},
+    errors=(404, 503),
+    tags=("webhooks",),
+)
+LIST_EVENTS = Route(
+    "GET",
+    "/v1/events",
+    summary="List events, newest first",
+    answers={200: _json("A page of events", EventPageModel)},
+    errors=(400, 503),
+    tags=("webhooks",),
+)
+GET_EVENT = Route(
+    "GET",
+    "/v1/events/{id}",
+    summary="Get one event and its deliveries",
+    answers={200: _json("The event", EventEnvelope)},
+    errors=(404, 503),
+    tags=("webhooks",),
+)
+REDELIVER_EVENT = Route(
+    "POST",
+    "/v1/events/{id}/redeliver",
+    summary="Deliver an event again, with the same webhook-id",
+    description="To the endpoint named by `endpointId`, or to every endpoint the event was for.",
+    answers={202: _json("Queued for delivery", Acknowledged)},
+    errors=(400, 404, 503),
+    body=Body.OPTIONAL_JSON,
+    tags=("webhooks",),
+)
+
 ROUTES: tuple[Route, ...] = (
     SEND_MESSAGE,
     GET_MESSAGE,
     LIST_MESSAGES,
     CANCEL_MESSAGE,
     PROVIDER_WEBHOOK,
+    ADD_WEBHOOK_ENDPOINT,
+    LIST_WEBHOOK_ENDPOINTS,
+    GET_WEBHOOK_ENDPOINT,
+    DELETE_WEBHOOK_ENDPOINT,
+    ROTATE_WEBHOOK_SECRET,
+    LIST_EVENTS,
+    GET_EVENT,
+    REDELIVER_EVENT,
     HEALTH,
     OPENAPI,
     DOCS,

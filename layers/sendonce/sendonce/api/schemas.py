@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from sendonce import channels
 from sendonce.messages.model import Status
 from sendonce.messages.recipients import InvalidRecipient
+from sendonce.webhooks.model import EventType
 
 MAX_SCHEDULE_AHEAD = timedelta(days=30)
 MAX_METADATA_KEYS = 20
@@ -108,6 +109,40 @@ def parse_rfc3339(value: str) -> datetime:
         raise ValueError("must be a real instant, between the years 0001 and 9999 in UTC") from None
 
 
+class AddWebhookEndpointRequest(BaseModel):
+    """POST /v1/webhook-endpoints."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: str = Field(
+        min_length=1, max_length=2048, description="https:// (http:// only where private targets are allowed)"
+    )
+    eventTypes: list[EventType] | None = Field(
+        default=None, min_length=1, max_length=len(EventType), description="Omitted: every type"
+    )
+    description: str | None = Field(default=None, max_length=500)
+
+    @field_validator("eventTypes", mode="before")
+    @classmethod
+    def _known_types(cls, value: Any) -> Any:
+        # strict mode takes enum members only: a known type's name is as good as its member.
+        if isinstance(value, list):
+            known = {t.value: t for t in EventType}
+            unknown = [v for v in value if v not in known]
+            if unknown:
+                raise ValueError(f"unknown event types: {', '.join(map(str, unknown))}")
+            return [known[v] for v in value]
+        return value
+
+
+class RedeliverRequest(BaseModel):
+    """POST /v1/events/{id}/redeliver: one endpoint, or every endpoint the event had."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    endpointId: str | None = Field(default=None, min_length=1, max_length=64)
+
+
 # ---------------------------------------------------------------------------- responses
 class _Documented(BaseModel):
     """A response body: its schema is built only when the OpenAPI document is (off the cold start)."""
@@ -179,3 +214,56 @@ class ErrorDetail(_Documented):
 class ErrorBody(_Documented):
     success: Literal[False]
     error: ErrorDetail
+
+
+class WebhookEndpointModel(_Documented):
+    id: str
+    url: str
+    eventTypes: list[EventType] | None
+    description: str | None
+    createdAt: str
+    secret: str | None = Field(
+        default=None, description="Only when the endpoint is added and when its secret is rotated"
+    )
+
+
+class WebhookEndpointEnvelope(_Documented):
+    success: Literal[True]
+    endpoint: WebhookEndpointModel
+
+
+class WebhookEndpointList(_Documented):
+    success: Literal[True]
+    endpoints: list[WebhookEndpointModel]
+
+
+class EventData(_Documented):
+    message: MessageModel
+    sequence: int | None
+
+
+class EventDelivery(_Documented):
+    endpointId: str
+    status: Literal["pending", "succeeded", "failed"]
+    attempts: int
+    lastAttemptAt: str | None
+    lastResponseStatus: int | None
+
+
+class EventModel(_Documented):
+    id: str
+    type: EventType
+    timestamp: str
+    data: EventData
+    deliveries: list[EventDelivery]
+
+
+class EventEnvelope(_Documented):
+    success: Literal[True]
+    event: EventModel
+
+
+class EventPageModel(_Documented):
+    success: Literal[True]
+    events: list[EventModel]
+    nextCursor: str | None

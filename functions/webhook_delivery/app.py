@@ -1,0 +1,16 @@
+"""Webhook delivery function: one signed POST of one event to one endpoint a record, retried on schedule."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from sendonce.observability import logger, metrics
+from sendonce.webhooks.dependencies import delivery_root as root
+from sendonce.webhooks.handlers import handle_delivery_batch
+
+__all__ = ["handler", "root"]
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle_delivery_batch(root.get(), event, context)

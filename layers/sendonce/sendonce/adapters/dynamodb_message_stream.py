@@ -1,0 +1,60 @@
+"""The MessagesTable's stream read as the committed changes of messages.
+
+The stream is the one record of what happened: a change is told only if its write committed, and
+every committed write is in the stream, in order per message. A status change into a status the
+customer is told about is one change; so is a caught duplicate, which the sending store records
+on the original (`duplicatesBlocked`). Everything else in the table (locks, ties, attempts, the
+outbox's moves, expiry) is no change of status and is not told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sendonce.adapters.dynamodb_items import MESSAGE_SK, from_item
+from sendonce.messages.model import Status
+from sendonce.webhooks.model import STATUS_EVENTS, Change, EventType
+
+# DynamoDB stream sequence numbers are decimal strings of 21 to 40 digits: padded, they compare as text.
+POSITION_DIGITS = 40
+
+
+def _count(image: Mapping[str, Any], name: str) -> int:
+    try:
+        return int(image[name]["N"])
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def _status(image: Mapping[str, Any]) -> Status | None:
+    try:
+        return Status(image["status"]["S"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def change_of(record: Mapping[str, Any]) -> Change | None:
+    """The change a stream record tells of, if any. Raises ValueError for a record that is not one."""
+    dynamodb = record.get("dynamodb") or {}
+    new, old = dynamodb.get("NewImage"), dynamodb.get("OldImage") or {}
+    if record.get("eventName") not in ("INSERT", "MODIFY") or not new:
+        return None  # a removal: expiry is not a change of status
+    if new.get("sk", {}).get("S") != MESSAGE_SK:
+        return None  # a lock, a tie, or another record of the table
+    position = str(dynamodb["SequenceNumber"])
+    if not position.isdigit():
+        raise ValueError("the record's sequence number is not a number")
+    status = _status(new)
+    if status is None:
+        raise ValueError("the message has no known status")
+    message = from_item(new)
+    padded = position.zfill(POSITION_DIGITS)
+    if status is not _status(old) and status in STATUS_EVENTS:
+        return Change(message, STATUS_EVENTS[status], message.updated_at, padded)
+    if _count(new, "duplicatesBlocked") > _count(old, "duplicatesBlocked"):
+        approximate = dynamodb.get("ApproximateCreationDateTime")
+        at = datetime.fromtimestamp(float(approximate), UTC) if approximate else message.updated_at
+        return Change(message, EventType.DUPLICATE_BLOCKED, at, padded)
+    return None

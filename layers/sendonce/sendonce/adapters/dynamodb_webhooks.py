@@ -1,0 +1,391 @@
+"""Webhook endpoints and events on DynamoDB (the WebhooksTable), every read and write scoped by workspace.
+
+A workspace's endpoints and events share its partition (`WS#<workspace>`), so another workspace's
+id is simply not found. An event and its message's `Applied` (`MSG#<id>`, `APPLIED`) are written in
+one transaction, conditional on `Applied` as it was read, so a change is told once. The endpoint
+count is kept beside the endpoints and moved in the same transaction as each add or delete, so
+concurrent adds never pass the limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
+from sendonce.clock import rfc3339
+from sendonce.errors import DependencyUnavailable, InvalidCursor
+from sendonce.messages.ids import looks_like_ulid
+from sendonce.webhooks.model import (
+    EVENT_PREFIX,
+    EVENT_RETENTION,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    Event,
+    EventType,
+    SigningSecret,
+)
+from sendonce.webhooks.ports import Applied, Attempt, EventPage, TooManyEndpoints
+
+COUNT_SK = "WHEPCOUNT"
+APPLIED_SK = "APPLIED"
+
+
+def _workspace(workspace_id: str) -> dict[str, str]:
+    return {"S": f"WS#{workspace_id}"}
+
+
+def _endpoint_key(workspace_id: str, endpoint_id: str) -> Item:
+    return {"pk": _workspace(workspace_id), "sk": {"S": f"WHEP#{endpoint_id}"}}
+
+
+def _event_key(workspace_id: str, event_id: str) -> Item:
+    return {"pk": _workspace(workspace_id), "sk": {"S": f"EVT#{event_id}"}}
+
+
+def _applied_key(message_id: str) -> Item:
+    return {"pk": {"S": f"MSG#{message_id}"}, "sk": {"S": APPLIED_SK}}
+
+
+def looks_like_event_id(candidate: str) -> bool:
+    return candidate.startswith(EVENT_PREFIX) and looks_like_ulid(candidate.removeprefix(EVENT_PREFIX))
+
+
+# ---------------------------------------------------------------------------- items
+def _endpoint_item(endpoint: Endpoint) -> Item:
+    item: Item = {
+        **_endpoint_key(endpoint.workspace_id, endpoint.id),
+        "id": {"S": endpoint.id},
+        "workspaceId": {"S": endpoint.workspace_id},
+        "url": {"S": endpoint.url},
+        "createdAt": {"S": rfc3339(endpoint.created_at)},
+        "secrets": {
+            "L": [
+                {
+                    "M": {
+                        "value": {"S": s.value},
+                        **({"expiresAt": {"S": rfc3339(s.expires_at)}} if s.expires_at else {}),
+                    }
+                }
+                for s in endpoint.secrets
+            ]
+        },
+    }
+    if endpoint.event_types is not None:
+        item["eventTypes"] = {"L": [{"S": t.value} for t in endpoint.event_types]}
+    if endpoint.description is not None:
+        item["description"] = {"S": endpoint.description}
+    return item
+
+
+def _endpoint(item: Item) -> Endpoint:
+    return Endpoint(
+        id=item["id"]["S"],
+        workspace_id=item["workspaceId"]["S"],
+        url=item["url"]["S"],
+        event_types=tuple(EventType(t["S"]) for t in item["eventTypes"]["L"])
+        if "eventTypes" in item
+        else None,
+        description=item["description"]["S"] if "description" in item else None,
+        created_at=parse_datetime(item["createdAt"]["S"]),
+        secrets=tuple(
+            SigningSecret(
+                s["M"]["value"]["S"],
+                parse_datetime(s["M"]["expiresAt"]["S"]) if "expiresAt" in s["M"] else None,
+            )
+            for s in item["secrets"]["L"]
+        ),
+    )
+
+
+def _delivery_value(delivery: Delivery) -> Item:
+    value: Item = {"status": {"S": delivery.status.value}, "attempts": {"N": str(delivery.attempts)}}
+    if delivery.last_attempt_at is not None:
+        value["lastAttemptAt"] = {"S": rfc3339(delivery.last_attempt_at)}
+    if delivery.last_response_status is not None:
+        value["lastResponseStatus"] = {"N": str(delivery.last_response_status)}
+    return {"M": value}
+
+
+def _delivery(endpoint_id: str, value: Item) -> Delivery:
+    fields = value["M"]
+    return Delivery(
+        endpoint_id=endpoint_id,
+        status=DeliveryStatus(fields["status"]["S"]),
+        attempts=int(fields["attempts"]["N"]),
+        last_attempt_at=parse_datetime(fields["lastAttemptAt"]["S"]) if "lastAttemptAt" in fields else None,
+        last_response_status=int(fields["lastResponseStatus"]["N"])
+        if "lastResponseStatus" in fields
+        else None,
+    )
+
+
+def _event_item(event: Event) -> Item:
+    return {
+        **_event_key(event.workspace_id, event.id),
+        "id": {"S": event.id},
+        "workspaceId": {"S": event.workspace_id},
+        "messageId": {"S": event.message_id},
+        "type": {"S": event.type.value},
+        "timestamp": {"S": rfc3339(event.timestamp)},
+        # Stored as sent: every attempt signs the same bytes.
+        "message": {"S": json.dumps(dict(event.message), separators=(",", ":"), ensure_ascii=False)},
+        "sequence": {"N": str(event.sequence)} if event.sequence is not None else {"NULL": True},
+        "deliveries": {"M": {d.endpoint_id: _delivery_value(d) for d in event.deliveries}},
+        "expiresAt": epoch_seconds(event.timestamp + EVENT_RETENTION),
+    }
+
+
+def _event(item: Item) -> Event:
+    deliveries = sorted(item.get("deliveries", {}).get("M", {}).items())
+    return Event(
+        id=item["id"]["S"],
+        workspace_id=item["workspaceId"]["S"],
+        message_id=item["messageId"]["S"],
+        type=EventType(item["type"]["S"]),
+        timestamp=parse_datetime(item["timestamp"]["S"]),
+        message=json.loads(item["message"]["S"]),
+        sequence=int(item["sequence"]["N"]) if "N" in item.get("sequence", {}) else None,
+        deliveries=tuple(_delivery(endpoint_id, value) for endpoint_id, value in deliveries),
+    )
+
+
+# ---------------------------------------------------------------------------- the store
+class DynamoDbWebhookStore:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._table = DynamoDbTable(client, table_name)
+
+    # -- endpoints
+    def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
+        canceled = self._table.transact(
+            [
+                {
+                    "Update": {
+                        "Key": {"pk": _workspace(endpoint.workspace_id), "sk": {"S": COUNT_SK}},
+                        "UpdateExpression": "ADD #count :one",
+                        "ConditionExpression": "attribute_not_exists(#count) OR #count < :limit",
+                        "ExpressionAttributeNames": {"#count": "count"},
+                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":limit": {"N": str(limit)}},
+                    }
+                },
+                {
+                    "Put": {
+                        "Item": _endpoint_item(endpoint),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
+        if canceled is not None:
+            if canceled.failed(0):
+                raise TooManyEndpoints(f"a workspace has at most {limit} endpoints")
+            raise DependencyUnavailable(f"the endpoint could not be added: {canceled.codes}")
+
+    def endpoints(self, workspace_id: str) -> list[Endpoint]:
+        query: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": _workspace(workspace_id), ":prefix": {"S": "WHEP#"}},
+            "ConsistentRead": True,
+        }
+        items: list[Item] = []
+        while True:
+            answer = self._table.query(**query)
+            items.extend(answer.get("Items", []))
+            if "LastEvaluatedKey" not in answer:
+                return [_endpoint(item) for item in items]
+            query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None:
+        item = self._table.get(_endpoint_key(workspace_id, endpoint_id))
+        return _endpoint(item) if item else None
+
+    def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
+        canceled = self._table.transact(
+            [
+                {
+                    "Delete": {
+                        "Key": _endpoint_key(workspace_id, endpoint_id),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+                {
+                    "Update": {
+                        "Key": {"pk": _workspace(workspace_id), "sk": {"S": COUNT_SK}},
+                        "UpdateExpression": "ADD #count :minus_one",
+                        "ExpressionAttributeNames": {"#count": "count"},
+                        "ExpressionAttributeValues": {":minus_one": {"N": "-1"}},
+                    }
+                },
+            ]
+        )
+        if canceled is None:
+            return True
+        if canceled.failed(0):
+            return False
+        raise DependencyUnavailable(f"the endpoint could not be deleted: {canceled.codes}")
+
+    def replace_endpoint(self, endpoint: Endpoint) -> bool:
+        written = self._table.write(
+            "put_item", Item=_endpoint_item(endpoint), ConditionExpression="attribute_exists(pk)"
+        )
+        return not isinstance(written, ConditionFailed)
+
+    # -- events
+    def applied(self, message_id: str) -> Applied | None:
+        item = self._table.get(_applied_key(message_id))
+        if item is None:
+            return None
+        return Applied(sequence=int(item["sequence"]["N"]), position=item["position"]["S"])
+
+    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+        items: list[dict[str, Any]] = [
+            {"Put": {"Item": _event_item(event), "ConditionExpression": "attribute_not_exists(pk)"}}
+        ]
+        if event.sequence is not None:
+            moved_on = {
+                "Put": {
+                    "Item": {
+                        **_applied_key(event.message_id),
+                        "sequence": {"N": str(event.sequence)},
+                        "position": {"S": position},
+                        "expiresAt": epoch_seconds(event.timestamp + EVENT_RETENTION),
+                    },
+                    "ConditionExpression": (
+                        "attribute_not_exists(pk)" if previous is None else "#position = :previous"
+                    ),
+                    **(
+                        {}
+                        if previous is None
+                        else {
+                            "ExpressionAttributeNames": {"#position": "position"},
+                            "ExpressionAttributeValues": {":previous": {"S": previous.position}},
+                        }
+                    ),
+                }
+            }
+            items.append(moved_on)
+        return self._table.transact(items, token=event.id) is None
+
+    def event(self, workspace_id: str, event_id: str) -> Event | None:
+        if not looks_like_event_id(event_id):
+            return None
+        item = self._table.get(_event_key(workspace_id, event_id))
+        return _event(item) if item else None
+
+    def events(
+        self,
+        workspace_id: str,
+        *,
+        message_id: str | None,
+        event_type: EventType | None,
+        limit: int,
+        cursor: str | None,
+    ) -> EventPage:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":ws": _workspace(workspace_id), ":prefix": {"S": "EVT#"}}
+        query: dict[str, Any] = {"ScanIndexForward": False, "Limit": limit + 1}
+        filters: list[str] = []
+        if message_id is not None:
+            query["IndexName"] = "ByMessage"
+            query["KeyConditionExpression"] = "messageId = :message AND begins_with(sk, :prefix)"
+            values[":message"] = {"S": message_id}
+            filters.append("pk = :ws")  # another workspace's message has no events here
+        else:
+            query["KeyConditionExpression"] = "pk = :ws AND begins_with(sk, :prefix)"
+        if event_type is not None:
+            names["#type"] = "type"
+            values[":type"] = {"S": event_type.value}
+            filters.append("#type = :type")
+        if cursor is not None:
+            if not looks_like_event_id(cursor):
+                raise InvalidCursor(cursor)
+            start = _event_key(workspace_id, cursor)
+            query["ExclusiveStartKey"] = {**start, "messageId": {"S": message_id}} if message_id else start
+        if filters:
+            query["FilterExpression"] = " AND ".join(filters)
+        if names:
+            query["ExpressionAttributeNames"] = names
+        query["ExpressionAttributeValues"] = values
+        items: list[Item] = []
+        while True:
+            # A filter and DynamoDB's 1 MB both end a page early: read on until it is full.
+            answer = self._table.query(**query)
+            items.extend(answer.get("Items", []))
+            if len(items) > limit or "LastEvaluatedKey" not in answer:
+                break
+            query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+            query["Limit"] = limit + 1 - len(items)
+        events = [_event(item) for item in items[:limit]]
+        return EventPage(events, events[-1].id if len(items) > limit and events else None)
+
+    def record_attempt(self, workspace_id: str, event_id: str, endpoint_id: str, attempt: Attempt) -> None:
+        if attempt.succeeded:
+            status = DeliveryStatus.SUCCEEDED
+        else:
+            status = DeliveryStatus.FAILED if attempt.final else DeliveryStatus.PENDING
+        sets = [
+            "#d.#e.attempts = #d.#e.attempts + :one",
+            "#d.#e.lastAttemptAt = :at",
+            "#d.#e.#status = :status",
+        ]
+        values: dict[str, Any] = {
+            ":one": {"N": "1"},
+            ":at": {"S": rfc3339(attempt.at)},
+            ":status": {"S": status.value},
+            ":succeeded": {"S": DeliveryStatus.SUCCEEDED.value},
+        }
+        if attempt.response_status is not None:
+            sets.append("#d.#e.lastResponseStatus = :code")
+            values[":code"] = {"N": str(attempt.response_status)}
+        # A failure never overrides a success of a concurrent copy of the same delivery.
+        condition = "attribute_exists(#d.#e)" + (
+            "" if attempt.succeeded else " AND #d.#e.#status <> :succeeded"
+        )
+        if attempt.succeeded:
+            values.pop(":succeeded")
+        self._table.write(
+            "update_item",
+            Key=_event_key(workspace_id, event_id),
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#d": "deliveries", "#e": endpoint_id, "#status": "status"},
+            ExpressionAttributeValues=values,
+        )
+
+    def reopen(self, workspace_id: str, event_id: str, endpoint_ids: Sequence[str]) -> Event | None:
+        if not looks_like_event_id(event_id) or not endpoint_ids:
+            return self.event(workspace_id, event_id)
+        names = {"#d": "deliveries", "#status": "status"}
+        values: dict[str, Any] = {":pending": {"S": DeliveryStatus.PENDING.value}}
+        sets = []
+        for index, endpoint_id in enumerate(endpoint_ids):
+            names[f"#e{index}"] = endpoint_id
+            # A delivery the event never had starts at zero attempts; one it had keeps its count.
+            sets.append(f"#d.#e{index} = if_not_exists(#d.#e{index}, :fresh)")
+        values[":fresh"] = {"M": {"status": {"S": DeliveryStatus.PENDING.value}, "attempts": {"N": "0"}}}
+        first = self._table.write(
+            "update_item",
+            Key=_event_key(workspace_id, event_id),
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={k: v for k, v in names.items() if k != "#status"},
+            ExpressionAttributeValues={":fresh": values[":fresh"]},
+        )
+        if isinstance(first, ConditionFailed):
+            return None
+        answer = self._table.write(
+            "update_item",
+            Key=_event_key(workspace_id, event_id),
+            UpdateExpression="SET "
+            + ", ".join(f"#d.#e{i}.#status = :pending" for i in range(len(endpoint_ids))),
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={":pending": values[":pending"]},
+            ReturnValues="ALL_NEW",
+        )
+        if isinstance(answer, ConditionFailed):
+            return None
+        return _event(answer["Attributes"])

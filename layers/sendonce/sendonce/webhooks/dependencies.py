@@ -1,0 +1,78 @@
+"""The composition roots of the webhook functions: the stream's recorder, and the deliverer.
+
+The sender checks a target and posts to the address it checked (`webhooks.outbound`); the local
+stack's settings let it reach loopback receivers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
+from sendonce.adapters.sqs_queue import SqsRedelivery
+from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
+from sendonce.aws_clients import client
+from sendonce.composition import Root
+from sendonce.delivery.ports import Redelivery
+from sendonce.settings import MessageChangesSettings, WebhookDeliverySettings
+from sendonce.webhooks.delivery import Answer, Sender, WebhookDeliverer, parse_schedule
+from sendonce.webhooks.events import EventRecorder
+
+
+def sender(*, allow_private: bool, timeout_seconds: float) -> Sender:
+    """Checks the target before every attempt, then posts to the very address it checked."""
+    from sendonce.webhooks import outbound  # noqa: PLC0415
+
+    def send(url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
+        try:
+            target = outbound.check_url(url, allow_private=allow_private)
+        except outbound.UnsafeTarget as refused:
+            return Answer(None, f"refused: {refused.reason}")
+        answer = outbound.post(target, body, headers, timeout=timeout_seconds)
+        return Answer(answer.status, answer.error)
+
+    return send
+
+
+def target_checker(*, allow_private: bool) -> Callable[[str], object]:
+    from sendonce.webhooks import outbound  # noqa: PLC0415
+
+    return partial(outbound.check_url, allow_private=allow_private)
+
+
+def build_recorder(settings: MessageChangesSettings | None = None) -> EventRecorder:
+    settings = settings or MessageChangesSettings.from_environment()
+    store = DynamoDbWebhookStore(client("dynamodb"), settings.webhooks_table)
+    return EventRecorder(
+        events=store, endpoints=store, queue=SqsDeliveryQueue(client("sqs"), settings.webhook_queue_url)
+    )
+
+
+recorder_root: Root[EventRecorder] = Root(build_recorder)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryDependencies:
+    deliverer: WebhookDeliverer
+    redelivery: Redelivery
+
+
+def build_delivery(settings: WebhookDeliverySettings | None = None) -> DeliveryDependencies:
+    settings = settings or WebhookDeliverySettings.from_environment()
+    store = DynamoDbWebhookStore(client("dynamodb"), settings.webhooks_table)
+    return DeliveryDependencies(
+        deliverer=WebhookDeliverer(
+            events=store,
+            endpoints=store,
+            send=sender(
+                allow_private=settings.allow_private_targets, timeout_seconds=settings.timeout_seconds
+            ),
+            schedule=parse_schedule(settings.retry_schedule),
+        ),
+        redelivery=SqsRedelivery(partial(client, "sqs"), settings.webhook_queue_url),
+    )
+
+
+delivery_root: Root[DeliveryDependencies] = Root(build_delivery)

@@ -1,0 +1,104 @@
+"""From committed changes to events and their deliveries: exactly one event per change.
+
+A change's event id is derived from its stream record, and a message's `Applied` (the last
+sequence told, and where in the stream) moves on in the same transaction that writes the event.
+So a stream record read again, after a crash anywhere, finds its event already written: it writes
+nothing new, and queues again only the deliveries of that event never attempted. Records of one
+message arrive in order, so `sequence` counts that message's status changes from 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sendonce.observability import logger
+from sendonce.webhooks.model import Change, Delivery, DeliveryStatus, Endpoint, Event
+from sendonce.webhooks.ports import DeliveryQueue, DeliveryTask, EndpointStore, EventStore
+
+# Reading `Applied` and writing the event race only with another reader of the same record.
+MAX_TRIES = 3
+
+
+class ChangeNotRecorded(RuntimeError):
+    """The change could not be told now; the stream brings its record back."""
+
+
+class _Moved:
+    """The message's changes moved on while this one was being written: read them again."""
+
+
+MOVED = _Moved()
+
+
+@dataclass
+class EventRecorder:
+    events: EventStore
+    endpoints: EndpointStore
+    queue: DeliveryQueue
+    # Endpoints read once per workspace per batch: an endpoint added mid-batch gets later batches.
+    _endpoints: dict[str, list[Endpoint]] = field(default_factory=dict)
+
+    def new_batch(self) -> None:
+        self._endpoints.clear()
+
+    def record(self, change: Change) -> Event | None:
+        """The change's event, its deliveries queued; None if it was told before and nothing is owed."""
+        for _ in range(MAX_TRIES):
+            outcome = self._try(change)
+            if isinstance(outcome, _Moved):
+                continue
+            if outcome is not None:
+                self._queue(outcome)
+            return outcome
+        raise ChangeNotRecorded(f"the events of {change.message.id} kept moving")
+
+    def _try(self, change: Change) -> Event | _Moved | None:
+        workspace_id = change.message.workspace_id
+        previous = self.events.applied(change.message.id) if change.is_status_change else None
+        if previous is not None and previous.position >= change.position:
+            return self._already_recorded(change)
+        event = Event(
+            id=change.event_id,
+            workspace_id=workspace_id,
+            message_id=change.message.id,
+            type=change.type,
+            timestamp=change.at,
+            message=change.message.to_api(),
+            sequence=(previous.sequence if previous else 0) + 1 if change.is_status_change else None,
+            deliveries=tuple(Delivery(e.id) for e in self._subscribers(workspace_id, change)),
+        )
+        if self.events.record(event, change.position, previous):
+            logger.info(
+                "webhook.event.recorded",
+                extra={
+                    "event": "webhook.event.recorded",
+                    "event_id": event.id,
+                    "type": event.type.value,
+                    "message_id": event.message_id,
+                    "deliveries": len(event.deliveries),
+                },
+            )
+            return event
+        return self._already_recorded(change) or MOVED
+
+    def _already_recorded(self, change: Change) -> Event | None:
+        """A record read again: its event, of which only the deliveries never attempted are owed.
+
+        None if there is no such event: the message's changes were told past this record (a
+        record older than the last one told), and nothing may be told twice."""
+        return self.events.event(change.message.workspace_id, change.event_id)
+
+    def _subscribers(self, workspace_id: str, change: Change) -> Iterable[Endpoint]:
+        if workspace_id not in self._endpoints:
+            self._endpoints[workspace_id] = self.endpoints.endpoints(workspace_id)
+        return [e for e in self._endpoints[workspace_id] if e.wants(change.type)]
+
+    def _queue(self, event: Event) -> None:
+        owed = [
+            DeliveryTask(event.workspace_id, event.id, d.endpoint_id)
+            for d in event.deliveries
+            if d.status is DeliveryStatus.PENDING and d.attempts == 0
+        ]
+        if owed:
+            self.queue.enqueue(owed)

@@ -1,0 +1,171 @@
+"""Webhook endpoints, events and their deliveries, as the contract shows them.
+
+An event is derived from one committed change of a message and never changes afterwards except
+for the record of its deliveries. Its id is the `webhook-id` of every delivery of it, forever.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from sendonce.clock import rfc3339
+from sendonce.messages.ids import ulid
+from sendonce.messages.model import Message, Status
+
+ENDPOINT_PREFIX = "whep_"
+EVENT_PREFIX = "evt_"
+SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix Standard Webhooks secrets carry, not a secret)
+MAX_ENDPOINTS = 10
+# While a secret is rotated, deliveries are signed with the old one too for this long.
+ROTATION_OVERLAP = timedelta(hours=24)
+EVENT_RETENTION = timedelta(days=30)
+
+
+class EventType(StrEnum):
+    QUEUED = "message.queued"
+    SCHEDULED = "message.scheduled"
+    SENT = "message.sent"
+    DELIVERED = "message.delivered"
+    FAILED = "message.failed"
+    CANCELED = "message.canceled"
+    UNKNOWN = "message.unknown"
+    DUPLICATE_BLOCKED = "message.duplicate_blocked"
+
+
+# The statuses a customer is told about; `accepted` and `sending` are the service's own steps.
+STATUS_EVENTS: Mapping[Status, EventType] = {
+    Status.QUEUED: EventType.QUEUED,
+    Status.SCHEDULED: EventType.SCHEDULED,
+    Status.SENT: EventType.SENT,
+    Status.DELIVERED: EventType.DELIVERED,
+    Status.FAILED: EventType.FAILED,
+    Status.CANCELED: EventType.CANCELED,
+    Status.UNKNOWN: EventType.UNKNOWN,
+}
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+def new_endpoint_id(now: datetime) -> str:
+    return ENDPOINT_PREFIX + ulid(int(now.timestamp() * 1000))
+
+
+def new_secret() -> str:
+    """24 random bytes, base64: what Standard Webhooks libraries take as `whsec_…`."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class SigningSecret:
+    value: str
+    expires_at: datetime | None = None  # a rotated-out secret signs until then
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    id: str
+    workspace_id: str
+    url: str
+    event_types: tuple[EventType, ...] | None  # None: every type
+    description: str | None
+    created_at: datetime
+    secrets: tuple[SigningSecret, ...]  # the current one first
+
+    def wants(self, event_type: EventType) -> bool:
+        return self.event_types is None or event_type in self.event_types
+
+    def signing_secrets(self, now: datetime) -> tuple[str, ...]:
+        return tuple(s.value for s in self.secrets if s.expires_at is None or s.expires_at > now)
+
+    def rotated(self, new_value: str, now: datetime) -> Endpoint:
+        kept = tuple(
+            replace(s, expires_at=s.expires_at or now + ROTATION_OVERLAP)
+            for s in self.secrets
+            if s.expires_at is None or s.expires_at > now
+        )
+        return replace(self, secrets=(SigningSecret(new_value), *kept))
+
+    def to_api(self, *, with_secret: bool = False) -> dict[str, Any]:
+        shown: dict[str, Any] = {
+            "id": self.id,
+            "url": self.url,
+            "eventTypes": [t.value for t in self.event_types] if self.event_types is not None else None,
+            "description": self.description,
+            "createdAt": rfc3339(self.created_at),
+        }
+        if with_secret:
+            shown["secret"] = self.secrets[0].value
+        return shown
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    endpoint_id: str
+    status: DeliveryStatus = DeliveryStatus.PENDING
+    attempts: int = 0
+    last_attempt_at: datetime | None = None
+    last_response_status: int | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "endpointId": self.endpoint_id,
+            "status": self.status.value,
+            "attempts": self.attempts,
+            "lastAttemptAt": rfc3339(self.last_attempt_at) if self.last_attempt_at else None,
+            "lastResponseStatus": self.last_response_status,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: str
+    workspace_id: str
+    message_id: str
+    type: EventType
+    timestamp: datetime
+    message: Mapping[str, Any]  # the contract's Message, as it stood right after the change
+    sequence: int | None  # None for message.duplicate_blocked: not a change of the message
+    deliveries: tuple[Delivery, ...] = field(default=())
+
+    def payload(self) -> dict[str, Any]:
+        """What every endpoint receives, byte for byte the same on every attempt."""
+        return {
+            "type": self.type.value,
+            "timestamp": rfc3339(self.timestamp),
+            "data": {"message": dict(self.message), "sequence": self.sequence},
+        }
+
+    def delivery(self, endpoint_id: str) -> Delivery | None:
+        return next((d for d in self.deliveries if d.endpoint_id == endpoint_id), None)
+
+    def to_api(self) -> dict[str, Any]:
+        return {"id": self.id, **self.payload(), "deliveries": [d.to_api() for d in self.deliveries]}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    message: Message  # as it stood right after the change
+    type: EventType
+    at: datetime
+    position: str  # the stream record's sequence number, padded: increases with every write of the message
+
+    @property
+    def is_status_change(self) -> bool:
+        return self.type is not EventType.DUPLICATE_BLOCKED
+
+    @property
+    def event_id(self) -> str:
+        """The same for every copy of the stream record: a record read twice is one event."""
+        digest = hashlib.sha256(f"{self.message.id}/{self.position}".encode()).digest()
+        return EVENT_PREFIX + ulid(int(self.at.timestamp() * 1000), int.from_bytes(digest[:10], "big"))

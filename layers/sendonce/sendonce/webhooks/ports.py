@@ -1,0 +1,101 @@
+"""What the webhooks context needs from the outside: endpoints, events, and a queue of deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from sendonce.webhooks.model import Endpoint, Event, EventType
+
+
+class TooManyEndpoints(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """How far a message's changes have been told: the last sequence and its stream position."""
+
+    sequence: int
+    position: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    events: list[Event]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    at: datetime
+    response_status: int | None
+    succeeded: bool
+    final: bool  # no attempt follows: a failure that ends the delivery `failed`
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryTask:
+    """One delivery of one event to one endpoint: a queue record of its own."""
+
+    workspace_id: str
+    event_id: str
+    endpoint_id: str
+    # Attempts the delivery had when this task was queued: its retry schedule counts from there,
+    # so a redelivery starts a schedule of its own.
+    base_attempts: int = 0
+
+
+class EndpointStore(Protocol):
+    def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
+        """Raises TooManyEndpoints when the workspace has `limit` already."""
+        ...
+
+    def endpoints(self, workspace_id: str) -> list[Endpoint]: ...
+
+    def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None: ...
+
+    def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
+        """False if there was no such endpoint."""
+        ...
+
+    def replace_endpoint(self, endpoint: Endpoint) -> bool:
+        """Stores a rotated endpoint; False if it was deleted meanwhile."""
+        ...
+
+
+class EventStore(Protocol):
+    def applied(self, message_id: str) -> Applied | None: ...
+
+    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+        """Writes the event and moves the message's `Applied` on, together; False (nothing written)
+        if the event exists already or the message's changes moved on since `previous` was read."""
+        ...
+
+    def event(self, workspace_id: str, event_id: str) -> Event | None: ...
+
+    def events(
+        self,
+        workspace_id: str,
+        *,
+        message_id: str | None,
+        event_type: EventType | None,
+        limit: int,
+        cursor: str | None,
+    ) -> EventPage: ...
+
+    def record_attempt(
+        self, workspace_id: str, event_id: str, endpoint_id: str, attempt: Attempt
+    ) -> None: ...
+
+    def reopen(self, workspace_id: str, event_id: str, endpoint_ids: Sequence[str]) -> Event | None:
+        """Marks the deliveries to `endpoint_ids` pending again (adding any the event lacks)."""
+        ...
+
+
+class DeliveryQueue(Protocol):
+    def enqueue(self, tasks: Sequence[DeliveryTask]) -> None:
+        """Raises QueueUnavailable if any task could not be queued."""
+        ...
