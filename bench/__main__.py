@@ -30,6 +30,7 @@ from bench.quiet import silenced_stdout  # noqa: E402
 from bench.report import checks, cold_start_ratios, ratios, table  # noqa: E402
 from bench.stats import mode, percentile, summary_ms  # noqa: E402
 from bench.storm import run_storm  # noqa: E402
+from bench.webhooks import run_webhook_bench  # noqa: E402
 from sendonce_local.environment import function_environment  # noqa: E402
 from sendonce_local.lambda_runtime import LambdaContext  # noqa: E402
 
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-outbox-peak", action="store_true", help="skip the outbox's 10,000 messages due in one minute"
     )
+    parser.add_argument("--no-webhooks", action="store_true", help="skip the status webhook figures")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.rounds, args.warmup = (60, 5) if args.quick else (300, 20)
@@ -168,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
             details["storm"] = {"error": repr(error)}
             print(f"storm failed: {error!r}", file=sys.stderr)
 
+    webhooks = None
+    if not args.no_webhooks:
+        try:
+            webhooks, details["webhooks"] = run_webhook_bench(
+                rounds=args.rounds, told_changes=20, messages=50 if args.quick else 200
+            )
+        except Exception as error:  # the rest of the figures still stand
+            details["webhooks"] = {"error": repr(error)}
+            print(f"webhooks failed: {error!r}", file=sys.stderr)
+
     outbox_peak = None
     if not args.no_outbox_peak:
         peak = run_outbox_peak(args.outbox_peak)
@@ -182,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold_start_ratio": cold_start_ratios(cold),
         "storm": storm,
         "outbox_peak": outbox_peak,
+        "webhooks": webhooks,
         "cost_usd_per_million_sends": figures["cost"],
     }
     details["checks"] = [vars(check) for check in checks(results)]

@@ -9,6 +9,8 @@ CALL_TARGETS = {"send_new": 2, "send_new_with_key": 4, "replay": 1, "duplicate":
 RATIO_TARGETS = {"send_new_p50": 1.2, "replay_p50": 1.0, "duplicate_p99_vs_send_new_p99": 1.0}
 COLD_START_TARGET = 1.5
 OUTBOX_LATE_TARGET_S = 60  # every message of the peak handed over within a minute of its sendAt
+# Status webhooks: 10 endpoints cost a send nothing measurable (issue 12).
+WEBHOOK_ENDPOINTS_RATIO_TARGET = 1.05
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,11 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         )
         if results.get("outbox_peak")
         else "outbox peak: not run",
+        _rows(
+            ["webhooks", "value"], [[name, value] for name, value in (results.get("webhooks") or {}).items()]
+        )
+        if results.get("webhooks")
+        else "webhooks: not run",
         f"cost on AWS per million sends (infrastructure, excluding provider charges): "
         f"${results['cost_usd_per_million_sends']:.2f}",
         _rows(

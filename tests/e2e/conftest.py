@@ -1,7 +1,8 @@
 """Local stacks (`sendonce run`) on free ports, one per settings profile, torn down at the end.
 
 - `stack`: the default settings (24 h idempotency window, 15 min dedup window), two workspaces,
-  a 2 s provider timeout, and the sandbox reporting deliveries (webhooks, SES notifications).
+  a 2 s provider timeout, the sandbox reporting deliveries (webhooks, SES notifications), and
+  status webhooks retried every second, three times.
   Its webhook secret is the random one the stack made at start: the tests read it from the banner.
 - `short_stack`: 3 s idempotency and dedup windows, `SENDONCE_REQUIRE_IDEMPOTENCY_KEY=true`, two
   workspaces (`ws_a`, `ws_b`), and the sandbox's delivery events off, so a lost provider answer is
@@ -128,7 +129,12 @@ def running_stack(
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     log = tmp_path_factory.mktemp("stack") / "sendonce-run.log"
-    settings = {"SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2", "SENDONCE_SANDBOX_DELIVERY_EVENTS": "true"}
+    settings = {
+        "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2",
+        "SENDONCE_SANDBOX_DELIVERY_EVENTS": "true",
+        # Status webhooks retried after a second, not after 5 s, 5 min, ...: the schedule's shape, quickly.
+        "SENDONCE_WEBHOOK_RETRY_SCHEDULE": "1,1,1",
+    }
     with running_stack(log, settings, (("ws_e2e", API_KEY), ("ws_e2e_other", OTHER_API_KEY))) as local:
         yield local
 

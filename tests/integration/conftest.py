@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from sendonce_local.environment import template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
 from sendonce_local.invocation_isolation import isolate_invocations
 from sendonce_local.local_secrets import LocalSecrets, create_secrets
+from sendonce_local.stream_sources import judge, lambda_record, stream_arn
 from sendonce_local.template import Template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,6 +234,10 @@ class Stack:
     queue_urls: dict[str, str] = field(repr=False)  # by logical id
     monkeypatch: pytest.MonkeyPatch = field(repr=False)
     secrets: LocalSecrets = field(repr=False)  # the values of the template's secrets in the emulator
+    # The MessagesTable stream as its event source mapping reads it: where each shard was read up
+    # to, and the records read but not yet done (a reported failure is fed again, from there).
+    _stream_iterators: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _stream_pending: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis' failure reports
         printer.text("Stack()")
@@ -335,6 +341,104 @@ class Stack:
         context = FakeLambdaContext(function_name=f"sendonce-Dispatch{channel.capitalize()}Function")
         result: dict[str, Any] = function(f"dispatch_{channel}").handler(event, context)
         return result
+
+    # -- status webhooks: the stream's event source mapping and the delivery queue's, by hand
+    def read_changes(self) -> list[dict[str, Any]]:
+        """The MessagesTable stream's records written since the last read, in Lambda's event shape.
+
+        Each shard is read from where the last call left it (from its start the first time, as
+        TRIM_HORIZON), so a record is read once; feeding it again is the test's own choice.
+        """
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        arn = stream_arn(self.dynamodb, "MessagesTable")
+        shards = streams.describe_stream(StreamArn=arn)["StreamDescription"].get("Shards") or []
+        records: list[dict[str, Any]] = []
+        for shard in shards:
+            shard_id = shard["ShardId"]
+            if shard_id not in self._stream_iterators:
+                self._stream_iterators[shard_id] = streams.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+            while (iterator := self._stream_iterators[shard_id]) is not None:
+                answer = streams.get_records(ShardIterator=iterator, Limit=1000)
+                self._stream_iterators[shard_id] = answer.get("NextShardIterator")
+                if not answer.get("Records"):
+                    break
+                records.extend(lambda_record(record, arn) for record in answer["Records"])
+        return records
+
+    def tell_changes(self, records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Feed stream records to MessageChangesFunction's handler, as its event source mapping would.
+
+        Without `records`: the records a failure handed back last time, then every new one, in
+        order; the records the handler reports as failed (and all after them) are kept for the
+        next call, as the mapping retries from the lowest failed one. With `records`: exactly
+        those (a batch fed again), and nothing is kept.
+        """
+        kept = records is None
+        if records is None:
+            self._stream_pending.extend(self.read_changes())
+            records = list(self._stream_pending)
+        if not records:
+            return {"batchItemFailures": []}
+        context = FakeLambdaContext(function_name="sendonce-MessageChangesFunction")
+        # A raised error leaves every record kept: the mapping retries the whole batch.
+        result: dict[str, Any] = function("message_changes").handler({"Records": records}, context)
+        if kept:
+            del self._stream_pending[: judge(records, result, report_failures=True).done]
+        return result
+
+    @property
+    def webhook_queue_url(self) -> str:
+        return self.queue_urls["WebhookDeliveryQueue"]
+
+    def receive_deliveries(self) -> list[dict[str, Any]]:
+        """Every visible WebhookDeliveryQueue record (received: hidden for the visibility timeout)."""
+        records: list[dict[str, Any]] = []
+        while True:
+            batch = self.sqs.receive_message(
+                QueueUrl=self.webhook_queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not batch:
+                return records
+            records.extend(batch)
+
+    def deliver_webhook(self, record: dict[str, Any]) -> dict[str, Any]:
+        """One WebhookDeliveryQueue record fed to WebhookDeliveryFunction's handler (BatchSize 1).
+
+        A record it handled is deleted, as the event source mapping does; a reported failure
+        stays on the queue, visible again after the visibility its handler set.
+        """
+        arn = f"arn:aws:sqs:{REGION}:123456789012:WebhookDeliveryQueue"
+        context = FakeLambdaContext(function_name="sendonce-WebhookDeliveryFunction")
+        result: dict[str, Any] = function("webhook_delivery").handler(sqs_event([record], arn), context)
+        if not result.get("batchItemFailures"):
+            self.sqs.delete_message(QueueUrl=self.webhook_queue_url, ReceiptHandle=record["ReceiptHandle"])
+        return result
+
+    def deliver_webhooks(self, *, wait: float = 0.0) -> list[dict[str, Any]]:
+        """Feed every visible delivery record to the handler, one a batch; with `wait`, go on for up
+        to that many seconds while records are still on the queue (retries become visible again)."""
+        deadline = time.monotonic() + wait
+        results: list[dict[str, Any]] = []
+        while True:
+            results.extend(self.deliver_webhook(record) for record in self.receive_deliveries())
+            if time.monotonic() >= deadline or self.webhook_queue_depth() == 0:
+                return results
+            time.sleep(0.1)
+
+    def webhook_queue_depth(self) -> int:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.webhook_queue_url, AttributeNames=["All"]
+        )["Attributes"]
+        return sum(
+            int(attributes.get(name, 0))
+            for name in (
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            )
+        )
 
 
 def _create_resources(template: Template, secrets: LocalSecrets) -> dict[str, str]:
@@ -475,6 +579,76 @@ def http_provider() -> Iterator[FakeHttpProvider]:
         yield FakeHttpProvider(f"http://127.0.0.1:{server.server_address[1]}", calls, script)
     finally:
         stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+# ---------------------------------------------------------------------------- a webhook receiver
+@dataclass(frozen=True)
+class ReceivedWebhook:
+    path: str
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+    @property
+    def webhook_id(self) -> str:
+        return self.headers.get("webhook-id", "")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class WebhookReceiver:
+    """A customer's endpoint on 127.0.0.1: records every POST, answers from a script (default 200)."""
+
+    url: str
+    received: list[ReceivedWebhook]
+    script: list[int]
+    lock: threading.Lock = field(repr=False)
+
+    def answer_next(self, *statuses: int) -> None:
+        with self.lock:
+            self.script.extend(statuses)
+
+    @property
+    def requests(self) -> list[ReceivedWebhook]:
+        with self.lock:
+            return list(self.received)
+
+
+@pytest.fixture
+def webhook_receiver() -> Iterator[WebhookReceiver]:
+    received: list[ReceivedWebhook] = []
+    script: list[int] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            with lock:
+                received.append(
+                    ReceivedWebhook(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+                )
+                status = script.pop(0) if script else 200
+            try:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            except OSError:
+                pass  # the sender gave up waiting
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield WebhookReceiver(f"http://127.0.0.1:{server.server_address[1]}/hooks", received, script, lock)
+    finally:
         server.shutdown()
         server.server_close()
 

@@ -190,7 +190,9 @@ class InMemoryWebhookStore:
     endpoint_items: dict[tuple[str, str], Endpoint] = field(default_factory=dict)
     event_items: dict[tuple[str, str], Event] = field(default_factory=dict)
     applied_items: dict[str, Applied] = field(default_factory=dict)
-    # Faults: raised by the next record() before (or after) it writes, as a crash would.
+    # Faults: raised by the next applied() read, or by the next record() before (or after) it
+    # writes, as a crash would.
+    crash_before_read: int = 0
     crash_before_record: int = 0
     crash_after_record: int = 0
 
@@ -216,6 +218,9 @@ class InMemoryWebhookStore:
         return True
 
     def applied(self, message_id: str) -> Applied | None:
+        if self.crash_before_read:
+            self.crash_before_read -= 1
+            raise RuntimeError("crashed before the message's Applied was read")
         return self.applied_items.get(message_id)
 
     def record(self, event: Event, position: str, previous: Applied | None) -> bool:

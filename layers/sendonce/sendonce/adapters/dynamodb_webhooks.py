@@ -4,7 +4,9 @@ A workspace's endpoints and events share its partition (`WS#<workspace>`), so an
 id is simply not found. An event and its message's `Applied` (`MSG#<id>`, `APPLIED`) are written in
 one transaction, conditional on `Applied` as it was read, so a change is told once. The endpoint
 count is kept beside the endpoints and moved in the same transaction as each add or delete, so
-concurrent adds never pass the limit.
+concurrent adds never pass the limit. A transaction canceled by another one on the same item is
+tried again, and then meets that one's write as a failed condition: of the copies of one change
+recorded at once, exactly one is told it wrote the event.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
+from sendonce.adapters.dynamodb_writes import (
+    CONFLICT,
+    Cancellation,
+    ConditionFailed,
+    DynamoDbTable,
+    TryAgain,
+    with_retries,
+)
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor
 from sendonce.messages.ids import looks_like_ulid
@@ -32,6 +41,8 @@ from sendonce.webhooks.ports import Applied, Attempt, EventPage, TooManyEndpoint
 
 COUNT_SK = "WHEPCOUNT"
 APPLIED_SK = "APPLIED"
+# A type filter drops what it reads: read at least this many events at a time while filling a page.
+FILTERED_READ = 100
 
 
 def _workspace(workspace_id: str) -> dict[str, str]:
@@ -52,6 +63,11 @@ def _applied_key(message_id: str) -> Item:
 
 def looks_like_event_id(candidate: str) -> bool:
     return candidate.startswith(EVENT_PREFIX) and looks_like_ulid(candidate.removeprefix(EVENT_PREFIX))
+
+
+def _conflicted(canceled: Cancellation) -> bool:
+    """Another transaction held an item meanwhile: trying again meets its write as a condition."""
+    return CONFLICT in canceled.codes
 
 
 # ---------------------------------------------------------------------------- items
@@ -160,6 +176,9 @@ class DynamoDbWebhookStore:
 
     # -- endpoints
     def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
+        with_retries(lambda: self._add_endpoint(endpoint, limit), "the endpoint count stayed contended")
+
+    def _add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
         canceled = self._table.transact(
             [
                 {
@@ -182,6 +201,8 @@ class DynamoDbWebhookStore:
         if canceled is not None:
             if canceled.failed(0):
                 raise TooManyEndpoints(f"a workspace has at most {limit} endpoints")
+            if _conflicted(canceled):
+                raise TryAgain
             raise DependencyUnavailable(f"the endpoint could not be added: {canceled.codes}")
 
     def endpoints(self, workspace_id: str) -> list[Endpoint]:
@@ -203,6 +224,11 @@ class DynamoDbWebhookStore:
         return _endpoint(item) if item else None
 
     def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
+        return with_retries(
+            lambda: self._delete_endpoint(workspace_id, endpoint_id), "the endpoint count stayed contended"
+        )
+
+    def _delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
         canceled = self._table.transact(
             [
                 {
@@ -225,6 +251,8 @@ class DynamoDbWebhookStore:
             return True
         if canceled.failed(0):
             return False
+        if _conflicted(canceled):
+            raise TryAgain
         raise DependencyUnavailable(f"the endpoint could not be deleted: {canceled.codes}")
 
     def replace_endpoint(self, endpoint: Endpoint) -> bool:
@@ -245,29 +273,39 @@ class DynamoDbWebhookStore:
             {"Put": {"Item": _event_item(event), "ConditionExpression": "attribute_not_exists(pk)"}}
         ]
         if event.sequence is not None:
-            moved_on = {
-                "Put": {
-                    "Item": {
-                        **_applied_key(event.message_id),
-                        "sequence": {"N": str(event.sequence)},
-                        "position": {"S": position},
-                        "expiresAt": epoch_seconds(event.timestamp + EVENT_RETENTION),
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+            if previous is not None:
+                # `Applied` exactly as it was read: the message's changes have not moved on since.
+                condition = {
+                    "ConditionExpression": "#position = :position AND #sequence = :sequence",
+                    "ExpressionAttributeNames": {"#position": "position", "#sequence": "sequence"},
+                    "ExpressionAttributeValues": {
+                        ":position": {"S": previous.position},
+                        ":sequence": {"N": str(previous.sequence)},
                     },
-                    "ConditionExpression": (
-                        "attribute_not_exists(pk)" if previous is None else "#position = :previous"
-                    ),
-                    **(
-                        {}
-                        if previous is None
-                        else {
-                            "ExpressionAttributeNames": {"#position": "position"},
-                            "ExpressionAttributeValues": {":previous": {"S": previous.position}},
-                        }
-                    ),
                 }
+            moved_on: Item = {
+                **_applied_key(event.message_id),
+                "sequence": {"N": str(event.sequence)},
+                "position": {"S": position},
+                "expiresAt": epoch_seconds(event.timestamp + EVENT_RETENTION),
             }
-            items.append(moved_on)
-        return self._table.transact(items, token=event.id) is None
+            items.append({"Put": {"Item": moved_on, **condition}})
+
+        def attempt() -> bool:
+            # No request token of our own: DynamoDB answers a repeat of a token's request with the
+            # first one's success, so every copy of a change would be told it wrote the event.
+            # (The SDK sends a token of its own per call, which covers its own retries.)
+            canceled = self._table.transact(items)
+            if canceled is None:
+                return True
+            if any(canceled.failed(index) for index in range(len(items))):
+                return False  # the event exists already, or the message's changes moved on
+            if _conflicted(canceled):
+                raise TryAgain
+            raise DependencyUnavailable(f"the event could not be recorded: {canceled.codes}")
+
+        return with_retries(attempt, "the message's events stayed contended")
 
     def event(self, workspace_id: str, event_id: str) -> Event | None:
         if not looks_like_event_id(event_id):
@@ -286,7 +324,9 @@ class DynamoDbWebhookStore:
     ) -> EventPage:
         names: dict[str, str] = {}
         values: dict[str, Any] = {":ws": _workspace(workspace_id), ":prefix": {"S": "EVT#"}}
-        query: dict[str, Any] = {"ScanIndexForward": False, "Limit": limit + 1}
+        # One more than the page tells whether another page exists.
+        least = FILTERED_READ if event_type is not None else 0
+        query: dict[str, Any] = {"ScanIndexForward": False, "Limit": max(limit + 1, least)}
         filters: list[str] = []
         if message_id is not None:
             query["IndexName"] = "ByMessage"
@@ -317,7 +357,7 @@ class DynamoDbWebhookStore:
             if len(items) > limit or "LastEvaluatedKey" not in answer:
                 break
             query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
-            query["Limit"] = limit + 1 - len(items)
+            query["Limit"] = max(limit + 1 - len(items), least)
         events = [_event(item) for item in items[:limit]]
         return EventPage(events, events[-1].id if len(items) > limit and events else None)
 

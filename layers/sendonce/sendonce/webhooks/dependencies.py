@@ -37,9 +37,17 @@ def sender(*, allow_private: bool, timeout_seconds: float) -> Sender:
 
 
 def target_checker(*, allow_private: bool) -> Callable[[str], object]:
+    """The check at registration: a host that does not resolve yet is taken (it is checked again,
+    resolved, before every attempt); one that resolves to an address it may not reach is refused."""
     from sendonce.webhooks import outbound  # noqa: PLC0415
 
-    return partial(outbound.check_url, allow_private=allow_private)
+    def check(url: str) -> object:
+        try:
+            return outbound.check_url(url, allow_private=allow_private)
+        except outbound.Unresolvable:
+            return None
+
+    return check
 
 
 def build_recorder(settings: MessageChangesSettings | None = None) -> EventRecorder:

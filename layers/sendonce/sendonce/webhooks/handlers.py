@@ -1,12 +1,17 @@
-"""The webhook functions' batches: the stream's records in order, the delivery queue's records alone.
+"""The webhook functions' batches: the stream's records in order per message, the delivery queue's alone.
 
-A stream record that fails stops its batch there: it and every later record are reported, so
-Lambda brings them back from that record on, in order. A later change of the same message must
-never be told before an earlier one, or the earlier one would find itself told already.
+A batch's records of one message are told one after another, in stream order; different
+messages go side by side (as Lambda's ParallelizationFactor would run them, keyed by item). A
+record that fails stops its message's chain there, and the batch reports every record from the
+earliest failure on, so Lambda brings them back from there, in order: a later change of a message
+is never told before an earlier one, which would otherwise find itself told already. A record of
+another message brought back with them was told already and writes nothing new.
 """
 
 from __future__ import annotations
 
+import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -20,34 +25,57 @@ from sendonce.webhooks.delivery import RetryLater
 from sendonce.webhooks.dependencies import DeliveryDependencies
 from sendonce.webhooks.events import EventRecorder
 
+# Messages told side by side within a batch; botocore pools 10 connections a client.
+STREAM_WORKERS = 8
 
-def handle_stream_batch(recorder: EventRecorder, event: Any) -> dict[str, Any]:
+
+def _item(record: Any) -> str:
+    keys = (record.get("dynamodb") or {}).get("Keys") if isinstance(record, dict) else None
+    return json.dumps(keys, sort_keys=True)
+
+
+def _sequence_number(record: Any) -> str:
+    dynamodb = record.get("dynamodb") if isinstance(record, dict) else None
+    return str((dynamodb or {}).get("SequenceNumber", ""))
+
+
+def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STREAM_WORKERS) -> dict[str, Any]:
     records = event.get("Records") if isinstance(event, dict) else None
-    if not isinstance(records, list):
+    if not isinstance(records, list) or not records:
         return {"batchItemFailures": []}
     recorder.new_batch()
-    told = 0
+    chains: dict[str, list[int]] = {}
     for index, record in enumerate(records):
-        try:
-            change = change_of(record)
-            if change is not None and recorder.record(change) is not None:
-                told += 1
-        except Exception:
-            failed = records[index:]
-            logger.exception(
-                "webhook.stream.record_failed",
-                extra={"event": "webhook.stream.record_failed", "handed_back": len(failed)},
-            )
-            metrics.add_metric(name="StreamRecordsHandedBack", unit="Count", value=len(failed))
-            return {
-                "batchItemFailures": [
-                    {"itemIdentifier": str((r.get("dynamodb") or {}).get("SequenceNumber", ""))}
-                    for r in failed
-                ]
-            }
+        chains.setdefault(_item(record), []).append(index)
+    failed: list[int] = []
+    told: list[int] = []
+
+    def tell(chain: list[int]) -> None:
+        for index in chain:
+            try:
+                change = change_of(records[index])
+                if change is not None and recorder.record(change) is not None:
+                    told.append(index)
+            except Exception:
+                logger.exception(
+                    "webhook.stream.record_failed",
+                    extra={
+                        "event": "webhook.stream.record_failed",
+                        "sequence_number": _sequence_number(records[index]),
+                    },
+                )
+                failed.append(index)
+                return  # this message's later changes wait for this one
+
+    with ThreadPoolExecutor(max(1, min(workers, len(chains))), thread_name_prefix="stream") as pool:
+        list(pool.map(tell, chains.values()))
     if told:
-        metrics.add_metric(name="WebhookEventsRecorded", unit="Count", value=told)
-    return {"batchItemFailures": []}
+        metrics.add_metric(name="WebhookEventsRecorded", unit="Count", value=len(told))
+    if not failed:
+        return {"batchItemFailures": []}
+    handed_back = records[min(failed) :]
+    metrics.add_metric(name="StreamRecordsHandedBack", unit="Count", value=len(handed_back))
+    return {"batchItemFailures": [{"itemIdentifier": _sequence_number(r)} for r in handed_back]}
 
 
 def handle_delivery_batch(

@@ -1,0 +1,281 @@
+"""Status webhooks: what they cost a send, what an event costs, and how soon an endpoint hears of it.
+
+- `send_new` p50 in a workspace with 10 endpoints against one with none, interleaved in one run on
+  the in-process stack: nothing on the request path reads endpoints, and this shows it.
+- AWS calls per told change (MessageChangesFunction, one stream record an invocation, 10
+  endpoints) and per delivery (WebhookDeliveryFunction, one record an invocation), counted on the
+  real handlers, their events built as Lambda's event sources build them.
+- From a status change to the endpoint receiving it, p50 and p99, through `sendonce run`: the
+  event's `timestamp` (the change's `updatedAt`) to the moment the receiver in this process has
+  the request, both on this machine's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from bench.call_counter import COUNTER
+from bench.events import send_event, sqs_event
+from bench.local_stack import API_KEY, WORKSPACE, BenchStack, start_stack
+from bench.quiet import silenced_stdout
+from bench.stats import mode, percentile
+from bench.storm import LocalStackProcess, _request
+from sendonce_local.intrinsics import queue_arn
+from sendonce_local.lambda_runtime import LambdaContext
+from sendonce_local.stream_sources import lambda_record
+
+ENDPOINTS = 10
+QUIET_WORKSPACE = "ws_bench_no_endpoints"
+LOCAL_API_KEY = "sk_local_dev"  # the key `sendonce run` makes when none is given
+TOLD = ("message.queued", "message.sent")
+
+
+# ---------------------------------------------------------------------------- a receiver
+@dataclass
+class Receiver:
+    arrivals: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # (epoch s, payload)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    url: str = ""
+
+
+@contextmanager
+def receiving() -> Iterator[Receiver]:
+    state = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            arrived = time.time()
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            with state.lock:
+                state.arrivals.append((arrived, json.loads(body)))
+            self.send_response(204)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ---------------------------------------------------------------------------- in-process figures
+def _api_event(method: str, path: str, body: dict[str, Any] | None, workspace: str) -> dict[str, Any]:
+    event = send_event(body or {}, workspace, API_KEY)
+    event["requestContext"]["http"]["method"] = method
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {path}"
+    if body is None:
+        event.pop("body", None)
+    return event
+
+
+def _sms(number: int) -> dict[str, Any]:
+    return {
+        "channel": "sms",
+        "to": f"+1555{number:07d}",
+        "body": f"Webhook bench {number} {uuid.uuid4().hex[:8]}",
+    }
+
+
+@dataclass
+class InProcess:
+    with_endpoints: list[float] = field(default_factory=list)
+    without: list[float] = field(default_factory=list)
+    calls_per_change: list[int] = field(default_factory=list)
+    calls_per_delivery: list[int] = field(default_factory=list)
+    change_operations: list[str] = field(default_factory=list)
+    delivery_operations: list[str] = field(default_factory=list)
+
+
+def _stream_records(stack: BenchStack) -> list[dict[str, Any]]:
+    streams = stack.client("dynamodbstreams")
+    arn = stack.client("dynamodb").describe_table(TableName="MessagesTable")["Table"]["LatestStreamArn"]
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            answer = streams.get_records(ShardIterator=iterator, Limit=1000)
+            records += [lambda_record(record, arn) for record in answer["Records"]]
+            if not answer["Records"]:
+                break
+            iterator = answer.get("NextShardIterator")
+    return records
+
+
+def measure_in_process(rounds: int, told_changes: int) -> InProcess:
+    stack = start_stack()
+    out = InProcess()
+    try:
+        api = stack.functions["ApiFunction"]
+        handler, context = api.load(), LambdaContext(api.spec)
+        with receiving() as receiver, silenced_stdout():
+            for _ in range(ENDPOINTS):
+                answer = handler(
+                    _api_event("POST", "/v1/webhook-endpoints", {"url": receiver.url}, WORKSPACE), context
+                )
+                if answer["statusCode"] != 201:
+                    raise RuntimeError(f"an endpoint was not added: {answer}")
+            # send_new with 10 endpoints and with none, interleaved: a noisy neighbour slows both alike.
+            shuffle, number = random.Random(11), 0
+            for round_number in range(rounds + 20):
+                pair = [(WORKSPACE, out.with_endpoints), (QUIET_WORKSPACE, out.without)]
+                shuffle.shuffle(pair)
+                for workspace, samples in pair:
+                    number += 1
+                    event = send_event(_sms(number), workspace, API_KEY)
+                    started = time.perf_counter()
+                    answer = handler(event, context)
+                    elapsed = time.perf_counter() - started
+                    if answer["statusCode"] != 201:
+                        raise RuntimeError(f"a send failed: {answer}")
+                    if round_number >= 20:  # warm-up rounds discarded
+                        samples.append(elapsed)
+            # The changes of the workspace with endpoints, one record an invocation.
+            changes = stack.functions["MessageChangesFunction"]
+            on_stream = changes.load()
+            told = [
+                record
+                for record in _stream_records(stack)
+                if record["dynamodb"].get("NewImage", {}).get("workspaceId", {}).get("S") == WORKSPACE
+                and record["eventName"] == "INSERT"
+                and record["dynamodb"]["NewImage"].get("sk", {}).get("S") == "MESSAGE"
+            ][:told_changes]
+            for record in told:
+                with COUNTER.counting() as log:
+                    result = on_stream({"Records": [record]}, LambdaContext(changes.spec))
+                if result.get("batchItemFailures"):
+                    raise RuntimeError(f"a change was not told: {result}")
+                out.calls_per_change.append(len(log))
+                out.change_operations = log.operations()
+            # Their deliveries, one record an invocation.
+            delivery = stack.functions["WebhookDeliveryFunction"]
+            deliver = delivery.load()
+            sqs = stack.client("sqs")
+            url = stack.queue_urls["WebhookDeliveryQueue"]
+            while len(out.calls_per_delivery) < told_changes:
+                batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
+                    "Messages", []
+                )
+                if not batch:
+                    break
+                for received in batch:
+                    with COUNTER.counting() as log:
+                        result = deliver(
+                            sqs_event([received], queue_arn("WebhookDeliveryQueue")),
+                            LambdaContext(delivery.spec),
+                        )
+                    if result.get("batchItemFailures"):
+                        raise RuntimeError(f"a delivery failed: {result}")
+                    out.calls_per_delivery.append(len(log))
+                    out.delivery_operations = log.operations()
+    finally:
+        stack.stop()
+    return out
+
+
+# ---------------------------------------------------------------------------- through `sendonce run`
+def _parse(moment: str) -> float:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+
+
+def measure_latency(messages: int, concurrency: int = 4, timeout: float = 300) -> list[float]:
+    """Seconds from each status change to its arrival at the endpoint."""
+    stack = LocalStackProcess()
+    try:
+        stack.wait_healthy()
+        headers = {"Authorization": f"Bearer {LOCAL_API_KEY}", "Content-Type": "application/json"}
+        with receiving() as receiver:
+            status, answer = _request(
+                f"{stack.ports.api_url}/v1/webhook-endpoints", "POST", {"url": receiver.url}, headers
+            )
+            if status != 201:
+                raise RuntimeError(f"the endpoint was not added: {status} {answer}")
+
+            def one(number: int) -> str:
+                status, answer = _request(f"{stack.ports.api_url}/v1/messages", "POST", _sms(number), headers)
+                if status != 201:
+                    raise RuntimeError(f"a send failed: {status} {answer}")
+                return str(answer["message"]["id"])
+
+            with ThreadPoolExecutor(concurrency) as pool:
+                sent = set(pool.map(one, range(messages)))
+            wanted = len(sent) * len(TOLD)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                with receiver.lock:
+                    arrived = [
+                        (at, payload)
+                        for at, payload in receiver.arrivals
+                        if payload["type"] in TOLD and payload["data"]["message"]["id"] in sent
+                    ]
+                if len(arrived) >= wanted:
+                    break
+                time.sleep(0.25)
+        return [at - _parse(payload["timestamp"]) for at, payload in arrived]
+    finally:
+        stack.stop()
+
+
+def run_webhook_bench(rounds: int, told_changes: int, messages: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    print(
+        f"webhooks: {rounds} interleaved rounds, {told_changes} changes told ...",
+        flush=True,
+        file=__import__("sys").stderr,
+    )
+    in_process = measure_in_process(rounds, told_changes)
+    with_p50 = percentile(in_process.with_endpoints, 0.5)
+    without_p50 = percentile(in_process.without, 0.5)
+    print(
+        f"webhooks: {messages} messages through sendonce run ...", flush=True, file=__import__("sys").stderr
+    )
+    latency = measure_latency(messages)
+    figures = {
+        "send_new_p50_ms_10_endpoints": round(with_p50 * 1000, 2),
+        "send_new_p50_ms_no_endpoints": round(without_p50 * 1000, 2),
+        "send_new_p50_ratio_10_endpoints": round(with_p50 / without_p50, 3),
+        "calls_per_told_change": mode(in_process.calls_per_change),
+        "calls_per_delivery": mode(in_process.calls_per_delivery),
+        "change_to_endpoint_p50_s": round(percentile(latency, 0.5), 2) if latency else None,
+        "change_to_endpoint_p99_s": round(percentile(latency, 0.99), 2) if latency else None,
+        "events_received": len(latency),
+        "events_expected": messages * len(TOLD),
+    }
+    details = {
+        "rounds": rounds,
+        "change_operations": in_process.change_operations,
+        "delivery_operations": in_process.delivery_operations,
+        "calls_per_change_seen": sorted(set(in_process.calls_per_change)),
+        "calls_per_delivery_seen": sorted(set(in_process.calls_per_delivery)),
+    }
+    return figures, details
+
+
+def main() -> int:
+    COUNTER.install()
+    figures, details = run_webhook_bench(rounds=100, told_changes=20, messages=50)
+    print(json.dumps({"webhooks": figures, "details": details}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

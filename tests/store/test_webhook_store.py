@@ -1,0 +1,661 @@
+"""The webhook store's contract, on moto and on DynamoDB Local.
+
+Endpoints and events belong to one workspace: another workspace's id is not found. Of 30 endpoints
+added at once exactly 10 are kept, and the count beside them agrees. An event and its message's
+`Applied` are written together or not at all, once, whoever else records the same change; a record
+that read `Applied` before it moved on writes nothing. Listing gives every event once, newest first,
+whatever a filter or DynamoDB's 1 MB leaves out of one read. Attempts add up, and a failure never
+undoes a success. Events and `Applied` expire 30 days after the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sendonce.adapters import dynamodb_webhooks
+from sendonce.adapters.dynamodb_webhooks import COUNT_SK, DynamoDbWebhookStore
+from sendonce.adapters.dynamodb_writes import MAX_ATTEMPTS
+from sendonce.errors import DependencyUnavailable, InvalidCursor
+from sendonce.messages.ids import new_message_id, ulid
+from sendonce.webhooks.model import (
+    EVENT_PREFIX,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    Event,
+    EventType,
+    SigningSecret,
+    new_endpoint_id,
+    new_secret,
+)
+from sendonce.webhooks.ports import Applied, Attempt, TooManyEndpoints
+
+from sendonce_local.emulator import create_tables
+from sendonce_local.template import Template, load_template
+from tests.store.conftest import NOW, ROOT, Engine, conflicts, only, race
+
+TABLE = "WebhooksTable"
+LIMIT = 10
+CONTENDERS = 30
+RETENTION_SECONDS = 30 * 24 * 3600
+
+
+# ---------------------------------------------------------------------------- the table
+_TEMPLATE: Template | None = None
+
+
+def _template() -> Template:
+    """template.yaml with its WebhooksTable only (the `engine` fixture has made the others)."""
+    global _TEMPLATE  # noqa: PLW0603  (parsed once per session)
+    if _TEMPLATE is None:
+        whole = load_template(ROOT / "template.yaml")
+        _TEMPLATE = replace(whole, tables=[table for table in whole.tables if table.logical_id == TABLE])
+        assert _TEMPLATE.tables, f"template.yaml has no {TABLE}"
+    return _TEMPLATE
+
+
+@dataclass
+class Webhooks:
+    engine: Engine
+    store: DynamoDbWebhookStore
+
+    def item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.engine.client.get_item(
+            TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
+        ).get("Item")
+        return item
+
+    def items(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        request: dict[str, Any] = {"TableName": TABLE, "ConsistentRead": True}
+        while True:
+            page = self.engine.client.scan(**request)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def count(self, workspace_id: str) -> int:
+        item = self.item(f"WS#{workspace_id}", COUNT_SK)
+        return int(item["count"]["N"]) if item else 0
+
+    def store_of(self, client: Any) -> DynamoDbWebhookStore:
+        return DynamoDbWebhookStore(client, TABLE)
+
+
+@pytest.fixture
+def webhooks(engine: Engine) -> Webhooks:
+    create_tables(engine.client, _template())
+    return Webhooks(engine, DynamoDbWebhookStore(engine.client, TABLE))
+
+
+# ---------------------------------------------------------------------------- builders
+def _endpoint(workspace: str = "ws_a", **changes: Any) -> Endpoint:
+    endpoint = Endpoint(
+        id=new_endpoint_id(NOW),
+        workspace_id=workspace,
+        url="https://hooks.example.com/sendonce",
+        event_types=None,
+        description=None,
+        created_at=NOW,
+        secrets=(SigningSecret(new_secret()),),
+    )
+    return replace(endpoint, **changes)
+
+
+def _event_id(at: datetime) -> str:
+    return EVENT_PREFIX + ulid(int(at.timestamp() * 1000))
+
+
+def _event(
+    *,
+    workspace: str = "ws_a",
+    message_id: str | None = None,
+    at: datetime = NOW,
+    kind: EventType = EventType.SENT,
+    sequence: int | None = 1,
+    endpoints: Sequence[str] = ("whep_one",),
+    body: str = "hello",
+) -> Event:
+    message_id = message_id or new_message_id()
+    return Event(
+        id=_event_id(at),
+        workspace_id=workspace,
+        message_id=message_id,
+        type=kind,
+        timestamp=at,
+        message={"id": message_id, "status": "sent", "body": body, "metadata": {"order": "42"}},
+        sequence=sequence,
+        deliveries=tuple(Delivery(endpoint_id) for endpoint_id in endpoints),
+    )
+
+
+def _position(n: int) -> str:
+    return f"{n:040d}"
+
+
+def _recorded(webhooks: Webhooks, event: Event, position: str, previous: Applied | None = None) -> Event:
+    assert webhooks.store.record(event, position, previous)
+    return event
+
+
+def _failed(at: datetime, final: bool = False, status: int | None = 500) -> Attempt:
+    return Attempt(at=at, response_status=status, succeeded=False, final=final)
+
+
+def _succeeded(at: datetime) -> Attempt:
+    return Attempt(at=at, response_status=204, succeeded=True, final=True)
+
+
+def _delivery(webhooks: Webhooks, event: Event, endpoint_id: str) -> Delivery:
+    stored = webhooks.store.event(event.workspace_id, event.id)
+    assert stored is not None
+    delivery = stored.delivery(endpoint_id)
+    assert delivery is not None
+    return delivery
+
+
+# ---------------------------------------------------------------------------- endpoints
+def test_given_an_endpoint_then_it_reads_back_whole_in_its_workspace_only(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    endpoint = _endpoint(
+        event_types=(EventType.DELIVERED, EventType.FAILED),
+        description="orders",
+        secrets=(SigningSecret(new_secret()), SigningSecret(new_secret(), NOW + timedelta(hours=24))),
+    )
+    plain = _endpoint()
+    other = _endpoint("ws_b")
+    for added in (endpoint, plain, other):
+        store.add_endpoint(added, LIMIT)
+
+    assert store.endpoint("ws_a", endpoint.id) == endpoint
+    assert store.endpoint("ws_a", plain.id) == plain
+    assert sorted(store.endpoints("ws_a"), key=lambda e: e.id) == sorted(
+        [endpoint, plain], key=lambda e: e.id
+    )
+    assert store.endpoints("ws_b") == [other]
+    assert store.endpoints("ws_c") == []
+    assert store.endpoint("ws_b", endpoint.id) is None
+    assert store.endpoint("ws_a", other.id) is None
+    assert (webhooks.count("ws_a"), webhooks.count("ws_b")) == (2, 1)
+
+
+def test_given_another_workspaces_endpoint_then_delete_and_replace_find_nothing_and_change_nothing(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    endpoint = _endpoint()
+    store.add_endpoint(endpoint, LIMIT)
+    before = webhooks.items()
+
+    assert store.delete_endpoint("ws_b", endpoint.id) is False
+    assert store.replace_endpoint(replace(endpoint, workspace_id="ws_b", url="https://evil.example")) is False
+
+    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+    assert store.endpoint("ws_a", endpoint.id) == endpoint
+    assert store.endpoints("ws_b") == []
+
+
+def test_given_a_rotated_endpoint_then_replace_stores_it_and_after_delete_finds_nothing(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    endpoint = _endpoint()
+    store.add_endpoint(endpoint, LIMIT)
+    rotated = endpoint.rotated(new_secret(), NOW + timedelta(minutes=1))
+
+    assert store.replace_endpoint(rotated) is True
+    assert store.endpoint("ws_a", endpoint.id) == rotated
+    assert store.delete_endpoint("ws_a", endpoint.id) is True
+    assert store.delete_endpoint("ws_a", endpoint.id) is False
+
+    assert store.replace_endpoint(rotated) is False  # deleted meanwhile: not brought back
+    assert store.endpoint("ws_a", endpoint.id) is None
+    assert webhooks.count("ws_a") == 0
+
+
+def test_given_30_endpoints_added_at_once_then_exactly_10_are_kept_and_counted(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    endpoints = [_endpoint() for _ in range(CONTENDERS)]
+
+    answers = race(CONTENDERS, lambda i: store.add_endpoint(endpoints[i], LIMIT))
+
+    assert answers.count(None) == LIMIT, answers
+    assert len(only(answers, TooManyEndpoints)) == CONTENDERS - LIMIT, answers
+    kept = store.endpoints("ws_a")
+    added = {endpoints[i].id for i, answer in enumerate(answers) if answer is None}
+    assert {e.id for e in kept} == added
+    assert webhooks.count("ws_a") == LIMIT
+    # The limit is per workspace.
+    store.add_endpoint(_endpoint("ws_b"), LIMIT)
+
+
+def test_given_a_full_workspace_then_a_delete_makes_room_for_one_more(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    endpoints = [_endpoint() for _ in range(LIMIT)]
+    for endpoint in endpoints:
+        store.add_endpoint(endpoint, LIMIT)
+    with pytest.raises(TooManyEndpoints):
+        store.add_endpoint(_endpoint(), LIMIT)
+
+    assert store.delete_endpoint("ws_a", endpoints[0].id)
+    assert webhooks.count("ws_a") == LIMIT - 1
+    store.add_endpoint(_endpoint(), LIMIT)
+    with pytest.raises(TooManyEndpoints):
+        store.add_endpoint(_endpoint(), LIMIT)
+
+    assert len(store.endpoints("ws_a")) == LIMIT
+    assert webhooks.count("ws_a") == LIMIT
+
+
+def test_given_30_deletes_of_one_endpoint_at_once_then_one_deletes_and_the_count_moves_once(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    endpoint, kept = _endpoint(), _endpoint()
+    store.add_endpoint(endpoint, LIMIT)
+    store.add_endpoint(kept, LIMIT)
+
+    answers = race(CONTENDERS, lambda _: store.delete_endpoint("ws_a", endpoint.id))
+
+    assert answers.count(True) == 1, answers
+    assert answers.count(False) == CONTENDERS - 1, answers
+    assert store.endpoints("ws_a") == [kept]
+    assert webhooks.count("ws_a") == 1
+
+
+def test_given_conflicts_on_the_first_tries_then_an_endpoint_is_added_and_deleted_once(
+    webhooks: Webhooks,
+) -> None:
+    client = webhooks.engine.new_client()
+    calls = conflicts(client, 2)
+    store = webhooks.store_of(client)
+    endpoint = _endpoint()
+
+    store.add_endpoint(endpoint, LIMIT)
+    assert len(calls) == 3
+    again = conflicts(client, 2)  # the first injector has run out: this one answers next
+    assert store.delete_endpoint("ws_a", endpoint.id) is True
+
+    assert len(again) == 3
+    assert store.endpoints("ws_a") == []
+    assert webhooks.count("ws_a") == 0
+
+
+def test_given_conflicts_on_every_try_then_dependency_unavailable_and_nothing_added(
+    webhooks: Webhooks,
+) -> None:
+    client = webhooks.engine.new_client()
+    calls = conflicts(client, 1000)
+
+    with pytest.raises(DependencyUnavailable):
+        webhooks.store_of(client).add_endpoint(_endpoint(), LIMIT)
+
+    assert len(calls) == MAX_ATTEMPTS
+    assert webhooks.items() == []
+
+
+# ---------------------------------------------------------------------------- record
+def test_given_a_change_then_its_event_and_applied_are_written_together(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _event(endpoints=("whep_one", "whep_two"))
+
+    assert store.applied(event.message_id) is None
+    assert store.record(event, _position(100), None) is True
+
+    assert store.event("ws_a", event.id) == event
+    assert store.applied(event.message_id) == Applied(sequence=1, position=_position(100))
+
+
+def test_given_a_recorded_event_then_recording_it_again_is_false_and_changes_nothing(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(100))
+    before = webhooks.items()
+
+    assert store.record(event, _position(100), None) is False
+    # Read again after `Applied` moved: the same event, with what was read now.
+    assert store.record(event, _position(100), store.applied(event.message_id)) is False
+
+    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+
+
+def test_given_a_stale_previous_then_nothing_is_written(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    message_id = new_message_id()
+    first = _recorded(webhooks, _event(message_id=message_id), _position(100))
+    later = NOW + timedelta(seconds=1)
+    second = _event(message_id=message_id, at=later, kind=EventType.DELIVERED, sequence=2)
+
+    assert store.record(second, _position(200), None) is False  # read before the first was told
+    assert store.record(second, _position(200), Applied(1, _position(50))) is False
+    assert store.record(second, _position(200), Applied(7, _position(100))) is False
+
+    assert store.event("ws_a", second.id) is None
+    assert store.applied(message_id) == Applied(1, _position(100))
+    assert store.record(second, _position(200), Applied(1, _position(100))) is True
+    assert store.applied(message_id) == Applied(2, _position(200))
+    assert [
+        e.id for e in store.events("ws_a", message_id=None, event_type=None, limit=10, cursor=None).events
+    ] == [
+        second.id,
+        first.id,
+    ]
+
+
+def test_given_a_duplicate_blocked_event_then_applied_is_untouched(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    message_id = new_message_id()
+    _recorded(webhooks, _event(message_id=message_id), _position(100))
+    blocked = _event(
+        message_id=message_id, at=NOW + timedelta(seconds=1), kind=EventType.DUPLICATE_BLOCKED, sequence=None
+    )
+    fresh = _event(at=NOW + timedelta(seconds=2), kind=EventType.DUPLICATE_BLOCKED, sequence=None)
+
+    assert store.record(blocked, _position(150), None) is True
+    assert store.record(fresh, _position(10), None) is True
+    assert store.record(blocked, _position(150), None) is False
+
+    assert store.event("ws_a", blocked.id) == blocked
+    assert store.applied(message_id) == Applied(1, _position(100))
+    assert store.applied(fresh.message_id) is None
+    assert webhooks.item(f"MSG#{fresh.message_id}", "APPLIED") is None
+
+
+def test_given_30_records_of_one_change_at_once_then_exactly_one_is_true(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    message_id = new_message_id()
+    _recorded(webhooks, _event(message_id=message_id), _position(100))
+    previous = store.applied(message_id)
+    event = _event(message_id=message_id, at=NOW + timedelta(seconds=1), sequence=2)
+
+    answers = race(CONTENDERS, lambda _: store.record(event, _position(200), previous))
+
+    assert answers.count(True) == 1, answers
+    assert answers.count(False) == CONTENDERS - 1, answers
+    assert store.event("ws_a", event.id) == event
+    assert store.applied(message_id) == Applied(2, _position(200))
+
+
+def test_given_two_changes_recorded_at_once_from_one_previous_then_one_is_told(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    message_id = new_message_id()
+    events = [
+        _event(message_id=message_id, at=NOW + timedelta(seconds=i), kind=EventType.QUEUED) for i in range(2)
+    ]
+
+    answers = race(2, lambda i: store.record(events[i], _position(100 + i), None))
+
+    assert sorted(answers, key=str) == [False, True], answers
+    told = events[answers.index(True)]
+    assert store.event("ws_a", told.id) == told
+    assert store.event("ws_a", events[answers.index(False)].id) is None
+    assert store.applied(message_id) == Applied(1, _position(100 + answers.index(True)))
+
+
+def test_given_conflicts_on_the_first_tries_then_record_writes_once(webhooks: Webhooks) -> None:
+    client = webhooks.engine.new_client()
+    calls = conflicts(client, 2)
+    event = _event()
+
+    assert webhooks.store_of(client).record(event, _position(100), None) is True
+
+    assert len(calls) == 3
+    assert webhooks.store.event("ws_a", event.id) == event
+
+
+def test_given_an_event_then_it_and_applied_expire_30_days_after_the_change(webhooks: Webhooks) -> None:
+    event = _recorded(webhooks, _event(at=NOW + timedelta(minutes=5)), _position(100))
+    blocked = _recorded(webhooks, _event(kind=EventType.DUPLICATE_BLOCKED, sequence=None), _position(7))
+    expected = int((NOW + timedelta(minutes=5)).timestamp()) + RETENTION_SECONDS
+
+    stored = webhooks.item("WS#ws_a", f"EVT#{event.id}")
+    applied = webhooks.item(f"MSG#{event.message_id}", "APPLIED")
+    stored_blocked = webhooks.item("WS#ws_a", f"EVT#{blocked.id}")
+    assert stored is not None
+    assert applied is not None
+    assert stored_blocked is not None
+    assert int(stored["expiresAt"]["N"]) == expected
+    assert int(applied["expiresAt"]["N"]) == expected
+    assert int(stored_blocked["expiresAt"]["N"]) == int(NOW.timestamp()) + RETENTION_SECONDS
+    ttl = webhooks.engine.client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    assert ttl["AttributeName"] == "expiresAt"
+
+
+# ---------------------------------------------------------------------------- events
+def _page_through(
+    webhooks: Webhooks,
+    workspace: str,
+    limit: int,
+    message_id: str | None = None,
+    event_type: EventType | None = None,
+) -> list[list[str]]:
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    while True:
+        page = webhooks.store.events(
+            workspace, message_id=message_id, event_type=event_type, limit=limit, cursor=cursor
+        )
+        pages.append([event.id for event in page.events])
+        assert len(pages) < 100, pages
+        if page.next_cursor is None:
+            return pages
+        assert page.next_cursor == page.events[-1].id
+        cursor = page.next_cursor
+
+
+def test_given_events_then_pages_give_each_once_newest_first(webhooks: Webhooks) -> None:
+    events = [
+        _recorded(webhooks, _event(at=NOW + timedelta(seconds=i), sequence=None), _position(i))
+        for i in range(7)
+    ]
+    _recorded(webhooks, _event(workspace="ws_b", at=NOW + timedelta(hours=1), sequence=None), _position(9))
+    newest_first = [e.id for e in reversed(events)]
+
+    assert _page_through(webhooks, "ws_a", 3) == [newest_first[0:3], newest_first[3:6], newest_first[6:]]
+    assert _page_through(webhooks, "ws_a", 7) == [newest_first]
+    assert _page_through(webhooks, "ws_a", 100) == [newest_first]
+    assert _page_through(webhooks, "ws_c", 3) == [[]]
+    whole = webhooks.store.events("ws_a", message_id=None, event_type=None, limit=2, cursor=None)
+    assert whole.events == list(reversed(events))[:2]
+
+
+@pytest.mark.parametrize("read", [dynamodb_webhooks.FILTERED_READ, 5])
+def test_given_a_type_filter_then_pages_are_full_across_many_events_of_other_types(
+    webhooks: Webhooks, monkeypatch: pytest.MonkeyPatch, read: int
+) -> None:
+    monkeypatch.setattr(dynamodb_webhooks, "FILTERED_READ", read)  # 5: many reads to one page
+    wanted: list[str] = []
+    for i in range(60):
+        kind = EventType.DELIVERED if i % 12 == 0 else EventType.SENT
+        event = _recorded(
+            webhooks, _event(at=NOW + timedelta(seconds=i), kind=kind, sequence=None), _position(i)
+        )
+        if kind is EventType.DELIVERED:
+            wanted.append(event.id)
+    wanted.reverse()
+
+    pages = _page_through(webhooks, "ws_a", 2, event_type=EventType.DELIVERED)
+
+    assert pages == [wanted[0:2], wanted[2:4], wanted[4:]]
+    assert _page_through(webhooks, "ws_a", 5, event_type=EventType.FAILED) == [[]]
+
+
+def test_given_a_message_id_then_its_events_page_through_the_index_in_its_workspace_only(
+    webhooks: Webhooks,
+) -> None:
+    message_id = new_message_id()
+    ours: list[str] = []
+    for i in range(5):
+        event = _event(message_id=message_id, at=NOW + timedelta(seconds=i), sequence=i + 1)
+        previous = webhooks.store.applied(message_id)
+        ours.append(_recorded(webhooks, event, _position(i), previous).id)
+        # Others' events in between, in this workspace and in another one under the same message id.
+        _recorded(webhooks, _event(at=NOW + timedelta(seconds=i), sequence=None), _position(i))
+        theirs = _event(workspace="ws_b", message_id=message_id, at=NOW + timedelta(seconds=i), sequence=None)
+        _recorded(webhooks, theirs, _position(i))
+    ours.reverse()
+
+    assert _page_through(webhooks, "ws_a", 2, message_id=message_id) == [ours[0:2], ours[2:4], ours[4:]]
+    assert _page_through(webhooks, "ws_a", 2, message_id=message_id, event_type=EventType.SENT) == [
+        ours[0:2],
+        ours[2:4],
+        ours[4:],
+    ]
+    assert _page_through(webhooks, "ws_c", 2, message_id=message_id) == [[]]
+    assert _page_through(webhooks, "ws_a", 2, message_id=new_message_id()) == [[]]
+    assert len(_page_through(webhooks, "ws_b", 10, message_id=message_id)[0]) == 5
+
+
+@pytest.mark.parametrize("cursor", ["nonsense", "msg_01KB0000000000000000000000", "evt_", "evt_" + "u" * 26])
+def test_given_a_bad_cursor_then_invalid_cursor(webhooks: Webhooks, cursor: str) -> None:
+    with pytest.raises(InvalidCursor):
+        webhooks.store.events("ws_a", message_id=None, event_type=None, limit=5, cursor=cursor)
+    with pytest.raises(InvalidCursor):
+        webhooks.store.events("ws_a", message_id=new_message_id(), event_type=None, limit=5, cursor=cursor)
+
+
+def test_given_events_larger_than_a_1_mb_read_then_pages_are_still_full(webhooks: Webhooks) -> None:
+    body = "x" * 300_000  # about three events to a read of 1 MB
+    events = [
+        _recorded(webhooks, _event(at=NOW + timedelta(seconds=i), sequence=None, body=body), _position(i))
+        for i in range(9)
+    ]
+    newest_first = [e.id for e in reversed(events)]
+
+    pages = _page_through(webhooks, "ws_a", 5)
+
+    assert pages == [newest_first[0:5], newest_first[5:]]
+    first = webhooks.store.events("ws_a", message_id=None, event_type=None, limit=5, cursor=None)
+    assert all(event.message["body"] == body for event in first.events)
+
+
+# ---------------------------------------------------------------------------- attempts
+def test_given_attempts_at_once_then_every_one_is_counted(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(endpoints=("whep_one", "whep_two")), _position(1))
+    at = NOW + timedelta(seconds=5)
+
+    answers = race(CONTENDERS, lambda _: store.record_attempt("ws_a", event.id, "whep_one", _failed(at)))
+
+    assert answers == [None] * CONTENDERS
+    delivery = _delivery(webhooks, event, "whep_one")
+    assert delivery == Delivery("whep_one", DeliveryStatus.PENDING, CONTENDERS, at, 500)
+    assert _delivery(webhooks, event, "whep_two") == Delivery("whep_two")
+
+
+def test_given_a_success_then_a_later_failure_never_overrides_it(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(1))
+    store.record_attempt("ws_a", event.id, "whep_one", _failed(NOW + timedelta(seconds=1), status=None))
+    assert _delivery(webhooks, event, "whep_one") == Delivery(
+        "whep_one", DeliveryStatus.PENDING, 1, NOW + timedelta(seconds=1), None
+    )
+
+    store.record_attempt("ws_a", event.id, "whep_one", _succeeded(NOW + timedelta(seconds=6)))
+    store.record_attempt("ws_a", event.id, "whep_one", _failed(NOW + timedelta(seconds=7), final=True))
+
+    assert _delivery(webhooks, event, "whep_one") == Delivery(
+        "whep_one", DeliveryStatus.SUCCEEDED, 2, NOW + timedelta(seconds=6), 204
+    )
+
+
+def test_given_one_success_among_failures_at_once_then_the_delivery_ends_succeeded(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(1))
+    at = NOW + timedelta(seconds=5)
+
+    answers = race(
+        CONTENDERS,
+        lambda i: store.record_attempt(
+            "ws_a", event.id, "whep_one", _succeeded(at) if i == CONTENDERS // 2 else _failed(at, final=True)
+        ),
+    )
+
+    assert answers == [None] * CONTENDERS
+    delivery = _delivery(webhooks, event, "whep_one")
+    assert delivery.status is DeliveryStatus.SUCCEEDED
+    assert 1 <= delivery.attempts <= CONTENDERS
+
+
+def test_given_a_final_failure_then_the_delivery_is_failed_with_its_response(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(1))
+    store.record_attempt("ws_a", event.id, "whep_one", _failed(NOW + timedelta(seconds=1), status=503))
+
+    store.record_attempt(
+        "ws_a", event.id, "whep_one", _failed(NOW + timedelta(hours=30), final=True, status=410)
+    )
+
+    assert _delivery(webhooks, event, "whep_one") == Delivery(
+        "whep_one", DeliveryStatus.FAILED, 2, NOW + timedelta(hours=30), 410
+    )
+
+
+def test_given_no_such_delivery_or_event_then_an_attempt_writes_nothing(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(1))
+    before = webhooks.items()
+
+    store.record_attempt("ws_a", event.id, "whep_other", _failed(NOW))
+    store.record_attempt("ws_b", event.id, "whep_one", _succeeded(NOW))
+    store.record_attempt("ws_a", _event_id(NOW), "whep_one", _succeeded(NOW))
+
+    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+
+
+# ---------------------------------------------------------------------------- reopen
+def test_given_finished_deliveries_then_reopen_makes_them_pending_and_keeps_their_attempts(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(endpoints=("whep_one", "whep_two")), _position(1))
+    store.record_attempt("ws_a", event.id, "whep_one", _failed(NOW, status=500))
+    store.record_attempt(
+        "ws_a", event.id, "whep_one", _failed(NOW + timedelta(hours=1), final=True, status=404)
+    )
+    store.record_attempt("ws_a", event.id, "whep_two", _succeeded(NOW))
+
+    reopened = store.reopen("ws_a", event.id, ["whep_one", "whep_two", "whep_new"])
+
+    assert reopened is not None
+    assert reopened == store.event("ws_a", event.id)
+    assert list(reopened.deliveries) == [
+        Delivery("whep_new", DeliveryStatus.PENDING, 0),
+        Delivery("whep_one", DeliveryStatus.PENDING, 2, NOW + timedelta(hours=1), 404),
+        Delivery("whep_two", DeliveryStatus.PENDING, 1, NOW, 204),
+    ]
+    assert reopened.message == event.message
+
+
+def test_given_one_endpoint_then_reopen_leaves_the_other_deliveries_alone(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(endpoints=("whep_one", "whep_two")), _position(1))
+    store.record_attempt("ws_a", event.id, "whep_one", _succeeded(NOW))
+    store.record_attempt("ws_a", event.id, "whep_two", _succeeded(NOW))
+
+    reopened = store.reopen("ws_a", event.id, ["whep_two"])
+
+    assert reopened is not None
+    assert reopened.delivery("whep_one") == Delivery("whep_one", DeliveryStatus.SUCCEEDED, 1, NOW, 204)
+    assert reopened.delivery("whep_two") == Delivery("whep_two", DeliveryStatus.PENDING, 1, NOW, 204)
+    assert store.reopen("ws_a", event.id, []) == reopened
+
+
+def test_given_no_such_event_then_reopen_is_none_and_writes_nothing(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(1))
+    before = webhooks.items()
+
+    assert store.reopen("ws_b", event.id, ["whep_one"]) is None
+    assert store.reopen("ws_a", _event_id(NOW), ["whep_one"]) is None
+    assert store.reopen("ws_a", "evt_nonsense", ["whep_one"]) is None
+
+    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
