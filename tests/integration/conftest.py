@@ -428,9 +428,8 @@ class Stack:
             time.sleep(0.1)
 
     def webhook_queue_depth(self) -> int:
-        attributes = self.sqs.get_queue_attributes(
-            QueueUrl=self.webhook_queue_url, AttributeNames=["All"]
-        )["Attributes"]
+        queue = self.sqs.get_queue_attributes(QueueUrl=self.webhook_queue_url, AttributeNames=["All"])
+        attributes = queue["Attributes"]
         return sum(
             int(attributes.get(name, 0))
             for name in (
@@ -600,27 +599,31 @@ class ReceivedWebhook:
 
 @dataclass
 class WebhookReceiver:
-    """A customer's endpoint on 127.0.0.1: records every POST, answers from a script (default 200)."""
+    """A customer's endpoints on 127.0.0.1: records every POST, answers each path from its own
+    script (200 once the script is spent)."""
 
-    url: str
+    url: str  # <base>/hooks; any path under the base is an endpoint too
     received: list[ReceivedWebhook]
-    script: list[int]
+    scripts: dict[str, list[int]]  # by path
     lock: threading.Lock = field(repr=False)
 
-    def answer_next(self, *statuses: int) -> None:
+    def answer_next(self, *statuses: int, path: str = "/hooks") -> None:
         with self.lock:
-            self.script.extend(statuses)
+            self.scripts.setdefault(path, []).extend(statuses)
 
     @property
     def requests(self) -> list[ReceivedWebhook]:
         with self.lock:
             return list(self.received)
 
+    def requests_to(self, path: str) -> list[ReceivedWebhook]:
+        return [request for request in self.requests if request.path == path]
+
 
 @pytest.fixture
 def webhook_receiver() -> Iterator[WebhookReceiver]:
     received: list[ReceivedWebhook] = []
-    script: list[int] = []
+    scripts: dict[str, list[int]] = {}
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -631,6 +634,7 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
                 received.append(
                     ReceivedWebhook(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
                 )
+                script = scripts.get(self.path) or []
                 status = script.pop(0) if script else 200
             try:
                 self.send_response(status)
@@ -647,7 +651,7 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield WebhookReceiver(f"http://127.0.0.1:{server.server_address[1]}/hooks", received, script, lock)
+        yield WebhookReceiver(f"http://127.0.0.1:{server.server_address[1]}/hooks", received, scripts, lock)
     finally:
         server.shutdown()
         server.server_close()

@@ -1,4 +1,4 @@
-"""Status webhooks on the emulated stack: the real handlers, the MessagesTable's stream, a receiver on 127.0.0.1.
+"""Status webhooks on the emulated stack: the real handlers, the MessagesTable stream, a local receiver.
 
 The stream is fed to MessageChangesFunction and the delivery queue to WebhookDeliveryFunction by
 hand, as their event source mappings would, so each test chooses when (and how often) a record
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from tests.integration.conftest import ReceivedWebhook, Stack, WebhookReceiver
+from tests.integration.conftest import ApiAnswer, ReceivedWebhook, Stack, WebhookReceiver
 
 OTHER_WORKSPACE = "ws_elsewhere"
 
@@ -40,9 +40,11 @@ def hooks(stack: Stack, webhook_receiver: WebhookReceiver) -> WebhookReceiver:
 
 def api(
     stack: Stack, method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None, **kw: Any
-) -> Any:
+) -> ApiAnswer:
     name = "api_send_sms.json" if body is not None else "api_get_message.json"
-    event = stack.event(name, method=method, path=path, query=query, **({"body": body} if body is not None else {}), **kw)
+    event = stack.event(
+        name, method=method, path=path, query=query, **({"body": body} if body is not None else {}), **kw
+    )
     return stack.call(event)
 
 
@@ -86,7 +88,9 @@ def send_and_tell(stack: Stack, **send: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- what is told
-def test_each_change_reaches_the_receiver_signed_with_its_sequence(stack: Stack, hooks: WebhookReceiver) -> None:
+def test_each_change_reaches_the_receiver_signed_with_its_sequence(
+    stack: Stack, hooks: WebhookReceiver
+) -> None:
     endpoint = add_endpoint(stack, hooks.url)
     sent_only = add_endpoint(stack, hooks.url + "/sent-only", eventTypes=["message.sent"])
 
@@ -99,7 +103,10 @@ def test_each_change_reaches_the_receiver_signed_with_its_sequence(stack: Stack,
     to_all = [r for r in hooks.requests if r.path == "/hooks"]
     to_sent = [r for r in hooks.requests if r.path == "/hooks/sent-only"]
     payloads = [verified(r, endpoint["secret"]) for r in to_all]
-    assert [(p["type"], p["data"]["sequence"]) for p in payloads] == [("message.queued", 1), ("message.sent", 2)]
+    assert [(p["type"], p["data"]["sequence"]) for p in payloads] == [
+        ("message.queued", 1),
+        ("message.sent", 2),
+    ]
     assert [verified(r, sent_only["secret"])["type"] for r in to_sent] == ["message.sent"]
     assert to_sent[0].webhook_id == to_all[1].webhook_id  # one event, one id, every endpoint
     # The message as it stood right after each change; its metadata echoed for the receiver's joins.
@@ -113,7 +120,9 @@ def test_each_change_reaches_the_receiver_signed_with_its_sequence(stack: Stack,
         (to_all[1].webhook_id, "message.sent", 2),
         (to_all[0].webhook_id, "message.queued", 1),
     ]
-    assert {d["endpointId"]: (d["status"], d["attempts"], d["lastResponseStatus"]) for d in told[0]["deliveries"]} == {
+    assert {
+        d["endpointId"]: (d["status"], d["attempts"], d["lastResponseStatus"]) for d in told[0]["deliveries"]
+    } == {
         endpoint["id"]: ("succeeded", 1, 200),
         sent_only["id"]: ("succeeded", 1, 200),
     }
@@ -136,12 +145,38 @@ def test_a_caught_duplicate_is_told_with_the_original_and_no_sequence(
         ("message.queued", 1),
     ]
     blocked = next(p for p in payloads if p["type"] == "message.duplicate_blocked")
+    queued = next(p for p in payloads if p["type"] == "message.queued")
     assert blocked["data"]["message"]["id"] == original.json["message"]["id"]
     assert blocked["data"]["message"] == stack.message(original.json["message"]["id"])
+    # Caught after the original was queued: never told as if it came before (the stream's
+    # creation time is whole seconds).
+    assert blocked["timestamp"] >= queued["timestamp"]
+
+
+def test_a_scheduled_message_canceled_is_told_scheduled_then_canceled(
+    stack: Stack, hooks: WebhookReceiver
+) -> None:
+    endpoint = add_endpoint(stack, hooks.url, eventTypes=["message.scheduled", "message.canceled"])
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat(timespec="seconds").replace("+00:00", "Z")
+    body = {"channel": "sms", "to": "+15550100000", "body": "Later", "sendAt": later, "metadata": {"k": "v"}}
+    message_id = send_and_tell(stack, body=body)
+    assert api(stack, "DELETE", f"/v1/messages/{message_id}").status == 200
+
+    assert stack.tell_changes() == {"batchItemFailures": []}
+    stack.deliver_webhooks()
+
+    payloads = [verified(r, endpoint["secret"]) for r in hooks.requests]
+    assert sorted((p["type"], p["data"]["sequence"], p["data"]["message"]["status"]) for p in payloads) == [
+        ("message.canceled", 2, "canceled"),
+        ("message.scheduled", 1, "scheduled"),
+    ]
+    assert all(p["data"]["message"]["metadata"] == {"k": "v"} for p in payloads)
 
 
 # ---------------------------------------------------------------------------- exactly one event per change
-def test_the_same_stream_batch_fed_twice_is_one_event_per_change(stack: Stack, hooks: WebhookReceiver) -> None:
+def test_the_same_stream_batch_fed_twice_is_one_event_per_change(
+    stack: Stack, hooks: WebhookReceiver
+) -> None:
     add_endpoint(stack, hooks.url)
     stack.send()
     records = stack.read_changes()
@@ -169,42 +204,34 @@ def test_a_failure_between_a_change_and_its_event_then_the_stream_retried_is_one
     endpoint = add_endpoint(stack, hooks.url)
     working = os.environ[setting]
     message_id = stack.send().json["message"]["id"]
+    stack.dispatch("sms")  # two changes in the batch: queued, then sent
     stack.setenv(setting, broken)
 
     failed = stack.tell_changes()
-    retried = stack.tell_changes()  # still broken: the mapping keeps the records
+    retried = stack.tell_changes()  # still failing: the mapping keeps the records, in order
 
-    assert failed["batchItemFailures"] and retried["batchItemFailures"]
+    assert failed["batchItemFailures"]
+    assert retried["batchItemFailures"]
+    if setting == "WEBHOOK_QUEUE_URL":
+        # The first change's event was written before its deliveries could be queued; the
+        # second was held back behind it.
+        assert [e["type"]["S"] for e in stored_events(stack)] == ["message.queued"]
+    else:
+        assert stored_events(stack) == []
     stack.setenv(setting, working)
     assert stack.tell_changes() == {"batchItemFailures": []}
     assert stack.tell_changes() == {"batchItemFailures": []}  # nothing left over
     stack.deliver_webhooks()
 
-    assert len(stored_events(stack)) == 1
-    [request] = hooks.requests
-    payload = verified(request, endpoint["secret"])
-    assert (payload["type"], payload["data"]["sequence"]) == ("message.queued", 1)
-    assert [e["id"] for e in events(stack, messageId=message_id)] == [request.webhook_id]
-
-
-def test_a_failure_mid_batch_holds_the_later_changes_back_until_the_retry(
-    stack: Stack, hooks: WebhookReceiver
-) -> None:
-    endpoint = add_endpoint(stack, hooks.url)
-    message_id = send_and_tell(stack)
-    stack.dispatch("sms")
-    working = os.environ["WEBHOOK_QUEUE_URL"]
-    stack.setenv("WEBHOOK_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/NoSuchQueue")
-    assert stack.tell_changes()["batchItemFailures"]
-    stack.setenv("WEBHOOK_QUEUE_URL", working)
-
-    assert stack.tell_changes() == {"batchItemFailures": []}
-    stack.deliver_webhooks()
-
-    assert sorted(
-        (p["type"], p["data"]["sequence"]) for p in (verified(r, endpoint["secret"]) for r in hooks.requests)
-    ) == [("message.queued", 1), ("message.sent", 2)]
-    assert len(events(stack, messageId=message_id)) == 2
+    assert len(stored_events(stack)) == 2
+    payloads = [verified(r, endpoint["secret"]) for r in hooks.requests]
+    assert sorted((p["type"], p["data"]["sequence"]) for p in payloads) == [
+        ("message.queued", 1),
+        ("message.sent", 2),
+    ]
+    assert sorted(e["id"] for e in events(stack, messageId=message_id)) == sorted(
+        r.webhook_id for r in hooks.requests
+    )
 
 
 # ---------------------------------------------------------------------------- deliveries
@@ -241,36 +268,30 @@ def test_concurrent_copies_of_one_delivery_all_send_and_every_attempt_is_recorde
     assert stack.webhook_queue_depth() == 0
 
 
-def test_a_failing_receiver_gets_the_same_webhook_id_until_it_answers(stack: Stack, hooks: WebhookReceiver) -> None:
-    endpoint = add_endpoint(stack, hooks.url)
+def test_a_failing_receiver_gets_the_same_webhook_id_until_it_answers_or_the_retries_end(
+    stack: Stack, hooks: WebhookReceiver
+) -> None:
+    recovering = add_endpoint(stack, hooks.url)
+    dead = add_endpoint(stack, hooks.url + "/dead")
     hooks.answer_next(500, 503)
+    hooks.answer_next(*[500] * 10, path="/hooks/dead")
     send_and_tell(stack)
 
-    stack.deliver_webhooks(wait=10)
+    stack.deliver_webhooks(wait=15)
 
-    assert len(hooks.requests) == 3
-    assert len({r.webhook_id for r in hooks.requests}) == 1
-    assert len({r.body for r in hooks.requests}) == 1
-    for request in hooks.requests:
-        verified(request, endpoint["secret"])
-    [delivery] = event(stack, hooks.requests[0].webhook_id)["deliveries"]
-    assert (delivery["status"], delivery["attempts"], delivery["lastResponseStatus"]) == ("succeeded", 3, 200)
-    assert datetime.fromisoformat(delivery["lastAttemptAt"].replace("Z", "+00:00")) > datetime.now(UTC) - timedelta(
-        minutes=1
-    )
-
-
-def test_after_the_last_retry_the_delivery_is_failed(stack: Stack, hooks: WebhookReceiver) -> None:
-    stack.setenv("SENDONCE_WEBHOOK_RETRY_SCHEDULE", "0")
-    add_endpoint(stack, hooks.url)
-    hooks.answer_next(500, 500, 500)
-    send_and_tell(stack)
-
-    stack.deliver_webhooks(wait=10)
-
-    assert len(hooks.requests) == 2
-    [delivery] = event(stack, hooks.requests[0].webhook_id)["deliveries"]
-    assert (delivery["status"], delivery["attempts"], delivery["lastResponseStatus"]) == ("failed", 2, 500)
+    to_recovering, to_dead = hooks.requests_to("/hooks"), hooks.requests_to("/hooks/dead")
+    assert (len(to_recovering), len(to_dead)) == (3, 4)  # schedule "0,0,0": four attempts at most
+    assert len({r.webhook_id for r in to_recovering + to_dead}) == 1
+    assert len({r.body for r in to_recovering + to_dead}) == 1
+    for request in to_recovering:
+        verified(request, recovering["secret"])
+    for request in to_dead:
+        verified(request, dead["secret"])
+    deliveries = {d["endpointId"]: d for d in event(stack, to_dead[0].webhook_id)["deliveries"]}
+    shown = {k: (d["status"], d["attempts"], d["lastResponseStatus"]) for k, d in deliveries.items()}
+    assert shown == {recovering["id"]: ("succeeded", 3, 200), dead["id"]: ("failed", 4, 500)}
+    last = datetime.fromisoformat(deliveries[dead["id"]]["lastAttemptAt"].replace("Z", "+00:00"))
+    assert last > datetime.now(UTC) - timedelta(minutes=1)
     assert stack.webhook_queue_depth() == 0
 
 
@@ -317,7 +338,9 @@ def test_events_page_filter_and_stay_in_their_workspace(stack: Stack, hooks: Web
     assert api(stack, "POST", f"/v1/events/{only[0]['id']}/redeliver", **elsewhere).status == 404
     assert api(stack, "GET", f"/v1/webhook-endpoints/{endpoint['id']}", **elsewhere).status == 404
     assert api(stack, "DELETE", f"/v1/webhook-endpoints/{endpoint['id']}", **elsewhere).status == 404
-    assert api(stack, "POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret", **elsewhere).status == 404
+    assert (
+        api(stack, "POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret", **elsewhere).status == 404
+    )
     assert api(stack, "GET", "/v1/webhook-endpoints", **elsewhere).json["endpoints"] == []
     assert api(stack, "GET", "/v1/events", query={"type": "message.exploded"}).status == 400
 

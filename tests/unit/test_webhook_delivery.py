@@ -1,4 +1,4 @@
-"""One delivery of one event to one endpoint: signed, recorded, retried on schedule, never twice after success.
+"""One delivery of one event to one endpoint: signed, recorded, retried on schedule, never again once done.
 
 - A 2xx is `succeeded`; anything else (no answer included) is recorded and tried again later, and
   every attempt is on the event. A redelivery starts a schedule of its own.
@@ -123,7 +123,9 @@ def test_a_2xx_is_a_success_recorded_on_the_event() -> None:
     assert Webhook(SECRET).verify(body, headers) == event().payload()
 
 
-@pytest.mark.parametrize("answer", [Answer(500), Answer(302), Answer(199), Answer(None, "timed out"), Answer(410)])
+@pytest.mark.parametrize(
+    "answer", [Answer(500), Answer(302), Answer(199), Answer(None, "timed out"), Answer(410)]
+)
 def test_anything_but_a_2xx_is_recorded_and_tried_again_later(answer: Answer) -> None:
     s = setup(answer)
 
@@ -263,7 +265,7 @@ def test_while_a_secret_is_rotated_each_delivery_is_signed_with_both() -> None:
     s.clock.advance(ROTATION_OVERLAP.total_seconds())
     s.deliverer.deliver(TASK)
 
-    (_, during_body, during), (_, after_body, after) = s.receiver.calls
+    (_, during_body, during), (_, _after_body, after) = s.receiver.calls
     assert len(during["webhook-signature"].split(" ")) == 2
     assert Webhook(old).verify(during_body, during)
     assert Webhook(new).verify(during_body, during)
@@ -382,7 +384,7 @@ class FakeSqs:
     refuse: int = 0
     down: bool = False
 
-    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:  # noqa: N803
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:
         if self.down:
             raise ConnectionError("unreachable")
         self.batches.append(Entries)

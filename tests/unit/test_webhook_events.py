@@ -7,7 +7,9 @@
   deliveries. A crash at any step (before the read, before or after the write, at the enqueue)
   followed by the same record again leaves exactly one event, its deliveries queued, and
   `sequence` counting 1, 2, 3 per message. A record older than the last one told writes nothing.
-- `handle_stream_batch` stops at the first record that fails and reports it and every later one.
+- `handle_stream_batch` tells each message's records in order (messages side by side): a record
+  that fails holds back its message's later records, and the batch is reported from the earliest
+  failure on; the records brought back again write nothing new.
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ def stream_record(
     }
 
 
-def status_change(sequence: int, old: Status | None, new: Status, at: datetime = T0, **kw: Any) -> dict[str, Any]:
+def status_change(
+    sequence: int, old: Status | None, new: Status, at: datetime = T0, **kw: Any
+) -> dict[str, Any]:
     return stream_record(
         sequence,
         image(message(new, at, **kw)),
@@ -172,7 +176,9 @@ def test_an_insert_into_a_told_status_is_that_change(status: Status, event_type:
         (Status.QUEUED, Status.QUEUED, None),  # written, but no change of status
     ],
 )
-def test_a_modify_tells_a_change_into_a_told_status_only(old: Status, new: Status, told: EventType | None) -> None:
+def test_a_modify_tells_a_change_into_a_told_status_only(
+    old: Status, new: Status, told: EventType | None
+) -> None:
     found = change_of(status_change(7, old, new))
 
     assert (found.type if found else None) is told
@@ -209,6 +215,17 @@ def test_a_duplicates_blocked_count_going_up_is_a_caught_duplicate(before: int |
     assert found.at == datetime.fromtimestamp(approximate, UTC)
 
 
+def test_a_caught_duplicate_is_never_told_before_the_originals_last_change() -> None:
+    # The stream's creation time is whole seconds: the catch at 12:00:07.250 reads as 12:00:07.
+    current = message(Status.QUEUED, T0 + timedelta(seconds=7, milliseconds=200))
+    record = stream_record(11, image(current, 1), image(current), approximate=int(T0.timestamp()) + 7)
+
+    found = change_of(record)
+
+    assert found is not None
+    assert found.at == current.updated_at
+
+
 @pytest.mark.parametrize(("before", "after"), [(1, 1), (2, 1), (None, None)])
 def test_a_duplicates_blocked_count_not_going_up_tells_nothing(before: int | None, after: int | None) -> None:
     current = message(Status.SENT)
@@ -242,7 +259,8 @@ def test_an_event_id_is_the_same_for_every_copy_of_a_record_and_differs_between_
 
     assert first.event_id == again.event_id
     assert first.event_id != other.event_id
-    assert first.event_id.startswith("evt_") and len(first.event_id) == 30
+    assert first.event_id.startswith("evt_")
+    assert len(first.event_id) == 30
 
 
 # ---------------------------------------------------------------------------- EventRecorder
@@ -276,7 +294,8 @@ def test_a_workspace_with_no_endpoints_still_has_its_events_and_queues_nothing()
 
     event = rec.record(change(10, None, Status.QUEUED))
 
-    assert event is not None and event.deliveries == ()
+    assert event is not None
+    assert event.deliveries == ()
     assert len(store.event_items) == 1
     assert queue.tasks == []
 
@@ -316,9 +335,11 @@ def test_a_caught_duplicate_has_no_sequence_and_does_not_count_as_a_change() -> 
     later = change(3, Status.SENDING, Status.SENT)
     sent = rec.record(later)
 
-    assert duplicate is not None and duplicate.sequence is None
+    assert duplicate is not None
+    assert duplicate.sequence is None
     assert duplicate.payload()["data"] == {"message": original.to_api(), "sequence": None}
-    assert sent is not None and sent.sequence == 2
+    assert sent is not None
+    assert sent.sequence == 2
     assert store.applied(original.id) == Applied(2, later.position)
 
 
@@ -333,7 +354,8 @@ def test_the_same_record_again_writes_nothing_and_queues_only_deliveries_never_a
 
     again = rec.record(told)
 
-    assert again is not None and again.id == event.id
+    assert again is not None
+    assert again.id == event.id
     assert len(store.event_items) == 1
     assert store.applied(told.message.id) == Applied(1, told.position)
     assert queue.tasks == [DeliveryTask(WS, event.id, "whep_2")]  # whep_1 was attempted already
@@ -368,7 +390,9 @@ CRASHES = {
 @pytest.mark.parametrize("crash", list(CRASHES))
 @pytest.mark.parametrize("before", [0, 1, 2], ids=["first change", "second change", "third change"])
 def test_a_crash_at_any_step_then_the_record_again_leaves_exactly_one_event(crash: str, before: int) -> None:
-    rec, store, queue = recorder(with_endpoints(InMemoryWebhookStore(), endpoint("whep_1"), endpoint("whep_2")))
+    rec, store, queue = recorder(
+        with_endpoints(InMemoryWebhookStore(), endpoint("whep_1"), endpoint("whep_2"))
+    )
     steps = [
         change(1, None, Status.QUEUED),
         change(2, Status.SENDING, Status.SENT),
@@ -406,7 +430,9 @@ def test_a_crash_then_the_record_twice_more_still_leaves_one_event(crash: str) -
 
     first, second = rec.record(told), rec.record(told)
 
-    assert first is not None and second is not None and first.id == second.id == told.event_id
+    assert first is not None
+    assert second is not None
+    assert first.id == second.id == told.event_id
     assert list(store.event_items) == [(WS, told.event_id)]
     assert {t.endpoint_id for t in queue.tasks} == {"whep_1"}
 
@@ -422,7 +448,8 @@ def test_a_caught_duplicate_crashing_after_its_write_is_one_event_too() -> None:
 
     again = rec.record(caught)
 
-    assert again is not None and again.sequence is None
+    assert again is not None
+    assert again.sequence is None
     assert list(store.event_items) == [(WS, caught.event_id)]
     assert [t.event_id for t in queue.tasks] == [caught.event_id]
     assert store.applied(original.id) is None
@@ -464,7 +491,8 @@ def test_endpoints_are_read_once_a_batch() -> None:
     rec.new_batch()
     later = rec.record(change(3, Status.SENT, Status.DELIVERED))
     assert reads == [WS, WS]
-    assert later is not None and [d.endpoint_id for d in later.deliveries] == ["whep_1", "whep_2"]
+    assert later is not None
+    assert [d.endpoint_id for d in later.deliveries] == ["whep_1", "whep_2"]
 
 
 # ---------------------------------------------------------------------------- handle_stream_batch
@@ -497,39 +525,74 @@ def test_duplicated_records_in_a_batch_and_a_batch_fed_twice_are_one_event_each(
     assert {(t.event_id, t.endpoint_id) for t in queue.tasks} == {(e.id, "whep_1") for e in events_of(store)}
 
 
-def test_a_batch_stops_at_the_first_failing_record_and_reports_it_and_every_later_one() -> None:
-    rec, store, queue = recorder(with_endpoints(InMemoryWebhookStore(), endpoint("whep_1")))
+class CrashingFor(InMemoryWebhookStore):
+    """Crashes the next `times` writes of one message's events, whichever thread makes them."""
+
+    def __init__(self, message_id: str, times: int = 1) -> None:
+        super().__init__()
+        self.crashing, self.times = message_id, times
+
+    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+        if event.message_id == self.crashing and self.times:
+            self.times -= 1
+            raise RuntimeError("crashed before the event was written")
+        return super().record(event, position, previous)
+
+
+def test_a_failing_record_holds_back_its_messages_later_changes_and_the_batch_is_reported_from_it() -> None:
+    crashing = CrashingFor(message().id, times=0)
+    rec, store, queue = recorder(with_endpoints(crashing, endpoint("whep_1")))
     other = "msg_01KDVDNA00QV9D1V5ZMBF8DBOO"
     batch = [
-        status_change(1, None, Status.QUEUED),
-        status_change(2, Status.SENDING, Status.SENT),
-        status_change(3, None, Status.QUEUED, message_id=other),  # another message: held back too
-        status_change(4, Status.SENT, Status.DELIVERED),
+        status_change(2, Status.SENDING, Status.SENT),  # fails
+        status_change(3, None, Status.QUEUED, message_id=other),
+        status_change(4, Status.SENT, Status.DELIVERED),  # held back behind it
+        status_change(5, Status.QUEUED, Status.SENDING, message_id=other),
+        status_change(6, Status.SENDING, Status.SENT, message_id=other),
     ]
-    handle_stream_batch(rec, {"Records": batch[:1]})
-    queue.fail = 1  # the second record's enqueue fails
+    rec.record(change(1, None, Status.QUEUED))
+    crashing.times = 1
 
-    answer = handle_stream_batch(rec, {"Records": batch[1:]})
+    answer = handle_stream_batch(rec, {"Records": batch})
 
-    assert answer == {"batchItemFailures": [{"itemIdentifier": "2"}, {"itemIdentifier": "3"}, {"itemIdentifier": "4"}]}
-    # The failing record's event is written (its enqueue failed); nothing after it was touched.
-    assert [(e.type, e.sequence) for e in events_of(store, message().id)] == [
+    assert answer == {"batchItemFailures": [{"itemIdentifier": str(n)} for n in range(2, 7)]}
+    assert [(e.type, e.sequence) for e in events_of(store, message().id)] == [(EventType.QUEUED, 1)]
+    # Another message's changes are told side by side, each in its order.
+    assert [(e.type, e.sequence) for e in events_of(store, other)] == [
         (EventType.QUEUED, 1),
         (EventType.SENT, 2),
     ]
-    assert events_of(store, other) == []
 
-    assert handle_stream_batch(rec, {"Records": batch[1:]}) == {"batchItemFailures": []}
+    assert handle_stream_batch(rec, {"Records": batch}) == {"batchItemFailures": []}  # the records again
     assert [(e.type, e.sequence) for e in events_of(store, message().id)] == [
         (EventType.QUEUED, 1),
         (EventType.SENT, 2),
         (EventType.DELIVERED, 3),
     ]
-    assert [(e.type, e.sequence) for e in events_of(store, other)] == [(EventType.QUEUED, 1)]
+    assert [(e.type, e.sequence) for e in events_of(store, other)] == [
+        (EventType.QUEUED, 1),
+        (EventType.SENT, 2),
+    ]
     assert {(t.event_id, t.endpoint_id) for t in queue.tasks} == {(e.id, "whep_1") for e in events_of(store)}
 
 
-def test_an_unreadable_record_holds_back_the_rest_of_its_batch() -> None:
+def test_a_failing_enqueue_leaves_the_event_written_and_the_record_again_queues_it() -> None:
+    rec, store, queue = recorder(with_endpoints(InMemoryWebhookStore(), endpoint("whep_1")))
+    batch = [status_change(1, None, Status.QUEUED), status_change(2, Status.SENDING, Status.SENT)]
+    queue.fail = 1
+
+    answer = handle_stream_batch(rec, {"Records": batch})
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "1"}, {"itemIdentifier": "2"}]}
+    assert [(e.type, e.sequence) for e in events_of(store)] == [(EventType.QUEUED, 1)]
+    assert queue.tasks == []
+    assert handle_stream_batch(rec, {"Records": batch}) == {"batchItemFailures": []}
+    assert [(e.type, e.sequence) for e in events_of(store)] == [(EventType.QUEUED, 1), (EventType.SENT, 2)]
+    assert [t.event_id for t in queue.tasks] == [e.id for e in events_of(store)]
+
+
+def test_an_unreadable_record_is_skipped_not_retried_for_a_day() -> None:
+    """No message sendonce wrote: retrying it could only hold its message's later changes back."""
     rec, store, _ = recorder()
     bad = status_change(2, Status.SENDING, Status.SENT)
     bad["dynamodb"]["NewImage"]["status"] = {"S": "teleported"}
@@ -537,8 +600,8 @@ def test_an_unreadable_record_holds_back_the_rest_of_its_batch() -> None:
 
     answer = handle_stream_batch(rec, {"Records": batch})
 
-    assert answer == {"batchItemFailures": [{"itemIdentifier": "2"}, {"itemIdentifier": "3"}]}
-    assert [e.type for e in events_of(store)] == [EventType.QUEUED]
+    assert answer == {"batchItemFailures": []}
+    assert [e.type for e in events_of(store)] == [EventType.QUEUED, EventType.DELIVERED]
 
 
 @pytest.mark.parametrize("event", [None, [], {}, {"Records": None}, {"Records": "x"}])

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -116,7 +117,8 @@ def test_the_body_is_compact_utf8_json_and_the_same_bytes_every_time() -> None:
 
     assert body == body_of(event())
     assert json.loads(body) == event().payload()
-    assert "世界" in body and "\\u" not in body
+    assert "世界" in body
+    assert "\\u" not in body
     assert ", " not in body.replace("Hello, 世界", "")
 
 
@@ -248,7 +250,7 @@ def test_the_schedule_reads_comma_separated_seconds() -> None:
 
 def test_the_default_schedule_retries_for_at_least_24_hours() -> None:
     assert sum(DEFAULT_RETRY_SCHEDULE) >= 24 * 60 * 60
-    assert all(a <= b for a, b in zip(DEFAULT_RETRY_SCHEDULE, DEFAULT_RETRY_SCHEDULE[1:], strict=False))
+    assert all(a <= b for a, b in itertools.pairwise(DEFAULT_RETRY_SCHEDULE))
     assert max(DEFAULT_RETRY_SCHEDULE) * (1 + JITTER) <= 12 * 60 * 60  # SQS's longest visibility
 
 
@@ -264,7 +266,9 @@ def failing_deliverer(
         sent.append(body)
         return Answer(503)
 
-    deliverer = WebhookDeliverer(events=store, endpoints=store, send=send, schedule=schedule, clock=ManualClock())
+    deliverer = WebhookDeliverer(
+        events=store, endpoints=store, send=send, schedule=schedule, clock=ManualClock()
+    )
     if jitter is not None:
         deliverer.jitter = jitter  # type: ignore[assignment]
     return deliverer, store, sent
@@ -290,11 +294,15 @@ def test_a_failing_delivery_is_tried_once_at_once_then_after_each_delay_then_fai
     assert len(set(sent)) == 1  # the same bytes every attempt
     delivery = store.event_items[(WS, EVENT_ID)].delivery("whep_1")
     assert delivery is not None
-    assert (delivery.status, delivery.attempts, delivery.last_response_status) == (DeliveryStatus.FAILED, 8, 503)
+    assert (delivery.status, delivery.attempts, delivery.last_response_status) == (
+        DeliveryStatus.FAILED,
+        8,
+        503,
+    )
 
 
 def test_an_empty_schedule_is_one_attempt() -> None:
-    deliverer, store, sent = failing_deliverer(())
+    deliverer, _store, sent = failing_deliverer(())
 
     assert run_until_done(deliverer, DeliveryTask(WS, EVENT_ID, "whep_1")) == ([], Outcome.FAILED)
     assert len(sent) == 1
@@ -319,4 +327,5 @@ def test_jitter_spreads_the_delays() -> None:
             deliverer.deliver(DeliveryTask(WS, EVENT_ID, "whep_1"))
         drawn.add(retry.value.seconds)
     assert len(drawn) > 5
-    assert min(drawn) >= 1620 and max(drawn) <= 1980
+    assert min(drawn) >= 1620
+    assert max(drawn) <= 1980

@@ -30,6 +30,7 @@ from sendonce.messages.ids import ulid
 from sendonce.messages.service import MessageService
 from sendonce.settings import ApiSettings
 from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer
+from sendonce.webhooks.dependencies import target_checker
 from sendonce.webhooks.model import (
     MAX_ENDPOINTS,
     ROTATION_OVERLAP,
@@ -105,7 +106,10 @@ def fakes() -> Iterator[Fakes]:
         dependencies.ApiDependencies(
             settings=ApiSettings.from_environment(SETTINGS),
             messages=MessageService(
-                store=InMemoryStore(), queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=ManualClock()
+                store=InMemoryStore(),
+                queue=FakeQueue(),
+                dedup_window=timedelta(minutes=15),
+                clock=ManualClock(),
             ),
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
@@ -309,7 +313,8 @@ def test_an_endpoint_without_event_types_wants_every_type(fakes: Fakes) -> None:
 
     assert endpoint["eventTypes"] is None
     stored = fakes.store.endpoint(WS, endpoint["id"])
-    assert stored is not None and all(stored.wants(t) for t in EventType)
+    assert stored is not None
+    assert all(stored.wants(t) for t in EventType)
 
 
 def test_a_rotation_shows_the_new_secret_once_and_signs_with_both_for_24_hours(fakes: Fakes) -> None:
@@ -320,7 +325,8 @@ def test_a_rotation_shows_the_new_secret_once_and_signs_with_both_for_24_hours(f
 
     assert status == 200
     new = body["endpoint"]["secret"]
-    assert new.startswith("whsec_") and new != endpoint["secret"]
+    assert new.startswith("whsec_")
+    assert new != endpoint["secret"]
     stored = fakes.store.endpoint(WS, endpoint["id"])
     assert stored is not None
     assert stored.signing_secrets(fakes.clock.now) == (new, endpoint["secret"])
@@ -341,7 +347,9 @@ def test_a_deleted_endpoint_is_gone(fakes: Fakes) -> None:
 
 
 @pytest.mark.parametrize(
-    ("method", "suffix"), [("GET", ""), ("DELETE", ""), ("POST", "/rotate-secret")], ids=["get", "delete", "rotate"]
+    ("method", "suffix"),
+    [("GET", ""), ("DELETE", ""), ("POST", "/rotate-secret")],
+    ids=["get", "delete", "rotate"],
 )
 def test_another_workspaces_endpoint_is_404(fakes: Fakes, method: str, suffix: str) -> None:
     endpoint = added()
@@ -519,7 +527,8 @@ def test_a_redelivered_event_arrives_again_with_the_same_id_on_a_fresh_schedule(
 
     assert [h["webhook-id"] for h in sent] == [event.id]
     delivery = local.store.event_items[(WS, event.id)].delivery(endpoint.id)
-    assert delivery is not None and (delivery.status, delivery.attempts) == (DeliveryStatus.SUCCEEDED, 4)
+    assert delivery is not None
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.SUCCEEDED, 4)
 
 
 def test_redelivering_an_event_that_is_gone_is_not_found() -> None:
@@ -527,3 +536,24 @@ def test_redelivering_an_event_that_is_gone_is_not_found() -> None:
     with pytest.raises(EventNotFound):
         local.service.redeliver(WS, "evt_01KDVDNA00QV9D1V5ZMBF8DBMW", None)
     assert local.queue.tasks == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.0.0.8/hooks",
+        "https://[::1]/hooks",
+        "http://93.184.215.14/hooks",
+        "https://u@93.184.215.14/",
+    ],
+)
+def test_the_apis_own_checker_refuses_without_asking_dns(url: str) -> None:
+    service = WebhookService(
+        endpoints=InMemoryWebhookStore(),
+        events=InMemoryWebhookStore(),
+        queue=FakeDeliveryQueue(),
+        check_target=target_checker(allow_private=False),
+    )
+
+    with pytest.raises(InvalidEndpoint):
+        service.add_endpoint(WS, url, None, None)

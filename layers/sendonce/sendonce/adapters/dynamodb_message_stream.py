@@ -54,7 +54,9 @@ def change_of(record: Mapping[str, Any]) -> Change | None:
     if status is not _status(old) and status in STATUS_EVENTS:
         return Change(message, STATUS_EVENTS[status], message.updated_at, padded)
     if _count(new, "duplicatesBlocked") > _count(old, "duplicatesBlocked"):
+        # The stream's creation time is whole seconds, rounded down: it can fall before the
+        # original's own last change. The catch came after both, so it is told at the later one.
         approximate = dynamodb.get("ApproximateCreationDateTime")
-        at = datetime.fromtimestamp(float(approximate), UTC) if approximate else message.updated_at
-        return Change(message, EventType.DUPLICATE_BLOCKED, at, padded)
+        written = datetime.fromtimestamp(float(approximate), UTC) if approximate else message.updated_at
+        return Change(message, EventType.DUPLICATE_BLOCKED, max(written, message.updated_at), padded)
     return None

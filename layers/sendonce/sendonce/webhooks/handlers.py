@@ -5,7 +5,12 @@ messages go side by side (as Lambda's ParallelizationFactor would run them, keye
 record that fails stops its message's chain there, and the batch reports every record from the
 earliest failure on, so Lambda brings them back from there, in order: a later change of a message
 is never told before an earlier one, which would otherwise find itself told already. A record of
-another message brought back with them was told already and writes nothing new.
+another message brought back with them was told already and writes nothing new (its deliveries
+not yet attempted may be queued again: at least once, the same `webhook-id`).
+
+A record that cannot be read as a message (never one sendonce wrote) would fail on every retry
+and hold its message's later changes back until the stream drops it a day later: it is skipped,
+logged and counted (`StreamRecordsUnreadable`, with an alarm) instead.
 """
 
 from __future__ import annotations
@@ -49,11 +54,23 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
         chains.setdefault(_item(record), []).append(index)
     failed: list[int] = []
     told: list[int] = []
+    unreadable: list[int] = []
 
     def tell(chain: list[int]) -> None:
         for index in chain:
             try:
                 change = change_of(records[index])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                logger.error(
+                    "webhook.stream.unreadable_record",
+                    extra={
+                        "event": "webhook.stream.unreadable_record",
+                        "sequence_number": _sequence_number(records[index]),
+                    },
+                )
+                unreadable.append(index)
+                continue
+            try:
                 if change is not None and recorder.record(change) is not None:
                     told.append(index)
             except Exception:
@@ -71,6 +88,8 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
         list(pool.map(tell, chains.values()))
     if told:
         metrics.add_metric(name="WebhookEventsRecorded", unit="Count", value=len(told))
+    if unreadable:
+        metrics.add_metric(name="StreamRecordsUnreadable", unit="Count", value=len(unreadable))
     if not failed:
         return {"batchItemFailures": []}
     handed_back = records[min(failed) :]
