@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sendonce import composition
+
 from sendonce_local.api_keys import store_api_key
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, client, provision
@@ -62,6 +64,8 @@ class BenchStack:
 
 
 def start_stack() -> BenchStack:
+    # A new stack's functions start afresh: no composition root keeps clients of an earlier emulator.
+    composition.reset_all()
     template = load_template(TEMPLATE)
     ports = free_ports()
     environment = function_environment(template, ports)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
@@ -20,7 +20,9 @@ from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
-from sendonce.webhooks.service import WebhookService
+
+if TYPE_CHECKING:  # imported when the root is built (_webhooks), not with this module
+    from sendonce.webhooks.service import WebhookService
 
 # A secret read must not hold a provider's webhook longer than its patience.
 SECRET_READ_TIMEOUT_SECONDS = 3
@@ -76,6 +78,7 @@ def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:
     from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore  # noqa: PLC0415
     from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue  # noqa: PLC0415
     from sendonce.webhooks.dependencies import target_checker  # noqa: PLC0415
+    from sendonce.webhooks.service import WebhookService  # noqa: PLC0415
 
     store = DynamoDbWebhookStore(dynamodb, settings.webhooks_table)
     return WebhookService(
