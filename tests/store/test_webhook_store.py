@@ -599,6 +599,23 @@ def test_given_a_final_failure_then_the_delivery_is_failed_with_its_response(web
     )
 
 
+def test_given_a_delivery_ended_without_a_request_then_no_attempt_is_counted(webhooks: Webhooks) -> None:
+    store = webhooks.store
+    event = _recorded(webhooks, _event(), _position(1))
+    store.record_attempt("ws_a", event.id, "whep_one", _failed(NOW + timedelta(seconds=1), status=503))
+
+    store.record_attempt(
+        "ws_a",
+        event.id,
+        "whep_one",
+        Attempt(NOW + timedelta(hours=1), None, succeeded=False, final=True, made=False),
+    )
+
+    assert _delivery(webhooks, event, "whep_one") == Delivery(
+        "whep_one", DeliveryStatus.FAILED, 1, NOW + timedelta(seconds=1), 503
+    )
+
+
 def test_given_no_such_delivery_or_event_then_an_attempt_writes_nothing(webhooks: Webhooks) -> None:
     store = webhooks.store
     event = _recorded(webhooks, _event(), _position(1))

@@ -200,6 +200,8 @@ def test_a_deleted_endpoint_gets_nothing_and_its_delivery_ends() -> None:
 
     assert s.receiver.calls == []
     assert s.delivery().status is DeliveryStatus.FAILED
+    assert s.delivery().attempts == 0  # nothing was sent: no attempt is counted
+    assert s.delivery().last_attempt_at is None
 
 
 def test_a_delivery_that_succeeded_is_not_sent_again() -> None:

@@ -282,8 +282,8 @@ class InMemoryWebhookStore:
         updated = replace(
             delivery,
             status=status,
-            attempts=delivery.attempts + 1,
-            last_attempt_at=attempt.at,
+            attempts=delivery.attempts + (1 if attempt.made else 0),
+            last_attempt_at=attempt.at if attempt.made else delivery.last_attempt_at,
             last_response_status=attempt.response_status
             if attempt.response_status is not None
             else delivery.last_response_status,

@@ -366,17 +366,14 @@ class DynamoDbWebhookStore:
             status = DeliveryStatus.SUCCEEDED
         else:
             status = DeliveryStatus.FAILED if attempt.final else DeliveryStatus.PENDING
-        sets = [
-            "#d.#e.attempts = #d.#e.attempts + :one",
-            "#d.#e.lastAttemptAt = :at",
-            "#d.#e.#status = :status",
-        ]
+        sets = ["#d.#e.#status = :status"]
         values: dict[str, Any] = {
-            ":one": {"N": "1"},
-            ":at": {"S": rfc3339(attempt.at)},
             ":status": {"S": status.value},
             ":succeeded": {"S": DeliveryStatus.SUCCEEDED.value},
         }
+        if attempt.made:
+            sets += ["#d.#e.attempts = #d.#e.attempts + :one", "#d.#e.lastAttemptAt = :at"]
+            values.update({":one": {"N": "1"}, ":at": {"S": rfc3339(attempt.at)}})
         if attempt.response_status is not None:
             sets.append("#d.#e.lastResponseStatus = :code")
             values[":code"] = {"N": str(attempt.response_status)}

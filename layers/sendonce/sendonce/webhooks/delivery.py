@@ -86,7 +86,10 @@ class WebhookDeliverer:
         now = self.clock()
         if endpoint is None:
             self.events.record_attempt(
-                task.workspace_id, event.id, task.endpoint_id, Attempt(now, None, succeeded=False, final=True)
+                task.workspace_id,
+                event.id,
+                task.endpoint_id,
+                Attempt(now, None, succeeded=False, final=True, made=False),
             )
             return self._done(task, Outcome.DROPPED)
         body = body_of(event)

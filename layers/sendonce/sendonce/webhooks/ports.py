@@ -34,6 +34,9 @@ class Attempt:
     response_status: int | None
     succeeded: bool
     final: bool  # no attempt follows: a failure that ends the delivery `failed`
+    made: bool = (
+        True  # False: the delivery ends without a request (its endpoint was deleted), counted as none
+    )
 
 
 @dataclass(frozen=True, slots=True)
