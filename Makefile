@@ -13,7 +13,7 @@ CHECKOV_VERSION := 3.3.30
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store bench build clean
+.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,11 +81,16 @@ build-check: $(SAM_VENV)/.installed
 	$(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
 		|| (cat .aws-sam-build-check.log; exit 1)
 
-# The environments install side by side, then the static checks run side by side, then every test.
+# The tiers that run in this process (unit, integration, store).
+in-process: install
+	$(PY) -m pytest tests/unit tests/integration tests/store -q
+
+# The environments install side by side, then the static checks run side by side, then every test:
+# the end-to-end tier, which mostly waits on its local stacks, beside the others.
 test:
 	$(MAKE) -j4 install $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed
 	$(MAKE) -j3 --output-sync=target lint typecheck validate scan build-check
-	$(PY) -m pytest -q
+	$(MAKE) -j2 --output-sync=target e2e in-process
 
 bench: install
 	$(PY) -m bench

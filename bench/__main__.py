@@ -18,6 +18,7 @@ from bench.call_counter import COUNTER
 COUNTER.install()  # before any client is built, so every client the handlers use is hooked
 
 from bench.baseline import BaselineHandler  # noqa: E402
+from bench.batch import run_batch_bench  # noqa: E402
 from bench.capacity import CapacityProbe, Units  # noqa: E402
 from bench.cold_start import cold_starts, import_time_top  # noqa: E402
 from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "--no-outbox-peak", action="store_true", help="skip the outbox's 10,000 messages due in one minute"
     )
     parser.add_argument("--no-webhooks", action="store_true", help="skip the status webhook figures")
+    parser.add_argument("--no-batch", action="store_true", help="skip the batch figures")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.rounds, args.warmup = (60, 5) if args.quick else (300, 20)
@@ -180,6 +182,14 @@ def main(argv: list[str] | None = None) -> int:
             details["webhooks"] = {"error": repr(error)}
             print(f"webhooks failed: {error!r}", file=sys.stderr)
 
+    batch = None
+    if not args.no_batch:
+        try:
+            batch, details["batch"] = run_batch_bench(rounds=3 if args.quick else 10)
+        except Exception as error:  # the rest of the figures still stand
+            details["batch"] = {"error": repr(error)}
+            print(f"batch failed: {error!r}", file=sys.stderr)
+
     outbox_peak = None
     if not args.no_outbox_peak:
         peak = run_outbox_peak(args.outbox_peak)
@@ -195,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "storm": storm,
         "outbox_peak": outbox_peak,
         "webhooks": webhooks,
+        "batch": batch,
         "cost_usd_per_million_sends": figures["cost"],
     }
     details["checks"] = [vars(check) for check in checks(results)]

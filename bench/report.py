@@ -11,6 +11,9 @@ COLD_START_TARGET = 1.5
 OUTBOX_LATE_TARGET_S = 60  # every message of the peak handed over within a minute of its sendAt
 # Status webhooks: 10 endpoints cost a send nothing measurable (issue 12).
 WEBHOOK_ENDPOINTS_RATIO_TARGET = 1.05
+# A 100-item batch of new messages (issue 13): few calls, a fraction of 100 single sends' time.
+BATCH_CALLS_TARGET = 20
+BATCH_SHARE_TARGET = 0.15
 
 
 @dataclass(frozen=True)

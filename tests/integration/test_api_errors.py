@@ -111,8 +111,8 @@ def test_given_an_unknown_route_then_404_not_found(stack, method: str, path: str
     [
         ("PUT", "/v1/messages", {"GET", "POST"}),
         ("DELETE", "/v1/messages", {"GET", "POST"}),
-        ("PATCH", "/v1/messages/msg_01KDVDNA00QV9D1V5ZMBF8DBMW", {"GET", "DELETE"}),
-        ("POST", "/v1/messages/msg_01KDVDNA00QV9D1V5ZMBF8DBMW", {"GET", "DELETE"}),
+        ("PUT", "/v1/messages/msg_01KDVDNA00QV9D1V5ZMBF8DBMW", {"GET", "DELETE", "PATCH"}),
+        ("POST", "/v1/messages/msg_01KDVDNA00QV9D1V5ZMBF8DBMW", {"GET", "DELETE", "PATCH"}),
         ("POST", "/v1/health", {"GET"}),
     ],
 )

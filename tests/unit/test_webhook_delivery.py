@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,6 +44,13 @@ EVENT_ID = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
 SECRET = new_secret()
 # The receiver's library checks the timestamp against its own clock: the deliverer's runs near it.
 NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture(autouse=True)
+def _now_is_the_tests_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A receiver's library checks `webhook-timestamp` against its own clock (5 minutes either way):
+    the deliveries are signed at the time each test runs, not when the module was collected."""
+    monkeypatch.setattr(sys.modules[__name__], "NOW", datetime.now(UTC).replace(microsecond=0))
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -50,6 +51,13 @@ WS = "ws_1"
 EVENT_ID = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
 # The receiver's library checks the timestamp against its own clock: sign with the real one.
 NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture(autouse=True)
+def _now_is_the_tests_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A receiver's library checks `webhook-timestamp` against its own clock (5 minutes either way):
+    the deliveries are signed at the time each test runs, not when the module was collected."""
+    monkeypatch.setattr(sys.modules[__name__], "NOW", datetime.now(UTC).replace(microsecond=0))
 
 
 def message(status: Status = Status.SENT) -> Message:

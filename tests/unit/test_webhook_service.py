@@ -265,6 +265,8 @@ def test_the_eleventh_endpoint_is_a_400_and_is_not_stored(fakes: Fakes) -> None:
         {"url": HOOK, "eventTypes": []},
         {"url": HOOK, "eventTypes": "message.sent"},
         {"url": HOOK, "eventTypes": [None]},
+        {"url": HOOK, "eventTypes": [{}]},  # found by the e2e fuzzer: once a 503
+        {"url": HOOK, "eventTypes": [["message.sent"]]},
         {"url": HOOK, "secret": "whsec_mine"},  # a secret is never the customer's to choose
         {"url": 42},
         {"eventTypes": ["message.sent"]},

@@ -10,14 +10,25 @@ from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
+    ContentHeld,
     Created,
+    CreateManyOutcome,
     CreateOutcome,
     DedupClaim,
     DuplicateOf,
+    Edited,
+    EditOutcome,
+    EditRaced,
+    Handoff,
     KeyTie,
+    MessageEdit,
+    NewMessage,
+    NotEditable,
+    NotWritten,
     Page,
     TiedToKey,
 )
+from sendonce.messages.service import handoff_due_at
 from sendonce.provider_events.model import ProviderEvent
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
@@ -57,6 +68,14 @@ class InMemoryStore:
     first_attempts: dict[str, datetime] = field(default_factory=dict)
     throttled: dict[str, int] = field(default_factory=dict)
     refuse_claims: bool = False
+    # Outbox due times an edit set (a new message's is the one create computes), and the messages
+    # a test says the outbox handed over: the edit rules read both.
+    outbox_due: dict[str, datetime] = field(default_factory=dict)
+    handed_over: set[str] = field(default_factory=set)
+    # Bulk creates: how many calls, the originals each caught duplicate was counted on, and a fault.
+    bulk_calls: int = 0
+    duplicates_counted: list[str] = field(default_factory=list)
+    fail_bulk_after: int | None = None
 
     def create(
         self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
@@ -73,6 +92,31 @@ class InMemoryStore:
         if tie is not None:
             self.ties[tie.tie_id] = (message.id, tie.payload_fingerprint)
         return Created(message)
+
+    def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
+        seen = edit.seen
+        current = self.get(seen.workspace_id, seen.id)
+        if current is None:
+            raise MessageNotFound(seen.id)
+        due = self.outbox_due.get(seen.id) or handoff_due_at(current.created_at, current.send_at)
+        handed_over = seen.id in self.handed_over or current.send_at is None or due >= current.send_at
+        if current.status is not Status.SCHEDULED or handed_over:
+            return NotEditable(current.status)
+        if current != seen:
+            return EditRaced()
+        if edit.claim is not None:
+            held = self.locks.get(edit.claim.lock_id)
+            if held is not None and held.expires_at > now and held.message_id != seen.id:
+                return ContentHeld(held.message_id)
+            old = self.locks.get(seen.dedup_lock_id or "")
+            if old is not None and old.message_id == seen.id:
+                del self.locks[seen.dedup_lock_id or ""]
+            self.locks[edit.claim.lock_id] = _Lock(seen.id, now, edit.claim.expires_at)
+        if edit.tie is not None and self.ties.get(edit.tie.tie_id, ("",))[0] == seen.id:
+            self.ties[edit.tie.tie_id] = (seen.id, edit.tie.payload_fingerprint)
+        self.messages[seen.id] = edit.edited
+        self.outbox_due[seen.id] = edit.handoff_due_at
+        return Edited(edit.edited)
 
     def get(self, workspace_id: str, message_id: str) -> Message | None:
         message = self.messages.get(message_id)
@@ -153,6 +197,31 @@ class InMemoryStore:
             del self.locks[message.dedup_lock_id or ""]
             self.released.append(message.id)
 
+    def create_many(self, entries: Sequence[NewMessage], now: datetime) -> list[CreateManyOutcome]:
+        """As `create` without a tie, entry by entry; `fail_bulk_after` writes that many, then fails."""
+        self.bulk_calls += 1
+        outcomes: list[CreateManyOutcome] = []
+        for entry in entries:
+            if self.fail_bulk_after is not None and self.fail_bulk_after <= 0:
+                outcomes.append(NotWritten("the store is down"))
+                continue
+            if self.fail_bulk_after is not None:
+                self.fail_bulk_after -= 1
+            lock = self.locks.get(entry.claim.lock_id)
+            if lock is not None and lock.expires_at > now:
+                original = self.count_duplicate(entry.message.workspace_id, lock.message_id)
+                outcomes.append(DuplicateOf(original=original, locked_at=lock.locked_at))
+                continue
+            message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
+            self.messages[message.id] = message
+            self.locks[entry.claim.lock_id] = _Lock(message.id, now, entry.claim.expires_at)
+            outcomes.append(Created(message))
+        return outcomes
+
+    def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
+        self.duplicates_counted.append(message_id)
+        return self.get(workspace_id, message_id)
+
 
 @dataclass
 class FakeQueue:
@@ -163,6 +232,12 @@ class FakeQueue:
         if self.fail:
             raise QueueUnavailable("the queue is down")
         self.enqueued.append((message.id, delay_seconds))
+
+    def enqueue_batch(self, handoffs: Sequence[Handoff]) -> list[Handoff]:
+        if self.fail:
+            return list(handoffs)
+        self.enqueued += [(handoff.message.id, handoff.delay_seconds) for handoff in handoffs]
+        return []
 
 
 class FakeEventQueue:

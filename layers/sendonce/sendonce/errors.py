@@ -17,6 +17,34 @@ class MessageNotCancelable(SendonceError):
         self.status = status
 
 
+class MessageNotEditable(SendonceError):
+    """Only a scheduled message whose hand-off to its queue has not started can be edited."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(
+            f"a message that is {status} can no longer be edited"
+            if status != "scheduled"
+            else "this message is already handed to its queue for delivery and can no longer be edited"
+        )
+        self.status = status
+
+
+class DuplicateContent(SendonceError):
+    """An edit's new content is the dedup identity of another message in the window."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"message {message_id} already has this content for this recipient")
+        self.message_id = message_id
+
+
+class InvalidEdit(SendonceError):
+    """An edit the message's channel does not allow: answered 400 validation_error on `field`."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class IdempotencyKeyReused(SendonceError):
     def __init__(
         self, reason: str = "this Idempotency-Key was already used with a different request"

@@ -6,6 +6,11 @@ duplicate always finds the original, and a crash never leaves a lock without its
 
 from __future__ import annotations
 
+import hashlib
+import json
+import random
+import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +28,7 @@ from sendonce.adapters.dynamodb_items import (
     workspace_status,
 )
 from sendonce.adapters.dynamodb_writes import (
+    MAX_ATTEMPTS,
     Cancellation,
     ConditionFailed,
     DynamoDbTable,
@@ -34,17 +40,30 @@ from sendonce.errors import DependencyUnavailable, InvalidCursor, MessageNotCanc
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
+    ContentHeld,
     Created,
+    CreateManyOutcome,
     CreateOutcome,
     DedupClaim,
     DuplicateOf,
+    Edited,
+    EditOutcome,
+    EditRaced,
     KeyTie,
+    MessageEdit,
+    NewMessage,
+    NotEditable,
+    NotWritten,
     Page,
     TiedToKey,
 )
 
 # The items of the create transaction, by position: what each cancellation reason speaks of.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
+# A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
+# locks in one, fewer when they are large.
+MAX_TRANSACTION_ITEMS = 100
+MAX_TRANSACTION_BYTES = 3_500_000
 
 
 class DynamoDbSendingStore:
@@ -133,6 +152,227 @@ class DynamoDbSendingStore:
             original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
             return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
         return None
+
+    def create_many(self, entries: Sequence[NewMessage], now: datetime) -> list[CreateManyOutcome]:
+        """Messages and their locks in as few transactions as fit; a held lock, read from the
+        cancellation reasons, takes its entry out and the rest are written again."""
+        outcomes: dict[int, CreateManyOutcome] = {}
+        written = []
+        for index, entry in enumerate(entries):
+            message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
+            written.append((index, message, self._create_items(message, entry, now)))
+        try:
+            for chunk in _chunks(written):
+                self._create_chunk(chunk, now, outcomes)
+        except DependencyUnavailable as error:
+            # Later chunks are not tried: items take effect in their order.
+            for index, _, _ in written:
+                outcomes.setdefault(index, NotWritten(str(error)))
+        return [outcomes[index] for index in range(len(entries))]
+
+    def _create_items(self, message: Message, entry: NewMessage, now: datetime) -> list[dict[str, Any]]:
+        return [
+            {
+                "Put": {
+                    "Item": to_item(message, entry.handoff_due_at, self._expires_at(message)),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Put": {
+                    "Item": {
+                        **lock_key(entry.claim.lock_id),
+                        "messageId": {"S": message.id},
+                        "workspaceId": {"S": message.workspace_id},
+                        "lockedAt": {"S": rfc3339(now)},
+                        "expiresAt": epoch_seconds(entry.claim.expires_at),
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
+                    "ExpressionAttributeValues": {":now": epoch_seconds(now)},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+        ]
+
+    def _create_chunk(
+        self,
+        chunk: list[tuple[int, Message, list[dict[str, Any]]]],
+        now: datetime,
+        outcomes: dict[int, CreateManyOutcome],
+    ) -> None:
+        pending = list(chunk)
+        conflicts = 0
+        while pending:
+            items = [item for _, _, pair in pending for item in pair]
+            # The same messages, the same token: the SDK's retry of a lost answer writes nothing twice.
+            token = hashlib.sha256(",".join(m.id for _, m, _ in pending).encode()).hexdigest()[:36]
+            canceled = self._table.transact(items, token=token)
+            if canceled is None:
+                for index, message, _ in pending:
+                    outcomes[index] = Created(message)
+                return
+            settled = set()
+            for position, (index, message, _) in enumerate(pending):
+                outcome = self._explain_bulk(message, canceled, 2 * position)
+                if outcome is not None:
+                    outcomes[index] = outcome
+                    settled.add(index)
+            if settled:
+                pending = [entry for entry in pending if entry[0] not in settled]
+                continue  # the held locks are out: write the rest again at once
+            if not canceled.contended or conflicts + 1 >= MAX_ATTEMPTS:
+                raise DependencyUnavailable(f"the bulk create transaction was canceled: {canceled.codes}")
+            conflicts += 1
+            time.sleep(random.uniform(0.005, 0.02) * conflicts)
+
+    def _explain_bulk(self, message: Message, canceled: Cancellation, first: int) -> CreateManyOutcome | None:
+        if canceled.failed(first):
+            return Created(message)  # the message exists: our own write, committed by an earlier try
+        if not canceled.failed(first + 1):
+            return None
+        lock_item = canceled.item(first + 1) or self._table.get(lock_key(message.dedup_lock_id or ""))
+        if lock_item is None:
+            return None  # released meanwhile: the next try takes it
+        if lock_item["messageId"]["S"] == message.id:
+            return Created(message)
+        original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
+        return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
+
+    def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
+        return self._count_duplicate(workspace_id, message_id)
+
+    def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
+        """One transaction: the message, if still as read and not handed over; its old lock released
+        and its new one taken; its key tie re-fingerprinted. An old lock or a tie that is no longer
+        this message's (expired, taken since) is left alone: the transaction is written without it."""
+        seen = edit.seen
+        parts = {
+            "release": edit.claim is not None and seen.dedup_lock_id is not None,
+            "tie": edit.tie is not None,
+        }
+
+        def attempt() -> EditOutcome:
+            items = [self._edited_message_item(edit)]
+            at: dict[str, int] = {}
+            if parts["release"]:
+                at["release"] = len(items)
+                items.append(
+                    {
+                        "Delete": {
+                            "Key": lock_key(seen.dedup_lock_id or ""),
+                            "ConditionExpression": "messageId = :id",
+                            "ExpressionAttributeValues": {":id": {"S": seen.id}},
+                        }
+                    }
+                )
+            if edit.claim is not None:
+                at["claim"] = len(items)
+                items.append(self._lock_put(seen, edit.claim, now))
+            if parts["tie"] and edit.tie is not None:
+                at["tie"] = len(items)
+                items.append(
+                    {
+                        "Update": {
+                            "Key": tie_key(edit.tie.tie_id),
+                            "UpdateExpression": "SET payloadFingerprint = :fingerprint",
+                            "ConditionExpression": "messageId = :id",
+                            "ExpressionAttributeValues": {
+                                ":fingerprint": {"S": edit.tie.payload_fingerprint},
+                                ":id": {"S": seen.id},
+                            },
+                        }
+                    }
+                )
+            canceled = self._table.transact(items)
+            if canceled is None:
+                return Edited(edit.edited)
+            if canceled.failed(0):
+                return self._edit_refused(seen, canceled.item(0))
+            if edit.claim is not None and canceled.failed(at["claim"]):
+                holder = canceled.item(at["claim"]) or self._table.get(lock_key(edit.claim.lock_id))
+                if holder is not None and holder["messageId"]["S"] != seen.id:
+                    return ContentHeld(holder["messageId"]["S"])
+            if "release" in at and canceled.failed(at["release"]):
+                parts["release"] = False
+            if "tie" in at and canceled.failed(at["tie"]):
+                parts["tie"] = False  # a message sent with a key but no tie: nothing to re-fingerprint
+            if canceled.contended:
+                raise TryAgain
+            raise DependencyUnavailable(f"the edit transaction was canceled: {canceled.codes}")
+
+        return with_retries(attempt, "the edited message stayed contended")
+
+    def _edited_message_item(self, edit: MessageEdit) -> dict[str, Any]:
+        edited = edit.edited
+        names = {"#status": "status", "#body": "body", "#metadata": "metadata", "#sendAt": "sendAt"}
+        values: dict[str, Any] = {
+            ":body": {"S": edited.body},
+            ":metadata": {"M": {key: {"S": value} for key, value in edited.metadata.items()}},
+            ":updated": {"S": rfc3339(edited.updated_at)},
+            ":due": {"S": rfc3339(edit.handoff_due_at)},
+            ":ws": {"S": edited.workspace_id},
+            ":scheduled": {"S": Status.SCHEDULED.value},
+            ":seen_updated": {"S": rfc3339(edit.seen.updated_at)},
+        }
+        sets = ["#body = :body", "#metadata = :metadata", "updatedAt = :updated", "outboxDueAt = :due"]
+        if edited.subject is not None:
+            names["#subject"] = "subject"
+            values[":subject"] = {"S": edited.subject}
+            sets.append("#subject = :subject")
+        if edited.send_at is not None:
+            values[":send_at"] = {"S": rfc3339(edited.send_at)}
+            sets.append("#sendAt = :send_at")
+        if edited.dedup_lock_id is not None:
+            values[":lock"] = {"S": edited.dedup_lock_id}
+            sets.append("dedupLockId = :lock")
+        expires_at = self._expires_at(edited)
+        if expires_at is not None:
+            values[":expires"] = epoch_seconds(expires_at)
+            sets.append("expiresAt = :expires")
+        return {
+            "Update": {
+                "Key": message_key(edited.id),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                # As read (every edit moves updatedAt on), still scheduled, and not handed over yet:
+                # a hand-off moves the outbox due time past sendAt, a cancel or a claim the status.
+                "ConditionExpression": (
+                    "workspaceId = :ws AND #status = :scheduled AND updatedAt = :seen_updated "
+                    "AND outboxDueAt < #sendAt"
+                ),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    @staticmethod
+    def _lock_put(message: Message, claim: DedupClaim, now: datetime) -> dict[str, Any]:
+        return {
+            "Put": {
+                "Item": {
+                    **lock_key(claim.lock_id),
+                    "messageId": {"S": message.id},
+                    "workspaceId": {"S": message.workspace_id},
+                    "lockedAt": {"S": rfc3339(now)},
+                    "expiresAt": epoch_seconds(claim.expires_at),
+                },
+                # An expired lock the TTL sweep has not deleted yet never blocks.
+                "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
+                "ExpressionAttributeValues": {":now": epoch_seconds(now)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _edit_refused(self, seen: Message, item: Item | None) -> EditOutcome:
+        item = item or self._table.get(message_key(seen.id))
+        if item is None or item["workspaceId"]["S"] != seen.workspace_id:
+            raise MessageNotFound(seen.id)
+        status = Status(item["status"]["S"])
+        due, send_at = item.get("outboxDueAt", {}).get("S"), item.get("sendAt", {}).get("S")
+        handed_over = due is None or send_at is None or due >= send_at
+        if status is not Status.SCHEDULED or handed_over:
+            return NotEditable(status)
+        return EditRaced()  # another edit came first
 
     def mark_handoff_failed(self, message: Message, now: datetime) -> None:
         """Queued -> accepted, and due in the outbox at once: the hand-off is still owed."""
@@ -245,3 +485,21 @@ class DynamoDbSendingStore:
         messages = [from_item(item) for item in items[:limit]]
         next_cursor = messages[-1].id if len(items) > limit and messages else None
         return Page(messages=messages, next_cursor=next_cursor)
+
+
+def _chunks(
+    written: list[tuple[int, Message, list[dict[str, Any]]]],
+) -> list[list[tuple[int, Message, list[dict[str, Any]]]]]:
+    """In order, as many entries a transaction as its item count and size allow."""
+    chunks: list[list[tuple[int, Message, list[dict[str, Any]]]]] = [[]]
+    items = size = 0
+    for entry in written:
+        entry_size = len(json.dumps(entry[2], ensure_ascii=False).encode("utf-8"))
+        full = items + len(entry[2]) > MAX_TRANSACTION_ITEMS or size + entry_size > MAX_TRANSACTION_BYTES
+        if chunks[-1] and full:
+            chunks.append([])
+            items = size = 0
+        chunks[-1].append(entry)
+        items += len(entry[2])
+        size += entry_size
+    return [chunk for chunk in chunks if chunk]

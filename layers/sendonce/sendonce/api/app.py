@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from sendonce import channels
 from sendonce.api import dependencies
+from sendonce.api.batch import answer_batch
 from sendonce.api.errors import (
     JSON,
     ApiError,
@@ -44,6 +45,7 @@ from sendonce.api.routes import (
     CANCEL_MESSAGE,
     DELETE_WEBHOOK_ENDPOINT,
     DOCS,
+    EDIT_MESSAGE,
     GET_EVENT,
     GET_MESSAGE,
     GET_WEBHOOK_ENDPOINT,
@@ -55,15 +57,23 @@ from sendonce.api.routes import (
     PROVIDER_WEBHOOK,
     REDELIVER_EVENT,
     ROTATE_WEBHOOK_SECRET,
+    SEND_BATCH,
     SEND_MESSAGE,
     Handler,
     Route,
     allowed_methods,
     register,
 )
-from sendonce.api.schemas import AddWebhookEndpointRequest, RedeliverRequest, SendMessageRequest
+from sendonce.api.schemas import (
+    AddWebhookEndpointRequest,
+    BatchRequest,
+    EditMessageRequest,
+    RedeliverRequest,
+    SendMessageRequest,
+)
 from sendonce.errors import IdempotencyKeyReused, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
+from sendonce.messages.edits import MessageChanges
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.service import SendCommand
 from sendonce.observability import logger
@@ -150,6 +160,37 @@ def send_message(
     return _json_response(answer["statusCode"], answer["body"], headers)
 
 
+# ---------------------------------------------------------------------------- POST /v1/messages/batch
+@route(SEND_BATCH)
+def send_batch(
+    batch: Annotated[BatchRequest, Body(embed=False)],
+    validation: Annotated[
+        Literal["permissive", "strict"],
+        Query(description="strict: any item that is not valid fails the whole request, nothing written"),
+    ] = "permissive",
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="idempotency-key", description="Covers the whole request; a retry replays its 200"),
+    ] = None,
+) -> Response[Any]:
+    workspace = _workspace()
+    deps = dependencies.root.get()
+    # An in-progress record expires with this invocation's time, should it die mid-request.
+    deps.idempotency_config.register_lambda_context(app.lambda_context)
+    answer = answer_batch(
+        workspace=workspace,
+        raw_body=app.current_event.body,
+        strict=validation == "strict",
+        header_key=idempotency_key,
+        key_required=deps.settings.require_idempotency_key,
+        send_many=deps.send_many,
+        send_once=deps.send_once,
+        send_batch_once=deps.send_batch_once,
+    )
+    headers = {"Idempotency-Replayed": "true"} if answer.get("replayed") else {}
+    return _json_response(answer["statusCode"], answer["body"], headers)
+
+
 # ---------------------------------------------------------------------------- reads
 @route(GET_MESSAGE)
 def get_message(id: str) -> Response[Any]:
@@ -179,6 +220,24 @@ def list_messages(
 @route(CANCEL_MESSAGE)
 def cancel_message(id: str) -> Response[Any]:
     message = dependencies.root.get().messages.cancel(_workspace(), id)
+    return _json_response(200, {"success": True, "message": message.to_api()})
+
+
+@route(EDIT_MESSAGE)
+def edit_message(id: str, changes: Annotated[EditMessageRequest, Body(embed=False)]) -> Response[Any]:
+    if not changes.model_fields_set:
+        fields = "body, subject, sendAt or metadata"
+        raise validation_error([{"field": "body", "message": f"must set at least one of {fields}"}])
+    message = dependencies.root.get().messages.edit(
+        _workspace(),
+        id,
+        MessageChanges(
+            body=changes.body,
+            subject=changes.subject,
+            send_at=changes.send_at(),
+            metadata=changes.metadata,
+        ),
+    )
     return _json_response(200, {"success": True, "message": message.to_api()})
 
 

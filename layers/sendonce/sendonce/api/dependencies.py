@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -13,9 +14,12 @@ from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api.answers import send_answer
+from sendonce.api.batch import BATCH_KEY_PREFIX, SendMany, run_once
 from sendonce.api.idempotency import SendOnce, StoredAnswer, idempotency_config, make_idempotent
 from sendonce.aws_clients import client
 from sendonce.composition import Root
+from sendonce.errors import DependencyUnavailable
+from sendonce.messages.batch import BatchOutcome, BatchSender
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
@@ -23,6 +27,11 @@ from sendonce.settings import ApiSettings
 
 if TYPE_CHECKING:  # imported when the root is built (_webhooks), not with this module
     from sendonce.webhooks.service import WebhookService
+
+
+def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
+    raise DependencyUnavailable("no batch sender is configured")
+
 
 # A secret read must not hold a provider's webhook longer than its patience.
 SECRET_READ_TIMEOUT_SECONDS = 3
@@ -39,6 +48,9 @@ class ApiDependencies:
     webhooks: WebhookService
     # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
     webhook_secret: Secret = no_secret
+    # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
+    send_many: SendMany = _no_batches
+    send_batch_once: SendOnce = run_once
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -47,13 +59,13 @@ class ApiDependencies:
 def build(settings: ApiSettings | None = None) -> ApiDependencies:
     settings = settings or ApiSettings.from_environment()
     dynamodb, sqs = client("dynamodb"), client("sqs")
-    messages = MessageService(
-        store=DynamoDbSendingStore(
-            dynamodb, settings.messages_table, retention=timedelta(days=settings.message_retention_days)
-        ),
-        queue=SqsMessageQueue(sqs, settings.queue_urls),
-        dedup_window=timedelta(seconds=settings.dedup_window_seconds),
+    store = DynamoDbSendingStore(
+        dynamodb, settings.messages_table, retention=timedelta(days=settings.message_retention_days)
     )
+    queue = SqsMessageQueue(sqs, settings.queue_urls)
+    dedup_window = timedelta(seconds=settings.dedup_window_seconds)
+    messages = MessageService(store=store, queue=queue, dedup_window=dedup_window)
+    batches = BatchSender(store=store, queue=queue, dedup_window=dedup_window)
     config = idempotency_config(settings.idempotency_ttl_seconds)
 
     def send(*, request: dict[str, Any], command: SendCommand) -> StoredAnswer:
@@ -70,6 +82,10 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         webhook_secret=SecretsManagerSecret(
             settings.webhook_secret_arn,
             partial(client, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
+        ),
+        send_many=batches.send_many,
+        send_batch_once=make_idempotent(
+            run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
         ),
     )
 

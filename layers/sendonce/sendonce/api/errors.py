@@ -7,12 +7,15 @@ from typing import Any
 
 from sendonce.errors import (
     DependencyUnavailable,
+    DuplicateContent,
     EndpointNotFound,
     EventNotFound,
     IdempotencyKeyReused,
     InvalidCursor,
+    InvalidEdit,
     InvalidEndpoint,
     MessageNotCancelable,
+    MessageNotEditable,
     MessageNotFound,
     SendonceError,
 )
@@ -99,6 +102,12 @@ def from_domain_error(error: SendonceError) -> ApiError:
         return validation_error([{"field": error.field, "message": str(error)}])
     if isinstance(error, MessageNotCancelable):
         return ApiError(409, "message_not_cancelable", str(error))
+    if isinstance(error, MessageNotEditable):
+        return ApiError(409, "message_not_editable", str(error))
+    if isinstance(error, DuplicateContent):
+        return ApiError(409, "duplicate_content", str(error), details={"messageId": error.message_id})
+    if isinstance(error, InvalidEdit):
+        return validation_error([{"field": error.field, "message": str(error)}])
     if isinstance(error, IdempotencyKeyReused):
         return ApiError(422, "idempotency_key_reused", str(error))
     if isinstance(error, InvalidCursor):

@@ -39,13 +39,17 @@ def idempotency_config(ttl_seconds: int) -> IdempotencyConfig:
     )
 
 
-def make_idempotent(send: SendOnce, table_name: str, client: Any, config: IdempotencyConfig) -> SendOnce:
-    """`send(request={"workspace", "key", "payload"}, ...)`, run at most once per key and window."""
+def make_idempotent(
+    send: SendOnce, table_name: str, client: Any, config: IdempotencyConfig, key_prefix: str = KEY_PREFIX
+) -> SendOnce:
+    """`send(request={"workspace", "key", "payload"}, ...)`, run at most once per key and window.
+
+    `key_prefix`: the keys' namespace (a route's own, such as the batch route's)."""
     persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
     wrapped: SendOnce = idempotent_function(
         data_keyword_argument="request",
         persistence_store=persistence,
         config=config,
-        key_prefix=KEY_PREFIX,
+        key_prefix=key_prefix,
     )(send)
     return wrapped

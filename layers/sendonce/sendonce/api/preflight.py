@@ -13,10 +13,10 @@ import json
 from typing import Any
 
 from sendonce.api.errors import JSON, ApiError, unauthorized, unavailable
-from sendonce.api.routes import Body, body_of, needs_key
+from sendonce.api.routes import MAX_BODY_BYTES, Body, body_of, max_body_of, needs_key, size_text
 from sendonce.auth.api_keys import KEY_LOOKUP_FAILED
 
-MAX_BODY_BYTES = 256 * 1024
+__all__ = ["MAX_BODY_BYTES", "check_request", "header", "raw_body", "workspace_of"]
 _TOO_DEEP = {"field": "body", "message": "the body is not valid JSON: it is nested too deeply"}
 
 
@@ -86,8 +86,9 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
     if kind is Body.NONE:
         return event
     body = raw_body(event)
-    if len(body) > MAX_BODY_BYTES:
-        raise ApiError(413, "payload_too_large", f"The body is over {MAX_BODY_BYTES // 1024} KiB.")
+    limit = max_body_of(method, path)  # the route's own: 1 MiB for a batch, 256 KiB for one message
+    if len(body) > limit:
+        raise ApiError(413, "payload_too_large", f"The body is over {size_text(limit)}.")
     if kind is Body.SIGNED:
         return event  # signed raw bytes: the route reads them as they came
     if kind is Body.OPTIONAL_JSON and not body.strip():

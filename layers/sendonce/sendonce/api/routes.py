@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
 from sendonce.api.schemas import (
     Acknowledged,
+    BatchResults,
     DuplicateCaught,
     ErrorBody,
     EventEnvelope,
@@ -35,12 +36,17 @@ from sendonce.api.schemas import (
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 _PARAMETER = re.compile(r"\{(\w+)\}")
+# A request body over its route's limit is a 413 before anything else reads it.
+MAX_BODY_BYTES = 256 * 1024
 
 _ERRORS = {
     400: "validation_error, missing_idempotency_key or invalid_idempotency_key",
     401: "unauthorized: no or wrong API key",
     404: "not_found",
-    409: "idempotency_in_progress (with Retry-After: 1) or message_not_cancelable",
+    409: (
+        "idempotency_in_progress (with Retry-After: 1), message_not_cancelable, message_not_editable "
+        "or duplicate_content (details.messageId: the message that holds the content)"
+    ),
     413: "payload_too_large: body over 256 KiB",
     415: "unsupported_media_type: not JSON, or JSON that is not UTF-8",
     422: "idempotency_key_reused: the key was used with a different request",
@@ -69,6 +75,7 @@ class Route:
     body: Body = Body.NONE
     description: str | None = None
     tags: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES  # over it: 413, before the body is read
 
     @property
     def key(self) -> str:
@@ -100,7 +107,14 @@ class Route:
             status: {"description": _ERRORS[status], "content": {"application/json": {"model": ErrorBody}}}
             for status in self.error_statuses
         }
+        if 413 in errors:
+            too_large = f"payload_too_large: body over {size_text(self.max_body_bytes)}"
+            errors[413] = {**errors[413], "description": too_large}
         return {**self.answers, **errors}
+
+
+def size_text(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit // 1024} KiB"
 
 
 @cache
@@ -134,6 +148,23 @@ SEND_MESSAGE = Route(
     body=Body.JSON,
     tags=("messages",),
 )
+SEND_BATCH = Route(
+    "POST",
+    "/v1/messages/batch",
+    summary="Send 1 to 500 messages, each answered as if sent alone",
+    description=(
+        'Body {"messages": [...]}, at most 1 MiB: each item is the body of POST /v1/messages plus an '
+        "optional idempotencyKey, and gets the Result POST /v1/messages would answer it alone (its "
+        "status code, duplicateOnly, replayed, message or error), in the items' order. Identical items "
+        "are one message. ?validation=strict: any item that is not valid makes the whole request a 400 "
+        "and nothing is written. An Idempotency-Key header covers the whole request."
+    ),
+    answers={200: _json("One Result per item, in order", BatchResults)},
+    errors=(400, 409, 422, 503),
+    body=Body.JSON,
+    tags=("messages",),
+    max_body_bytes=1024 * 1024,
+)
 GET_MESSAGE = Route(
     "GET",
     "/v1/messages/{id}",
@@ -156,6 +187,21 @@ CANCEL_MESSAGE = Route(
     summary="Cancel a message that has not started its delivery",
     answers={200: _json("Canceled", MessageEnvelope)},
     errors=(404, 409, 503),
+    tags=("messages",),
+)
+EDIT_MESSAGE = Route(
+    "PATCH",
+    "/v1/messages/{id}",
+    summary="Edit a scheduled message before its hand-off",
+    description=(
+        "One or more of body, subject, sendAt, metadata (metadata replaces the old one). Allowed while "
+        "the message is scheduled and not yet handed to its queue; otherwise 409 message_not_editable. "
+        "The dedup lock follows the content: a new content another message holds in the dedup window "
+        "is 409 duplicate_content with details.messageId, and nothing changes."
+    ),
+    answers={200: _json("Edited", MessageEnvelope)},
+    errors=(400, 404, 409, 503),
+    body=Body.JSON,
     tags=("messages",),
 )
 PROVIDER_WEBHOOK = Route(
@@ -274,9 +320,11 @@ REDELIVER_EVENT = Route(
 
 ROUTES: tuple[Route, ...] = (
     SEND_MESSAGE,
+    SEND_BATCH,
     GET_MESSAGE,
     LIST_MESSAGES,
     CANCEL_MESSAGE,
+    EDIT_MESSAGE,
     PROVIDER_WEBHOOK,
     ADD_WEBHOOK_ENDPOINT,
     LIST_WEBHOOK_ENDPOINTS,
@@ -308,6 +356,14 @@ def body_of(method: str, path: str) -> Body:
         if route.method == method and route.matches(path):
             return route.body
     return Body.NONE
+
+
+def max_body_of(method: str, path: str) -> int:
+    """The largest body the route a request is for takes."""
+    for route in ROUTES:
+        if route.method == method and route.matches(path):
+            return route.max_body_bytes
+    return MAX_BODY_BYTES
 
 
 def register(app: APIGatewayHttpResolver, route: Route) -> Callable[[Handler], Handler]:

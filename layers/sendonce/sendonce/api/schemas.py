@@ -109,6 +109,46 @@ def parse_rfc3339(value: str) -> datetime:
         raise ValueError("must be a real instant, between the years 0001 and 9999 in UTC") from None
 
 
+class EditMessageRequest(BaseModel):
+    """PATCH /v1/messages/{id}: one or more of these, each by the rules of POST /v1/messages; any
+    other field, or an explicit null, is refused. Whether a subject is allowed is the message's
+    channel's to say: the edit checks it against the stored message."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    body: str | None = Field(default=None, min_length=1, max_length=10_000)
+    subject: str | None = Field(default=None, min_length=1, max_length=998, description="Email only")
+    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
+    metadata: (
+        Annotated[
+            dict[
+                Annotated[str, Field(min_length=1, max_length=MAX_METADATA_KEY_LENGTH)],
+                Annotated[str, Field(max_length=MAX_METADATA_VALUE_LENGTH)],
+            ],
+            Field(max_length=MAX_METADATA_KEYS),
+        ]
+        | None
+    ) = Field(default=None, description="Replaces the message's metadata")
+
+    @field_validator("body", "subject", "sendAt", "metadata", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Only a given field is validated: null would read as "leave it", which it does not say.
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep it")
+        return value
+
+    @field_validator("sendAt")
+    @classmethod
+    def _rfc3339_within_window(cls, value: str | None) -> str | None:
+        if value is not None and parse_rfc3339(value) - datetime.now(UTC) > MAX_SCHEDULE_AHEAD:
+            raise ValueError("must be at most 30 days ahead")
+        return value
+
+    def send_at(self) -> datetime | None:
+        return parse_rfc3339(self.sendAt) if self.sendAt is not None else None
+
+
 class AddWebhookEndpointRequest(BaseModel):
     """POST /v1/webhook-endpoints."""
 
@@ -128,7 +168,7 @@ class AddWebhookEndpointRequest(BaseModel):
         # strict mode takes enum members only: a known type's name is as good as its member.
         if isinstance(value, list):
             known = {t.value: t for t in EventType}
-            unknown = [v for v in value if v not in known]
+            unknown = [v for v in value if not isinstance(v, str) or v not in known]
             if unknown:
                 raise ValueError(f"unknown event types: {', '.join(map(str, unknown))}")
             return [known[v] for v in value]
@@ -208,7 +248,8 @@ class Health(_Documented):
 class ErrorDetail(_Documented):
     code: str
     message: str
-    details: list[dict[str, str]] | None = None
+    # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"}.
+    details: list[dict[str, str]] | dict[str, str] | None = None
 
 
 class ErrorBody(_Documented):
@@ -267,3 +308,39 @@ class EventPageModel(_Documented):
     success: Literal[True]
     events: list[EventModel]
     nextCursor: str | None
+
+
+class BatchRequest(BaseModel):
+    """POST /v1/messages/batch: the envelope. Its handler checks each item on its own, as a body of
+    POST /v1/messages, so that a bad item gets its own Result."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    messages: list[Any] = Field(
+        min_length=1,
+        max_length=500,
+        description=(
+            "Each: the body of POST /v1/messages, plus an optional idempotencyKey (the rules of the "
+            "Idempotency-Key header). An item that is not an object gets its own 400 Result."
+        ),
+    )
+
+
+class BatchItemError(_Documented):
+    code: str
+    message: str
+    details: list[dict[str, str]] | None = None
+
+
+class BatchItemResult(_Documented):
+    index: int
+    status: int = Field(description="The status code the item alone would get from POST /v1/messages")
+    duplicateOnly: bool | None
+    replayed: bool = Field(description="The item's idempotencyKey replayed an earlier answer")
+    message: MessageModel | None
+    error: BatchItemError | None
+
+
+class BatchResults(_Documented):
+    success: Literal[True]
+    results: list[BatchItemResult]

@@ -52,6 +52,65 @@ CreateOutcome = Created | DuplicateOf | TiedToKey
 
 
 @dataclass(frozen=True, slots=True)
+class NewMessage:
+    """One message of a bulk create: written with its dedup lock, as `create` without a key tie would."""
+
+    message: Message
+    claim: DedupClaim
+    handoff_due_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NotWritten:
+    """The store failed before this message's transaction answered: it may or may not exist. A retry of
+    the same send is safe: its dedup lock answers it, and the outbox hands over what was written."""
+
+    reason: str
+
+
+CreateManyOutcome = Created | DuplicateOf | NotWritten
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEdit:
+    """An edit planned on the message as it was read (`seen`). The store writes it only while the
+    message is as read, still scheduled, and its hand-off to the queue has not started."""
+
+    seen: Message
+    edited: Message
+    claim: DedupClaim | None  # the new content's lock; None: the identity is unchanged, the lock stays
+    tie: KeyTie | None  # the message's key tie, to carry the edited payload's fingerprint
+    handoff_due_at: datetime  # when the outbox hands the edited message over
+
+
+@dataclass(frozen=True, slots=True)
+class Edited:
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class ContentHeld:
+    """The edited content's dedup lock is held by another message: nothing was written."""
+
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EditRaced:
+    """The message changed since it was read (another edit): read it again and plan again."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotEditable:
+    """No longer scheduled, or its hand-off to the queue has started: nothing was written."""
+
+    status: Status
+
+
+EditOutcome = Edited | ContentHeld | EditRaced | NotEditable
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     messages: list[Message]
     next_cursor: str | None
@@ -76,6 +135,21 @@ class SendingStore(DedupLocks, Protocol):
     def get(self, workspace_id: str, message_id: str) -> Message | None: ...
 
     def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page: ...
+
+    def create_many(self, entries: Sequence[NewMessage], now: datetime) -> Sequence[CreateManyOutcome]:
+        """Each entry written with its lock as `create` writes it, in as few transactions as the store
+        allows; one outcome per entry, in order. The entries' locks are distinct. A lock held by another
+        message is its DuplicateOf, counted on the original as `create` counts it."""
+        ...
+
+    def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
+        """Record one duplicate caught against this message (as `create` does); the message, if it exists."""
+        ...
+
+    def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
+        """Write the edited message, move its dedup lock and update its key tie atomically, or none
+        of them. Raise MessageNotFound when the message is gone (or another workspace's)."""
+        ...
 
     def mark_handoff_failed(self, message: Message, now: datetime) -> None: ...
 

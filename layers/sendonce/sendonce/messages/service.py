@@ -10,6 +10,7 @@ from sendonce.clock import Clock, utc_now
 from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DependencyUnavailable, IdempotencyKeyReused, MessageNotFound, QueueUnavailable
 from sendonce.idempotency.keys import tie_identity
+from sendonce.messages.edits import MessageChanges, edit_message
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, DedupClaim, DuplicateOf, KeyTie, MessageQueue, Page, SendingStore
@@ -172,6 +173,19 @@ class MessageService:
             if size > MAX_PAGE_BYTES and kept:
                 return Page(page.messages[:kept], page.messages[kept - 1].id)
         return page
+
+    def edit(self, workspace_id: str, message_id: str, changes: MessageChanges) -> Message:
+        """Edit a scheduled message whose hand-off has not started (`sendonce.messages.edits`); a
+        new sendAt within SQS's reach is handed over at once, as a new send's is."""
+        edited, now = edit_message(
+            self._store,
+            clock=self._clock,
+            dedup_window=self._dedup_window,
+            due_at=handoff_due_at,
+            read=lambda: self.get(workspace_id, message_id),
+            changes=changes,
+        )
+        return self._hand_off(edited, now)
 
     def cancel(self, workspace_id: str, message_id: str) -> Message:
         message = self._store.cancel(workspace_id, message_id, self._clock())

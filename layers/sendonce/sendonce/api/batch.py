@@ -1,0 +1,297 @@
+"""POST /v1/messages/batch: each item answered as POST /v1/messages would answer it alone.
+
+An item is parsed and checked as the single send's body is, and gets the single send's status code
+and body (its Result). An item with an `idempotencyKey` goes through the same Idempotency-Key record
+as POST /v1/messages with that key and that body (the item without `idempotencyKey`), so the two
+routes replay each other's answers. Items without one are written in bulk (`BatchSender`).
+
+Order: items take effect as if sent one after another. Items meet each other only through their
+dedup identity (and keyed items through their keys, which are taken one at a time, in order). So the
+keyless items whose identity no earlier keyed item has are written first, in bulk, then the keyed
+items one by one, then the keyless items that came after a keyed item of their identity: each item
+meets exactly the messages it would have met had the batch been sent item by item.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+from pydantic import ValidationError
+
+from sendonce import channels
+from sendonce.api.answers import send_answer
+from sendonce.api.errors import (
+    ApiError,
+    details_from_pydantic,
+    from_domain_error,
+    idempotency_in_progress,
+    unavailable,
+    validation_error,
+)
+from sendonce.api.idempotency import StoredAnswer
+from sendonce.api.schemas import SendMessageRequest
+from sendonce.errors import IdempotencyKeyReused, SendonceError
+from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
+from sendonce.messages.batch import BatchOutcome, lock_of
+from sendonce.messages.model import Channel
+from sendonce.messages.ports import NotWritten
+from sendonce.messages.service import SendCommand
+
+MIN_ITEMS, MAX_ITEMS = 1, 500
+ITEM_KEY = "idempotencyKey"
+# Stable forever, and apart from the single send's: a batch's key covers the whole request.
+BATCH_KEY_PREFIX = "sendonce.v1.messages.batch"
+# An item answered so may succeed on a retry: a batch holding one is not stored under its key.
+_RETRYABLE = {("idempotency_in_progress", 409), ("unavailable", 503)}
+
+SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
+# `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
+SendOnce = Callable[..., StoredAnswer]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One item, parsed: a command to send, or the 400 it gets instead."""
+
+    index: int
+    command: SendCommand | None = None
+    payload: dict[str, Any] | None = None  # what its key is compared on: the item without the key
+    error: ApiError | None = None
+
+
+class Unstored(Exception):
+    """A batch answer holding an item a retry may still send: answered, never replayed."""
+
+    def __init__(self, answer: StoredAnswer) -> None:
+        super().__init__("a batch answer with retryable items")
+        self.answer = answer
+
+
+def run_once(*, request: dict[str, Any], run: Callable[[], StoredAnswer]) -> StoredAnswer:
+    """The once-only part of a batch under its own Idempotency-Key (wrapped by `make_idempotent`)."""
+    answer = run()
+    if not answer.get("storable", True):
+        raise Unstored(answer)  # the key's record is removed, as for a failure
+    return answer
+
+
+def parse_request(raw: str | None) -> tuple[dict[str, Any], list[Any]]:
+    """The parsed body and its items; a body that is not `{"messages": [1..500 items]}` is a 400."""
+    try:
+        payload = json.loads(raw or "")
+    except (ValueError, RecursionError):
+        raise validation_error([{"field": "body", "message": "the body is not valid JSON"}]) from None
+    if not isinstance(payload, dict):
+        raise validation_error([{"field": "body", "message": 'must be an object: {"messages": [...]}'}])
+    unknown = sorted(set(payload) - {"messages"})
+    if unknown:
+        raise validation_error(
+            [{"field": name, "message": "Extra inputs are not permitted"} for name in unknown]
+        )
+    items = payload.get("messages")
+    if not isinstance(items, list):
+        raise validation_error([{"field": "messages", "message": "is required: a list of messages"}])
+    if not MIN_ITEMS <= len(items) <= MAX_ITEMS:
+        raise validation_error(
+            [
+                {
+                    "field": "messages",
+                    "message": f"must hold {MIN_ITEMS} to {MAX_ITEMS} messages, not {len(items)}",
+                }
+            ]
+        )
+    return payload, items
+
+
+def parse_item(index: int, raw: Any, workspace: str, key_required: bool) -> Item:
+    """What POST /v1/messages would make of this item's body, and of its key as the header."""
+    if not isinstance(raw, dict):
+        not_object = validation_error([{"field": "body", "message": "must be an object: a message to send"}])
+        return Item(index, error=not_object)
+    body = {name: value for name, value in raw.items() if name != ITEM_KEY}
+    key = None
+    if ITEM_KEY in raw:
+        try:
+            if not isinstance(raw[ITEM_KEY], str):
+                raise InvalidIdempotencyKey("must be a string")
+            key = parse_idempotency_key(raw[ITEM_KEY])
+        except InvalidIdempotencyKey as error:
+            return Item(index, error=ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}."))
+    elif key_required:
+        missing = ApiError(
+            400, "missing_idempotency_key", "This API requires an idempotencyKey on each message."
+        )
+        return Item(index, error=missing)
+    try:
+        message = SendMessageRequest.model_validate(body)
+    except ValidationError as invalid:
+        return Item(index, error=validation_error(details_from_pydantic(list(invalid.errors()))))
+    channel = Channel(message.channel)
+    command = SendCommand(
+        workspace_id=workspace,
+        channel=channel,
+        recipient=channels.normalise_recipient(channel, message.to),
+        subject=message.subject,
+        body=message.body,
+        send_at=message.send_at(),
+        metadata=message.metadata or {},
+        idempotency_key=key,
+    )
+    if key is None:
+        return Item(index, command=command)
+    return Item(index, command=replace(command, payload_fingerprint=payload_fingerprint(body)), payload=body)
+
+
+def strict_details(items: Sequence[Item]) -> list[dict[str, str]]:
+    """Each bad item's problems, named by its index: `messages.3.to`."""
+    details = []
+    for item in items:
+        if item.error is None:
+            continue
+        field = "idempotencyKey" if item.error.code.endswith("idempotency_key") else None
+        found = item.error.details or [{"field": field or "body", "message": item.error.message}]
+        for detail in found:
+            name = detail.get("field", "body")
+            where = f"messages.{item.index}" if name == "body" else f"messages.{item.index}.{name}"
+            details.append({"field": where, "message": detail.get("message", item.error.message)})
+    return details
+
+
+def send_items(
+    items: Sequence[Item], workspace: str, send_many: SendMany, send_once: SendOnce
+) -> StoredAnswer:
+    """The batch's 200: one Result per item, in order (see the module's note on order)."""
+    results: dict[int, dict[str, Any]] = {}
+    for item in items:
+        if item.error is not None:
+            results[item.index] = error_result(item.index, item.error)
+    keyed_identities: set[str] = set()
+    first: list[Item] = []
+    after_keyed: list[Item] = []
+    keyed: list[Item] = []
+    for item in items:
+        if item.command is None:
+            continue
+        identity = lock_of(item.command)
+        if item.payload is not None:
+            keyed_identities.add(identity)
+            keyed.append(item)
+        else:
+            (after_keyed if identity in keyed_identities else first).append(item)
+
+    _send_bulk(first, send_many, results)
+    for item in keyed:
+        results[item.index] = _send_keyed(item, workspace, send_once)
+    _send_bulk(after_keyed, send_many, results)
+
+    ordered = [results[index] for index in sorted(results)]
+    body = json.dumps({"success": True, "results": ordered}, ensure_ascii=False, separators=(",", ":"))
+    storable = not any(_retryable(result) for result in ordered)
+    answer: StoredAnswer = {"statusCode": 200, "body": body}
+    if not storable:
+        answer["storable"] = False
+    return answer
+
+
+def _retryable(result: dict[str, Any]) -> bool:
+    error = result["error"]
+    return error is not None and (error["code"], result["status"]) in _RETRYABLE
+
+
+def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, dict[str, Any]]) -> None:
+    if not items:
+        return
+    outcomes = send_many([item.command for item in items if item.command is not None])
+    for item, outcome in zip(items, outcomes, strict=True):
+        if isinstance(outcome, NotWritten):
+            results[item.index] = error_result(item.index, unavailable())
+        else:
+            results[item.index] = answer_result(item.index, send_answer(outcome))
+
+
+def _send_keyed(item: Item, workspace: str, send_once: SendOnce) -> dict[str, Any]:
+    assert item.command is not None
+    assert item.command.idempotency_key is not None
+    request = {"workspace": workspace, "key": item.command.idempotency_key, "payload": item.payload}
+    try:
+        return answer_result(item.index, send_once(request=request, command=item.command))
+    except IdempotencyAlreadyInProgressError:
+        return error_result(item.index, idempotency_in_progress())
+    except IdempotencyValidationError:
+        return error_result(item.index, from_domain_error(IdempotencyKeyReused()))
+    except SendonceError as error:
+        return error_result(item.index, from_domain_error(error))
+
+
+def answer_result(index: int, answer: StoredAnswer) -> dict[str, Any]:
+    """A Result from the answer the item alone gets (or got, and replays)."""
+    body = json.loads(answer["body"])
+    return {
+        "index": index,
+        "status": answer["statusCode"],
+        "duplicateOnly": body.get("duplicateOnly"),
+        "replayed": bool(answer.get("replayed")),
+        "message": body.get("message"),
+        "error": None,
+    }
+
+
+def error_result(index: int, error: ApiError) -> dict[str, Any]:
+    detail: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.details is not None:
+        detail["details"] = error.details
+    return {
+        "index": index,
+        "status": error.status,
+        "duplicateOnly": None,
+        "replayed": False,
+        "message": None,
+        "error": detail,
+    }
+
+
+def answer_batch(
+    *,
+    workspace: str,
+    raw_body: str | None,
+    strict: bool,
+    header_key: str | None,
+    key_required: bool,
+    send_many: SendMany,
+    send_once: SendOnce,
+    send_batch_once: SendOnce,
+) -> StoredAnswer:
+    """The whole request: its own Idempotency-Key, the items' checks (strict: any 400 stops it
+    before anything is written), then the items. Raises ApiError for an answer that is not a 200."""
+    key = None
+    if header_key is not None:
+        try:
+            key = parse_idempotency_key(header_key)
+        except InvalidIdempotencyKey as error:
+            raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
+    payload, raw_items = parse_request(raw_body)
+    # A key on the whole request makes each item's retry safe: the items need none of their own.
+    items = [parse_item(i, raw, workspace, key_required and key is None) for i, raw in enumerate(raw_items)]
+    if strict and any(item.error is not None and item.error.status == 400 for item in items):
+        raise validation_error(strict_details(items), "Some messages are not valid; nothing was sent.")
+
+    def run() -> StoredAnswer:
+        return send_items(items, workspace, send_many, send_once)
+
+    if key is None:
+        return run()
+    try:
+        return send_batch_once(request={"workspace": workspace, "key": key, "payload": payload}, run=run)
+    except Unstored as unstored:
+        return unstored.answer
+    except IdempotencyAlreadyInProgressError:
+        raise idempotency_in_progress() from None
+    except IdempotencyValidationError:
+        raise from_domain_error(IdempotencyKeyReused()) from None

@@ -1,0 +1,186 @@
+"""Many sends without an Idempotency-Key in one go: each one is what `MessageService.send` would make of
+it, in the order given, with a fraction of the round trips.
+
+The invariant is the single send's: a message is written with its dedup lock or not at all, and a
+written message is handed to its queue directly or, failing that, by the outbox. Identical commands
+are one message: the later is a duplicate of the earlier, as if it had been sent after it, and is
+counted on the original as a caught duplicate is. A command whose write failed is NotWritten: sending
+it again is safe, because its lock answers a copy that was written after all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sendonce.clock import Clock, utc_now
+from sendonce.dedup.identity import dedup_identity
+from sendonce.errors import DependencyUnavailable
+from sendonce.messages.ids import new_message_id
+from sendonce.messages.model import Message, Status
+from sendonce.messages.ports import (
+    Created,
+    CreateManyOutcome,
+    DedupClaim,
+    DuplicateOf,
+    Handoff,
+    MessageQueue,
+    NewMessage,
+    NotWritten,
+    SendingStore,
+)
+from sendonce.messages.service import MAX_QUEUE_DELAY, SendCommand, SendResult, handoff_due_at
+from sendonce.observability import logger, metrics
+
+BatchOutcome = SendResult | NotWritten
+
+
+def lock_of(command: SendCommand) -> str:
+    """The dedup identity a command's message would lock: two commands with the same are one message."""
+    return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
+
+
+def new_message(command: SendCommand, now: datetime) -> Message:
+    """The message `MessageService.send` writes for a command."""
+    scheduled = command.send_at is not None and command.send_at > now
+    return Message(
+        id=new_message_id(),
+        workspace_id=command.workspace_id,
+        channel=command.channel,
+        to=command.recipient.address,
+        subject=command.subject,
+        body=command.body,
+        status=Status.SCHEDULED if scheduled else Status.QUEUED,
+        send_at=command.send_at,
+        metadata=dict(command.metadata),
+        idempotency_key=command.idempotency_key,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+class BatchSender:
+    def __init__(
+        self,
+        store: SendingStore,
+        queue: MessageQueue,
+        dedup_window: timedelta,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._dedup_window = dedup_window
+        self._clock = clock
+
+    def send_many(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
+        """One outcome per command, in order. Commands carry no Idempotency-Key: a keyed send takes
+        its key's record first, which only `MessageService.send` behind the key's record does."""
+        if any(command.idempotency_key is not None for command in commands):
+            raise ValueError("a keyed send goes through its key's record, one at a time")
+        now = self._clock()
+        # The first command of each identity is written; the later ones are its duplicates.
+        leaders: dict[str, int] = {}
+        entries: list[NewMessage] = []
+        leader_of: list[int] = []  # per command: its position in `entries`
+        for command in commands:
+            lock_id = lock_of(command)
+            if lock_id not in leaders:
+                leaders[lock_id] = len(entries)
+                entries.append(
+                    NewMessage(
+                        message=new_message(command, now),
+                        claim=DedupClaim(lock_id=lock_id, expires_at=now + self._dedup_window),
+                        handoff_due_at=handoff_due_at(now, command.send_at),
+                    )
+                )
+            leader_of.append(leaders[lock_id])
+
+        written = self._store.create_many(entries, now) if entries else []
+        handed = self._hand_off([o.message for o in written if isinstance(o, Created)], now)
+        leader_outcomes = [self._leader_outcome(outcome, handed, now) for outcome in written]
+
+        outcomes: list[BatchOutcome] = []
+        seen: set[int] = set()
+        for command, position in zip(commands, leader_of, strict=True):
+            if position not in seen:
+                seen.add(position)
+                outcomes.append(leader_outcomes[position])
+            else:
+                outcomes.append(self._later_duplicate(command, written[position], now))
+        return outcomes
+
+    def _leader_outcome(
+        self, outcome: CreateManyOutcome, handed: dict[str, Message], now: datetime
+    ) -> BatchOutcome:
+        if isinstance(outcome, Created):
+            return SendResult(message=handed[outcome.message.id], created=True)
+        if isinstance(outcome, DuplicateOf):
+            return self._duplicate(outcome.original, outcome.locked_at, now)
+        logger.warning("message.api.batch_not_written", extra={"event": "message.api.batch_not_written"})
+        return outcome
+
+    def _later_duplicate(
+        self, command: SendCommand, leader: CreateManyOutcome, now: datetime
+    ) -> BatchOutcome:
+        """An identical command after its leader: a duplicate of the leader's message, counted on it."""
+        if isinstance(leader, NotWritten):
+            return leader
+        if isinstance(leader, Created):
+            original_id, locked_at = leader.message.id, now
+        elif leader.original is not None:
+            original_id, locked_at = leader.original.id, leader.locked_at
+        else:
+            return self._duplicate(None, leader.locked_at, now)
+        try:
+            original = self._store.count_duplicate(command.workspace_id, original_id)
+        except DependencyUnavailable as error:
+            return NotWritten(str(error))
+        return self._duplicate(original, locked_at, now)
+
+    def _duplicate(self, original: Message | None, locked_at: datetime, now: datetime) -> SendResult:
+        age = max(0, int((now - locked_at).total_seconds()))
+        logger.info(
+            "message.api.duplicate_blocked",
+            extra={
+                "event": "message.api.duplicate_blocked",
+                "original_message_id": original.id if original else None,
+                "original_age_seconds": age,
+            },
+        )
+        metrics.add_metric(name="DuplicateBlocked", unit="Count", value=1)
+        return SendResult(message=original, duplicate=True, original_age_seconds=age)
+
+    def _hand_off(self, messages: list[Message], now: datetime) -> dict[str, Message]:
+        """SendMessageBatch for the messages due within SQS's delay; a refused one is left to the
+        outbox as the single send leaves it. The messages by id, as they now stand."""
+        handed = {message.id: message for message in messages}
+        handoffs = []
+        for message in messages:
+            delay = timedelta(0)
+            if message.send_at is not None and message.send_at > now:
+                delay = message.send_at - now
+                if delay > MAX_QUEUE_DELAY:
+                    continue  # the outbox hands it over when it comes due
+            handoffs.append(Handoff(message, delay_seconds=_ceil_seconds(delay)))
+        refused = self._queue.enqueue_batch(handoffs) if handoffs else []
+        for handoff in refused:
+            message = handed[handoff.message.id]
+            logger.warning(
+                "message.api.handoff_failed",
+                extra={"event": "message.api.handoff_failed", "message_id": message.id},
+            )
+            metrics.add_metric(name="HandoffFailed", unit="Count", value=1)
+            if message.status is Status.SCHEDULED:
+                continue  # still scheduled; the outbox hands it over
+            try:
+                self._store.mark_handoff_failed(message, now)
+            except Exception:  # the outbox still holds it: no message is left behind
+                logger.exception("message.api.handoff_mark_failed", extra={"message_id": message.id})
+            handed[message.id] = message.with_status(Status.ACCEPTED, now)
+        return handed
+
+
+def _ceil_seconds(delta: timedelta) -> int:
+    seconds = delta.total_seconds()
+    whole = int(seconds)
+    return whole + (1 if seconds > whole else 0)

@@ -1,0 +1,135 @@
+"""Editing a scheduled message: the edit is planned on the message as read, and written only if the
+message is still as read, so an edit racing the outbox, a cancel or another edit either wins
+completely or loses.
+
+The dedup lock follows the content: when the identity changes, the old lock is released and the new
+one taken in the same write, and a new identity another message holds refuses the edit. The key
+tie takes the edited payload's fingerprint, so past the idempotency window the key and the original
+payload no longer replay a message that was since edited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sendonce import channels
+from sendonce.clock import Clock, rfc3339
+from sendonce.dedup.identity import dedup_identity
+from sendonce.errors import DependencyUnavailable, DuplicateContent, InvalidEdit, MessageNotEditable
+from sendonce.idempotency.keys import payload_fingerprint, tie_identity
+from sendonce.messages.model import Message, Status
+from sendonce.messages.ports import (
+    ContentHeld,
+    DedupClaim,
+    Edited,
+    KeyTie,
+    MessageEdit,
+    NotEditable,
+    SendingStore,
+)
+from sendonce.observability import logger
+
+# Another edit committed between a read and a write: read again, a bounded number of times.
+MAX_EDIT_RACES = 5
+# Every edit moves updatedAt forward, even within one millisecond: it is the version an edit checks.
+_TICK = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChanges:
+    """The fields an edit sets; None leaves a field as it is (the API refuses an explicit null)."""
+
+    body: str | None = None
+    subject: str | None = None
+    send_at: datetime | None = None
+    metadata: dict[str, str] | None = None
+
+
+def edited_payload(message: Message) -> dict[str, Any]:
+    """The `POST /v1/messages` body that would create the message as it now is."""
+    payload: dict[str, Any] = {"channel": message.channel.value, "to": message.to, "body": message.body}
+    if message.subject is not None:
+        payload["subject"] = message.subject
+    if message.send_at is not None:
+        payload["sendAt"] = rfc3339(message.send_at)
+    if message.metadata:
+        payload["metadata"] = dict(message.metadata)
+    return payload
+
+
+def plan_edit(
+    current: Message,
+    changes: MessageChanges,
+    now: datetime,
+    *,
+    dedup_window: timedelta,
+    handoff_due_at: datetime,
+) -> MessageEdit:
+    """The edit of `current`; raises InvalidEdit or MessageNotEditable before anything is written."""
+    if changes.subject is not None and channels.spec(current.channel).subject == "forbidden":
+        raise InvalidEdit("subject", f"is not allowed for {current.channel.value}")
+    if current.status is not Status.SCHEDULED:
+        raise MessageNotEditable(current.status.value)
+    edited = replace(
+        current,
+        body=current.body if changes.body is None else changes.body,
+        subject=current.subject if changes.subject is None else changes.subject,
+        send_at=current.send_at if changes.send_at is None else changes.send_at,
+        metadata=dict(current.metadata if changes.metadata is None else changes.metadata),
+        updated_at=max(now, current.updated_at + _TICK),
+    )
+    recipient = channels.normalise_recipient(current.channel, current.to)
+    lock_id = dedup_identity(current.workspace_id, recipient.dedup_form, edited.subject, edited.body)
+    claim = None
+    if lock_id != current.dedup_lock_id:
+        claim = DedupClaim(lock_id=lock_id, expires_at=now + dedup_window)
+        edited = replace(edited, dedup_lock_id=lock_id)
+    tie = None
+    if current.idempotency_key is not None:
+        tie = KeyTie(
+            tie_id=tie_identity(current.workspace_id, current.idempotency_key, current.to),
+            payload_fingerprint=payload_fingerprint(edited_payload(edited)),
+        )
+    return MessageEdit(seen=current, edited=edited, claim=claim, tie=tie, handoff_due_at=handoff_due_at)
+
+
+def edit_message(
+    store: SendingStore,
+    *,
+    clock: Clock,
+    dedup_window: timedelta,
+    due_at: Callable[[datetime, datetime | None], datetime],
+    read: Callable[[], Message],
+    changes: MessageChanges,
+) -> tuple[Message, datetime]:
+    """The edited message as written, and the time it was written at.
+
+    `read()`: the message as it is now (raises MessageNotFound); `due_at(now, send_at)`: when the
+    outbox hands a message over. Raises DuplicateContent when another message holds the new content.
+    """
+    for _ in range(MAX_EDIT_RACES):
+        now = clock()
+        current = read()
+        send_at = current.send_at if changes.send_at is None else changes.send_at
+        plan = plan_edit(
+            current, changes, now, dedup_window=dedup_window, handoff_due_at=due_at(now, send_at)
+        )
+        outcome = store.edit(plan, now)
+        if isinstance(outcome, Edited):
+            logger.info(
+                "message.api.edited",
+                extra={
+                    "event": "message.api.edited",
+                    "message_id": current.id,
+                    "content_changed": plan.claim is not None,
+                },
+            )
+            return outcome.message, now
+        if isinstance(outcome, ContentHeld):
+            raise DuplicateContent(outcome.message_id)
+        if isinstance(outcome, NotEditable):
+            raise MessageNotEditable(outcome.status.value)
+    raise DependencyUnavailable("the message kept changing while it was being edited")

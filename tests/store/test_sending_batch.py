@@ -1,0 +1,92 @@
+"""The bulk create of the sending store, on moto and on DynamoDB Local.
+
+Messages and their locks go in as few transactions as fit (50 messages a transaction); a lock held
+by another message, read from the cancellation reasons, makes its entry a counted duplicate and the
+rest are written again; an expired lock never blocks; a conflict is tried again.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sendonce.adapters.dynamodb_items import lock_key, message_key
+from sendonce.messages.ports import Created, DuplicateOf, NewMessage, NotWritten
+
+from tests.store.conftest import NOW, Draft, Engine, Stores, conflicts, created, draft
+
+
+def entry(made: Draft) -> NewMessage:
+    return NewMessage(made.message, made.claim, made.handoff_due_at)
+
+
+def counting_transactions(engine: Engine) -> list[int]:
+    calls: list[int] = []
+
+    def count(**_: Any) -> None:
+        calls.append(1)
+
+    engine.client.meta.events.register("before-call.dynamodb.TransactWriteItems", count)
+    return calls
+
+
+def test_given_120_new_messages_then_all_are_created_in_three_transactions(
+    engine: Engine, stores: Stores
+) -> None:
+    drafts = [draft(body=f"bulk {i}") for i in range(120)]
+    transactions = counting_transactions(engine)
+
+    outcomes = stores.sending.create_many([entry(d) for d in drafts], NOW)
+
+    assert all(isinstance(o, Created) for o in outcomes)
+    assert [o.message.id for o in outcomes if isinstance(o, Created)] == [d.message.id for d in drafts]
+    assert len(transactions) == 3
+    assert engine.message_ids() == {d.message.id for d in drafts}
+    assert engine.item(lock_key(drafts[0].claim.lock_id))["messageId"]["S"] == drafts[0].message.id  # type: ignore[index]
+
+
+def test_given_held_locks_then_those_entries_are_counted_duplicates_and_the_rest_created(
+    engine: Engine, stores: Stores
+) -> None:
+    held = [created(stores, body=f"held {i}") for i in range(3)]
+    drafts = [draft(body=f"held {i}") for i in range(3)] + [draft(body=f"free {i}") for i in range(60)]
+    mixed = [drafts[3], drafts[0], drafts[4], drafts[1], *drafts[5:], drafts[2]]
+
+    outcomes = stores.sending.create_many([entry(d) for d in mixed], NOW + timedelta(seconds=5))
+
+    duplicates = [o for o in outcomes if isinstance(o, DuplicateOf)]
+    assert [o.original.id for o in duplicates if o.original] == [held[0].id, held[1].id, held[2].id]
+    assert {o.locked_at for o in duplicates} == {NOW}
+    assert sum(isinstance(o, Created) for o in outcomes) == 60
+    for original in held:
+        assert engine.item(message_key(original.id))["duplicatesBlocked"] == {"N": "1"}  # type: ignore[index]
+    assert len(engine.message_ids()) == 63
+
+
+def test_given_an_expired_lock_not_yet_swept_then_it_never_blocks(engine: Engine, stores: Stores) -> None:
+    created(stores, body="old")
+    later = NOW + timedelta(hours=1)
+    made = draft(body="old", now=later)
+
+    outcomes = stores.sending.create_many([entry(made)], later)
+
+    assert isinstance(outcomes[0], Created)
+
+
+def test_given_a_conflict_then_the_transaction_is_tried_again(engine: Engine, stores: Stores) -> None:
+    calls = conflicts(engine.client, times=2)
+    drafts = [draft(body=f"conflict {i}") for i in range(3)]
+
+    outcomes = stores.sending.create_many([entry(d) for d in drafts], NOW)
+
+    assert all(isinstance(o, Created) for o in outcomes)
+    assert len(calls) == 3
+
+
+def test_given_conflicts_without_end_then_the_entries_are_not_written(engine: Engine, stores: Stores) -> None:
+    conflicts(engine.client, times=100)
+
+    outcomes = stores.sending.create_many([entry(draft(body="never"))], NOW)
+
+    assert isinstance(outcomes[0], NotWritten)
+    assert engine.message_ids() == set()
