@@ -168,13 +168,17 @@ def engine_client(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
 
 
 @pytest.fixture
-def engine(engine_client: tuple[str, Any]) -> Engine:
-    """One engine, with the template's tables created afresh for this test."""
+def engine(engine_client: tuple[str, Any]) -> Iterator[Engine]:
+    """One engine, with the template's tables created afresh for this test, and no fault left over."""
     name, client = engine_client
     for table in client.list_tables()["TableNames"]:
         client.delete_table(TableName=table)
     create_tables(client, template())
-    return Engine(name, client)
+    yield Engine(name, client)
+    # The client outlives the test (one per engine for the package): a fault injected into it must not.
+    while _INJECTED:
+        injected_into, handler = _INJECTED.pop()
+        injected_into.meta.events.unregister(CONFLICT_EVENT, handler)
 
 
 # ---------------------------------------------------------------------------- the adapters
@@ -256,6 +260,8 @@ def created(stores: Stores, now: datetime = NOW, **changes: Any) -> Message:
 
 
 # ---------------------------------------------------------------------------- injected conflicts
+CONFLICT_EVENT = "before-call.dynamodb.TransactWriteItems"
+_INJECTED: list[tuple[Any, Callable[..., Any]]] = []  # (client, handler): undone when the test ends
 def conflicts(client: Any, times: int) -> list[int]:
     """The first `times` TransactWriteItems of `client` canceled by a conflict, as DynamoDB does when
     two transactions touch one item at once (neither engine ever does); the calls, counted."""
@@ -278,7 +284,8 @@ def conflicts(client: Any, times: int) -> list[int]:
         }
         return AWSResponse(url="", status_code=400, headers={}, raw=None), parsed
 
-    client.meta.events.register("before-call.dynamodb.TransactWriteItems", answer)
+    client.meta.events.register(CONFLICT_EVENT, answer)
+    _INJECTED.append((client, answer))
     return calls
 
 
