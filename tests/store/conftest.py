@@ -262,6 +262,8 @@ def created(stores: Stores, now: datetime = NOW, **changes: Any) -> Message:
 # ---------------------------------------------------------------------------- injected conflicts
 CONFLICT_EVENT = "before-call.dynamodb.TransactWriteItems"
 _INJECTED: list[tuple[Any, Callable[..., Any]]] = []  # (client, handler): undone when the test ends
+
+
 def conflicts(client: Any, times: int) -> list[int]:
     """The first `times` TransactWriteItems of `client` canceled by a conflict, as DynamoDB does when
     two transactions touch one item at once (neither engine ever does); the calls, counted."""
