@@ -39,10 +39,10 @@ from sendonce.api.idempotency import StoredAnswer
 from sendonce.api.schemas import SendMessageRequest
 from sendonce.errors import IdempotencyKeyReused, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
-from sendonce.messages.batch import BatchOutcome, lock_of
+from sendonce.messages.batch import BatchOutcome
 from sendonce.messages.model import Channel
 from sendonce.messages.ports import NotWritten
-from sendonce.messages.service import SendCommand
+from sendonce.messages.service import SendCommand, lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
 ITEM_KEY = "idempotencyKey"

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sendonce.clock import Clock, utc_now
-from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DependencyUnavailable
-from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
     Created,
@@ -29,34 +27,17 @@ from sendonce.messages.ports import (
     NotWritten,
     SendingStore,
 )
-from sendonce.messages.service import MAX_QUEUE_DELAY, SendCommand, SendResult, handoff_due_at
+from sendonce.messages.service import (
+    MAX_QUEUE_DELAY,
+    SendCommand,
+    SendResult,
+    handoff_due_at,
+    lock_of,
+    new_message,
+)
 from sendonce.observability import logger, metrics
 
 BatchOutcome = SendResult | NotWritten
-
-
-def lock_of(command: SendCommand) -> str:
-    """The dedup identity a command's message would lock: two commands with the same are one message."""
-    return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
-
-
-def new_message(command: SendCommand, now: datetime) -> Message:
-    """The message `MessageService.send` writes for a command."""
-    scheduled = command.send_at is not None and command.send_at > now
-    return Message(
-        id=new_message_id(),
-        workspace_id=command.workspace_id,
-        channel=command.channel,
-        to=command.recipient.address,
-        subject=command.subject,
-        body=command.body,
-        status=Status.SCHEDULED if scheduled else Status.QUEUED,
-        send_at=command.send_at,
-        metadata=dict(command.metadata),
-        idempotency_key=command.idempotency_key,
-        created_at=now,
-        updated_at=now,
-    )
 
 
 class BatchSender:

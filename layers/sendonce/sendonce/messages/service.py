@@ -56,6 +56,30 @@ class SendResult:
     original_age_seconds: int | None = None
 
 
+def lock_of(command: SendCommand) -> str:
+    """The dedup identity a command's message would lock: two commands with the same are one message."""
+    return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
+
+
+def new_message(command: SendCommand, now: datetime) -> Message:
+    """The message a command creates, alone (`MessageService.send`) or in a batch."""
+    scheduled = command.send_at is not None and command.send_at > now
+    return Message(
+        id=new_message_id(),
+        workspace_id=command.workspace_id,
+        channel=command.channel,
+        to=command.recipient.address,
+        subject=command.subject,
+        body=command.body,
+        status=Status.SCHEDULED if scheduled else Status.QUEUED,
+        send_at=command.send_at,
+        metadata=dict(command.metadata),
+        idempotency_key=command.idempotency_key,
+        created_at=now,
+        updated_at=now,
+    )
+
+
 class MessageService:
     def __init__(
         self,
@@ -71,27 +95,8 @@ class MessageService:
 
     def send(self, command: SendCommand) -> SendResult:
         now = self._clock()
-        scheduled = command.send_at is not None and command.send_at > now
-        message = Message(
-            id=new_message_id(),
-            workspace_id=command.workspace_id,
-            channel=command.channel,
-            to=command.recipient.address,
-            subject=command.subject,
-            body=command.body,
-            status=Status.SCHEDULED if scheduled else Status.QUEUED,
-            send_at=command.send_at,
-            metadata=dict(command.metadata),
-            idempotency_key=command.idempotency_key,
-            created_at=now,
-            updated_at=now,
-        )
-        claim = DedupClaim(
-            lock_id=dedup_identity(
-                command.workspace_id, command.recipient.dedup_form, command.subject, command.body
-            ),
-            expires_at=now + self._dedup_window,
-        )
+        message = new_message(command, now)
+        claim = DedupClaim(lock_id=lock_of(command), expires_at=now + self._dedup_window)
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
             tie = KeyTie(
