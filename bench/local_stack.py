@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import socket
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sendonce import composition
 
+from sendonce_local import dynamodb_local
 from sendonce_local.api_keys import store_api_key
 from sendonce_local.deliveries import DeliveryLog
-from sendonce_local.emulator import AwsEmulator, client, provision
+from sendonce_local.emulator import AwsEmulator, client, create_tables, provision
 from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.template import Template, load_template
@@ -29,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 WORKSPACE = "ws_bench"
 API_KEY = "sk_bench_key"
+# The DynamoDB engines a bench can run on: moto's (the local stack's), or DynamoDB Local (AWS's own).
+MOTO = "moto"
+DYNAMODB_LOCAL = "dynamodb-local"
 
 
 def free_port() -> int:
@@ -82,3 +88,34 @@ def start_stack() -> BenchStack:
     queue_urls = provision(template, ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"])
     store_api_key(client("dynamodb", ports.aws_endpoint), "ApiKeysTable", WORKSPACE, API_KEY)
     return BenchStack(template, ports, emulator, FunctionRegistry(template.functions), queue_urls, deliveries)
+
+
+@contextmanager
+def dynamodb_engine(stack: BenchStack, engine: str, tables: tuple[str, ...] = ()) -> Iterator[Any]:
+    """A DynamoDB client of the stack's tables on `engine`; the functions use that engine meanwhile.
+
+    On DynamoDB Local, the template's tables (those named in `tables`, or all of them) are created
+    afresh and the bench's API key stored; SQS and the rest stay on moto. The composition roots are
+    reset on the way in and out, so no function keeps a client of the other engine.
+    """
+    if engine == MOTO:
+        yield stack.client("dynamodb")
+        return
+    server = dynamodb_local.start()
+    saved = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    try:
+        dynamodb = client("dynamodb", server.endpoint)
+        chosen = [t for t in stack.template.tables if not tables or t.logical_id in tables]
+        create_tables(dynamodb, replace(stack.template, tables=chosen))
+        if any(t.logical_id == "ApiKeysTable" for t in chosen):
+            store_api_key(dynamodb, "ApiKeysTable", WORKSPACE, API_KEY)
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = server.endpoint
+        composition.reset_all()
+        yield dynamodb
+    finally:
+        if saved is None:
+            os.environ.pop("AWS_ENDPOINT_URL_DYNAMODB", None)
+        else:
+            os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = saved
+        composition.reset_all()
+        server.stop()

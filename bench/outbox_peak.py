@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -36,11 +35,10 @@ from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.service import MAX_QUEUE_DELAY
 from sendonce.observability import metrics
 
-from bench.local_stack import WORKSPACE, BenchStack, start_stack
+from bench.local_stack import DYNAMODB_LOCAL, MOTO, WORKSPACE, BenchStack, dynamodb_engine, start_stack
 from bench.quiet import silenced_stdout
 from bench.stats import percentile
-from sendonce_local import aws_client, dynamodb_local
-from sendonce_local.emulator import create_tables
+from sendonce_local import dynamodb_local
 from sendonce_local.lambda_runtime import LambdaContext
 from sendonce_local.template import FunctionSpec
 
@@ -51,7 +49,6 @@ SCHEDULE_SECONDS = 60  # the outbox function runs every minute
 # Ten minutes late is a miss whatever follows; and with no dispatcher claiming what was handed over,
 # later sweeps also hand the earlier schedules over again once their grace has passed.
 MAX_SWEEPS = 10
-MOTO, DYNAMODB_LOCAL = "moto", "dynamodb-local"
 RECIPIENTS = {"sms": "+15550100000", "imessage": "+15550100001", "email": "peak@example.com"}
 QUEUES = {"sms": "SmsQueue", "imessage": "ImessageQueue", "email": "EmailQueue"}
 
@@ -135,31 +132,8 @@ def messages_table(stack: BenchStack, engine: str) -> Iterator[Any]:
     one shard costs what the whole peak does on AWS; DynamoDB Local (AWS's own engine) reads only
     the shard, as DynamoDB does. SQS stays on moto either way.
     """
-    if engine == MOTO:
-        yield stack.client("dynamodb")
-        return
-    server = dynamodb_local.start()
-    try:
-        dynamodb = aws_client.client("dynamodb", server.endpoint)
-        create_tables(
-            dynamodb,
-            replace(
-                stack.template, tables=[t for t in stack.template.tables if t.logical_id == "MessagesTable"]
-            ),
-        )
-        with_engine = {"AWS_ENDPOINT_URL_DYNAMODB": server.endpoint}
-        saved = {name: os.environ.get(name) for name in with_engine}
-        os.environ.update(with_engine)
-        try:
-            yield dynamodb
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-    finally:
-        server.stop()
+    with dynamodb_engine(stack, engine, ("MessagesTable",)) as dynamodb:
+        yield dynamodb
 
 
 def _take_records(stack: BenchStack) -> list[tuple[str, float]]:

@@ -153,11 +153,58 @@ Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION,
 --table <the stack's MessagesTable name>."""
 
 
-def _add_messages_table(command: argparse.ArgumentParser) -> None:
-    """Which messages table a command acts on: the local stack's, another endpoint's, or a deployed one."""
-    command.add_argument(
-        "--table", default="MessagesTable", help="the messages table (default: MessagesTable, the local name)"
-    )
+def _set_limits(args: argparse.Namespace) -> int:
+    from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415 - only for this command
+    from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
+    from sendonce.limits.model import Limits, check_daily_quota, check_rate  # noqa: PLC0415
+
+    if args.rate is None and args.daily_quota is None:
+        print("sendonce workspace set-limits: give --rate, --daily-quota or both", file=sys.stderr)
+        return 2
+    try:  # every value is checked before anything is written
+        if args.rate is not None:
+            check_rate(args.rate)
+        if args.daily_quota is not None:
+            check_daily_quota(args.daily_quota)
+    except ValueError as error:
+        print(f"sendonce workspace set-limits: {error}; nothing changed", file=sys.stderr)
+        return 2
+    if args.aws:
+        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
+    else:
+        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    limits = DynamoDbLimits(dynamodb, args.table, defaults=Limits(rate_per_second=1, daily_quota=0))
+    try:
+        limits.set_limits(args.workspace, args.rate, args.daily_quota)
+    except DependencyUnavailable as error:
+        print(
+            f"sendonce workspace set-limits: the limits table could not be reached: {error}", file=sys.stderr
+        )
+        return 1
+    chosen = []
+    if args.rate is not None:
+        chosen.append(f"rate {args.rate}/s")
+    if args.daily_quota is not None:
+        chosen.append(f"daily quota {args.daily_quota}" if args.daily_quota else "no daily quota")
+    print(f"workspace {args.workspace}: {', '.join(chosen)} (the API reads limits again within a minute)")
+    return 0
+
+
+SET_LIMITS_HELP = """\
+Override a workspace's request rate (requests a second; bursts up to twice it) and daily send
+quota (new messages a UTC day; 0 means none). A limit not given keeps its current value. Values
+are checked before anything is written: a negative or absurd one changes nothing. The API reads
+a workspace's limits again within SENDONCE_LIMITS_CACHE_SECONDS (60 deployed, 1 locally).
+
+Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table LimitsTable.
+Deployed stack: pass --aws (your default boto3 session) and --table <the stack's LimitsTableName>."""
+
+
+def _add_messages_table(
+    command: argparse.ArgumentParser, table: str = "MessagesTable", what: str = "the messages table"
+) -> None:
+    """Which table a command acts on: the local stack's, another endpoint's, or a deployed one."""
+    command.add_argument("--table", default=table, help=f"{what} (default: {table}, the local name)")
     target = command.add_mutually_exclusive_group()
     target.add_argument(
         "--endpoint-url",
@@ -223,6 +270,24 @@ def build_parser() -> argparse.ArgumentParser:
     settle.add_argument("message_id", help="the message's id, msg_…")
     settle.add_argument("--as", dest="outcome", required=True, choices=["sent", "failed"])
     _add_messages_table(settle)
+
+    workspace = commands.add_parser("workspace", help="a workspace's settings")
+    workspace_commands = workspace.add_subparsers(dest="workspace_command", required=True)
+    set_limits = workspace_commands.add_parser(
+        "set-limits",
+        help="override a workspace's request rate and daily send quota",
+        description=SET_LIMITS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    set_limits.add_argument("workspace", help="the workspace id")
+    set_limits.add_argument("--rate", type=int, default=None, help="requests a second (1 to 100,000)")
+    set_limits.add_argument(
+        "--daily-quota",
+        type=int,
+        default=None,
+        help="new messages a UTC day (0: none; at most 1,000,000,000)",
+    )
+    _add_messages_table(set_limits, "LimitsTable", "the limits table")
     return parser
 
 
@@ -238,5 +303,6 @@ def main(argv: list[str] | None = None) -> int:
         "create-api-key": _create_api_key,
         "release-lock": _release_lock,
         "resolve": _resolve,
+        "workspace": _set_limits,
     }
     return commands[args.command](args)

@@ -68,6 +68,11 @@ def local_defaults(ports: Ports) -> dict[str, str]:
         "SENDONCE_EMAIL_FROM": DEFAULT_EMAIL_FROM,
         # The contract: locally, status webhooks reach receivers on this machine (http://127.0.0.1:<port>).
         "SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
+        # Limits that leave room for the stack's own end-to-end tests and bench storms; an override
+        # set with `sendonce workspace set-limits` is seen within a second.
+        "SENDONCE_RATE_LIMIT_PER_SECOND": "1000",
+        "SENDONCE_DAILY_SEND_QUOTA": "1000000",
+        "SENDONCE_LIMITS_CACHE_SECONDS": "1",
     }
 
 

@@ -264,12 +264,15 @@ CONFLICT_EVENT = "before-call.dynamodb.TransactWriteItems"
 _INJECTED: list[tuple[Any, Callable[..., Any]]] = []  # (client, handler): undone when the test ends
 
 
-def conflicts(client: Any, times: int) -> list[int]:
-    """The first `times` TransactWriteItems of `client` canceled by a conflict, as DynamoDB does when
-    two transactions touch one item at once (neither engine ever does); the calls, counted."""
+def conflicts(client: Any, times: int, only_with: str | None = None) -> list[int]:
+    """The first `times` TransactWriteItems of `client` (those whose body names `only_with`, when
+    given) canceled by a conflict, as DynamoDB does when two transactions touch one item at once
+    (neither engine ever does); the calls, counted."""
     calls: list[int] = []
 
     def answer(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if only_with is not None and only_with not in params["body"].decode():
+            return None
         calls.append(1)
         if len(calls) > times:
             return None

@@ -2,7 +2,8 @@
 
 Messages and their locks go in as few transactions as fit (50 messages a transaction); a lock held
 by another message, read from the cancellation reasons, makes its entry a counted duplicate and the
-rest are written again; an expired lock never blocks; a conflict is tried again.
+rest are written again; an expired lock never blocks; a conflict is tried again. The transactions
+go side by side, and one that keeps failing leaves its own entries NotWritten and no other.
 """
 
 from __future__ import annotations
@@ -90,3 +91,15 @@ def test_given_conflicts_without_end_then_the_entries_are_not_written(engine: En
 
     assert isinstance(outcomes[0], NotWritten)
     assert engine.message_ids() == set()
+
+
+def test_given_one_transaction_that_keeps_failing_then_only_its_entries_are_not_written(
+    engine: Engine, stores: Stores
+) -> None:
+    drafts = [draft(body=f"side by side {i}") for i in range(120)]
+    conflicts(engine.client, times=100, only_with=drafts[60].message.id)  # the second of three
+
+    outcomes = stores.sending.create_many([entry(d) for d in drafts], NOW)
+
+    assert [isinstance(o, NotWritten) for o in outcomes] == [False] * 50 + [True] * 50 + [False] * 20
+    assert engine.message_ids() == {d.message.id for d in drafts[:50] + drafts[100:]}

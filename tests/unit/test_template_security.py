@@ -33,6 +33,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:Query",
+            "dynamodb:BatchGetItem",  # GET /v1/usage sums the day's quota shards
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
+from sendonce.limits.model import Limits, QuotaCharge, RateDecision, Window
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
     ContentHeld,
@@ -26,6 +27,7 @@ from sendonce.messages.ports import (
     NotEditable,
     NotWritten,
     Page,
+    QuotaSpent,
     TiedToKey,
 )
 from sendonce.messages.service import handoff_due_at
@@ -76,9 +78,17 @@ class InMemoryStore:
     bulk_calls: int = 0
     duplicates_counted: list[str] = field(default_factory=list)
     fail_bulk_after: int | None = None
+    quota_used: dict[tuple[str, str], int] = field(default_factory=dict)  # (workspace, day): units taken
 
     def create(
-        self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
+        self,
+        message: Message,
+        claim: DedupClaim,
+        tie: KeyTie | None,
+        handoff_due_at: datetime,
+        now: datetime,
+        *,
+        quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
         message = replace(message, dedup_lock_id=claim.lock_id)
         if tie is not None and tie.tie_id in self.ties:
@@ -87,6 +97,8 @@ class InMemoryStore:
         lock = self.locks.get(claim.lock_id)
         if lock is not None and lock.expires_at > now:
             return DuplicateOf(original=self.messages.get(lock.message_id), locked_at=lock.locked_at)
+        if not self._take_quota(quota):
+            return QuotaSpent()
         self.messages[message.id] = message
         self.locks[claim.lock_id] = _Lock(message.id, now, claim.expires_at)
         if tie is not None:
@@ -197,7 +209,19 @@ class InMemoryStore:
             del self.locks[message.dedup_lock_id or ""]
             self.released.append(message.id)
 
-    def create_many(self, entries: Sequence[NewMessage], now: datetime) -> list[CreateManyOutcome]:
+    def _take_quota(self, quota: QuotaCharge | None) -> bool:
+        """One unit of the day's quota, while the daily quota has room (the shards' caps sum to it)."""
+        if quota is None:
+            return True
+        day = (quota.workspace_id, quota.day)
+        if self.quota_used.get(day, 0) >= quota.limits.daily_quota:
+            return False
+        self.quota_used[day] = self.quota_used.get(day, 0) + 1
+        return True
+
+    def create_many(
+        self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
+    ) -> list[CreateManyOutcome]:
         """As `create` without a tie, entry by entry; `fail_bulk_after` writes that many, then fails."""
         self.bulk_calls += 1
         outcomes: list[CreateManyOutcome] = []
@@ -211,6 +235,9 @@ class InMemoryStore:
             if lock is not None and lock.expires_at > now:
                 original = self.count_duplicate(entry.message.workspace_id, lock.message_id)
                 outcomes.append(DuplicateOf(original=original, locked_at=lock.locked_at))
+                continue
+            if not self._take_quota(quota):
+                outcomes.append(QuotaSpent())
                 continue
             message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
             self.messages[message.id] = message
@@ -405,3 +432,33 @@ def fake_webhooks(
     return WebhookService(
         endpoints=store, events=store, queue=queue or FakeDeliveryQueue(), check_target=accept_any_target
     )
+
+
+@dataclass
+class FakeLimits:
+    """The limits store in memory: overrides by workspace, one counter a window (no shards)."""
+
+    defaults: Limits = field(default_factory=lambda: Limits(rate_per_second=50, daily_quota=10_000))
+    overrides: dict[str, Limits] = field(default_factory=dict)
+    hits: dict[tuple[str, int], int] = field(default_factory=dict)
+    store: InMemoryStore | None = None  # where the day's quota units are counted
+
+    def limits_of(self, workspace_id: str) -> Limits:
+        return self.overrides.get(workspace_id, self.defaults)
+
+    def count_request(self, workspace_id: str, limits: Limits, now: datetime) -> RateDecision:
+        window = Window.at(now)
+        key = (workspace_id, window.number)
+        self.hits[key] = self.hits.get(key, 0) + 1
+        return RateDecision(
+            allowed=self.hits[key] <= limits.window_quota,
+            limit=limits.window_quota,
+            remaining=max(0, limits.window_quota - self.hits[key]),
+            reset_seconds=window.reset_seconds,
+        )
+
+    def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
+        charge = QuotaCharge.of(workspace_id, limits, now)
+        if charge is None or self.store is None:
+            return 0
+        return self.store.quota_used.get((workspace_id, charge.day), 0)

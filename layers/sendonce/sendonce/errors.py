@@ -99,3 +99,19 @@ class InvalidEndpoint(SendonceError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class QuotaExceeded(SendonceError):
+    """The workspace's daily send quota is used up; it resets at the next UTC midnight."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("the daily send quota of this workspace is used up; it resets at 00:00 UTC")
+        self.retry_after_seconds = retry_after_seconds
+
+
+class RateLimited(SendonceError):
+    """The workspace's request rate is used up for the current window."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("too many requests for this workspace; retry after the window resets")
+        self.retry_after_seconds = retry_after_seconds

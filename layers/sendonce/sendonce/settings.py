@@ -56,6 +56,12 @@ class ApiSettings(_Settings):
     webhooks_table: str = Field("", alias="WEBHOOKS_TABLE")
     webhook_queue_url: str = Field("", alias="WEBHOOK_QUEUE_URL")
     webhook_allow_private_targets: bool = Field(False, alias="SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS")
+    # Per-workspace limits: the defaults, overridden per workspace in the limits table ("": none).
+    limits_table: str = Field("", alias="LIMITS_TABLE")
+    rate_limit_per_second: int = Field(50, alias="SENDONCE_RATE_LIMIT_PER_SECOND", ge=1, le=100_000)
+    daily_send_quota: int = Field(10_000, alias="SENDONCE_DAILY_SEND_QUOTA", ge=0, le=1_000_000_000)
+    # How long an execution environment keeps a workspace's limits before reading them again.
+    limits_cache_seconds: int = Field(60, alias="SENDONCE_LIMITS_CACHE_SECONDS", ge=0, le=3600)
 
     _collect_queue_urls = model_validator(mode="before")(_queue_urls)
 

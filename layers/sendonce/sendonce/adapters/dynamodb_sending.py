@@ -27,7 +27,9 @@ from sendonce.adapters.dynamodb_items import (
     to_item,
     workspace_status,
 )
+from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_writes import (
+    CONFLICT,
     MAX_ATTEMPTS,
     Cancellation,
     ConditionFailed,
@@ -37,6 +39,7 @@ from sendonce.adapters.dynamodb_writes import (
 )
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor, MessageNotCancelable, MessageNotFound
+from sendonce.limits.model import QuotaCharge
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
@@ -55,9 +58,13 @@ from sendonce.messages.ports import (
     NotEditable,
     NotWritten,
     Page,
+    QuotaSpent,
     TiedToKey,
 )
+from sendonce.side_by_side import side_by_side
 
+# What a charged try found of its quota shard: no room, or another transaction on it.
+_FULL, _BUSY = "full", "busy"
 # The items of the create transaction, by position: what each cancellation reason speaks of.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
@@ -67,10 +74,18 @@ MAX_TRANSACTION_BYTES = 3_500_000
 
 
 class DynamoDbSendingStore:
-    def __init__(self, client: Any, table_name: str, retention: timedelta | None = None) -> None:
-        """`retention`: how long a message is kept after it was sent or due (None: for good)."""
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        retention: timedelta | None = None,
+        quota: DynamoDbLimits | None = None,
+    ) -> None:
+        """`retention`: how long a message is kept after it was sent or due (None: for good).
+        `quota`: where a charged create takes its unit of the daily quota."""
         self._table = DynamoDbTable(client, table_name)
         self._retention = retention
+        self._quota = quota
 
     def _expires_at(self, message: Message) -> datetime | None:
         if self._retention is None:
@@ -79,7 +94,14 @@ class DynamoDbSendingStore:
         return max(message.created_at, message.send_at or message.created_at) + self._retention
 
     def create(
-        self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
+        self,
+        message: Message,
+        claim: DedupClaim,
+        tie: KeyTie | None,
+        handoff_due_at: datetime,
+        now: datetime,
+        *,
+        quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
         message = replace(message, dedup_lock_id=claim.lock_id)
         items: list[dict[str, Any]] = [
@@ -122,6 +144,9 @@ class DynamoDbSendingStore:
                 }
             )
 
+        if quota is not None:
+            return self._create_charged(message, tie, items, quota)
+
         def attempt() -> CreateOutcome:
             canceled = self._table.transact(items, token=message.id)
             if canceled is None:
@@ -134,6 +159,57 @@ class DynamoDbSendingStore:
             raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
 
         return with_retries(attempt, "the dedup lock stayed contended")
+
+    def _create_charged(
+        self, message: Message, tie: KeyTie | None, items: list[dict[str, Any]], quota: QuotaCharge
+    ) -> CreateOutcome:
+        """The create transaction with one unit of a quota shard: the shards in turn until one has
+        room. QuotaSpent only once every shard was found full; a shard busy with another transaction
+        is tried again, and one that stays busy is a 503, never a 429."""
+        shards = self._require_quota()
+        counter = len(items)
+        busy: list[int] = []
+        to_try = shards.shards_to_try(quota)
+        if not to_try:  # all known full: one try still tells a duplicate or a replay from a new send
+            to_try = [0]
+        for _ in range(MAX_ATTEMPTS):
+            for shard in to_try:
+                charged = [*items, shards.charge_item(quota, shard, 1)]
+
+                def attempt(
+                    charged: list[dict[str, Any]] = charged, shard: int = shard
+                ) -> CreateOutcome | str:
+                    canceled = self._table.transact(charged, token=f"{message.id}.{shard}")
+                    if canceled is None:
+                        return Created(message)
+                    outcome = self._explain(message, tie, canceled)
+                    if outcome is not None:
+                        return outcome
+                    if canceled.failed(counter):
+                        return _FULL
+                    if canceled.codes[counter : counter + 1] == (CONFLICT,):
+                        return _BUSY
+                    if canceled.contended:
+                        raise TryAgain  # a lock or tie changed meanwhile
+                    raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
+
+                outcome = with_retries(attempt, "the dedup lock stayed contended")
+                if outcome == _FULL:
+                    shards.mark_full(quota, shard)
+                elif outcome == _BUSY:
+                    busy.append(shard)
+                elif not isinstance(outcome, str):
+                    return outcome
+            if not busy:
+                return QuotaSpent()
+            to_try, busy = busy, []
+            time.sleep(random.uniform(0.005, 0.02))
+        raise DependencyUnavailable("every quota shard with room stayed busy")
+
+    def _require_quota(self) -> DynamoDbLimits:
+        if self._quota is None:
+            raise ValueError("a charged create needs the store built with its quota's table")
+        return self._quota
 
     def _explain(self, message: Message, tie: KeyTie | None, canceled: Cancellation) -> CreateOutcome | None:
         if tie is not None and canceled.failed(_TIE):
@@ -153,21 +229,23 @@ class DynamoDbSendingStore:
             return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
         return None
 
-    def create_many(self, entries: Sequence[NewMessage], now: datetime) -> list[CreateManyOutcome]:
+    def create_many(
+        self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
+    ) -> list[CreateManyOutcome]:
         """Messages and their locks in as few transactions as fit; a held lock, read from the
         cancellation reasons, takes its entry out and the rest are written again."""
-        outcomes: dict[int, CreateManyOutcome] = {}
         written = []
         for index, entry in enumerate(entries):
             message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
             written.append((index, message, self._create_items(message, entry, now)))
-        try:
-            for chunk in _chunks(written):
-                self._create_chunk(chunk, now, outcomes)
-        except DependencyUnavailable as error:
-            # Later chunks are not tried: items take effect in their order.
-            for index, _, _ in written:
-                outcomes.setdefault(index, NotWritten(str(error)))
+        # The entries hold distinct locks (the batch sender made identical ones one entry), so the
+        # transactions are independent: side by side, and a chunk that fails fails alone.
+        outcomes: dict[int, CreateManyOutcome] = {}
+        chunks = _chunks(
+            written, reserved=0 if quota is None else 1
+        )  # a charged one keeps room for its counter
+        for chunk_outcomes in side_by_side(lambda chunk: self._create_chunk(chunk, now, quota), chunks):
+            outcomes.update(chunk_outcomes)
         return [outcomes[index] for index in range(len(entries))]
 
     def _create_items(self, message: Message, entry: NewMessage, now: datetime) -> list[dict[str, Any]]:
@@ -198,14 +276,39 @@ class DynamoDbSendingStore:
         self,
         chunk: list[tuple[int, Message, list[dict[str, Any]]]],
         now: datetime,
+        quota: QuotaCharge | None,
+    ) -> dict[int, CreateManyOutcome]:
+        """The chunk's outcomes by entry index; each is NotWritten when DynamoDB stays unavailable."""
+        outcomes: dict[int, CreateManyOutcome] = {}
+        try:
+            self._write_chunk(chunk, now, outcomes, quota)
+        except DependencyUnavailable as error:
+            for index, _, _ in chunk:
+                outcomes.setdefault(index, NotWritten(str(error)))
+        return outcomes
+
+    def _write_chunk(
+        self,
+        chunk: list[tuple[int, Message, list[dict[str, Any]]]],
+        now: datetime,
         outcomes: dict[int, CreateManyOutcome],
+        quota: QuotaCharge | None,
     ) -> None:
         pending = list(chunk)
         conflicts = 0
         while pending:
             items = [item for _, _, pair in pending for item in pair]
+            shard = None
+            if quota is not None:
+                shard = self._shard_with_room(quota, len(pending))
+                if shard is None:  # near the quota's end: entry by entry, each on a shard with room
+                    self._write_one_by_one(pending, now, outcomes, quota)
+                    return
+                items.append(self._require_quota().charge_item(quota, shard, len(pending)))
             # The same messages, the same token: the SDK's retry of a lost answer writes nothing twice.
-            token = hashlib.sha256(",".join(m.id for _, m, _ in pending).encode()).hexdigest()[:36]
+            token = hashlib.sha256(f"{','.join(m.id for _, m, _ in pending)}.{shard}".encode()).hexdigest()[
+                :36
+            ]
             canceled = self._table.transact(items, token=token)
             if canceled is None:
                 for index, message, _ in pending:
@@ -220,10 +323,35 @@ class DynamoDbSendingStore:
             if settled:
                 pending = [entry for entry in pending if entry[0] not in settled]
                 continue  # the held locks are out: write the rest again at once
+            if quota is not None and canceled.failed(2 * len(pending)):
+                # The shard had less room than the chunk needs: entry by entry from here.
+                self._write_one_by_one(pending, now, outcomes, quota)
+                return
             if not canceled.contended or conflicts + 1 >= MAX_ATTEMPTS:
                 raise DependencyUnavailable(f"the bulk create transaction was canceled: {canceled.codes}")
             conflicts += 1
             time.sleep(random.uniform(0.005, 0.02) * conflicts)
+
+    def _shard_with_room(self, quota: QuotaCharge, units: int) -> int | None:
+        """A shard not known full whose cap could take `units` at all (its count is learnt by trying)."""
+        for shard in self._require_quota().shards_to_try(quota):
+            if quota.limits.quota_shard_cap(shard) >= units:
+                return shard
+        return None
+
+    def _write_one_by_one(
+        self,
+        pending: list[tuple[int, Message, list[dict[str, Any]]]],
+        now: datetime,
+        outcomes: dict[int, CreateManyOutcome],
+        quota: QuotaCharge,
+    ) -> None:
+        """In order, each entry as `create` writes it with its unit of quota."""
+        for index, message, pair in pending:
+            outcome = self._create_charged(message, None, pair, quota)
+            if isinstance(outcome, TiedToKey):  # no tie is written in bulk: never met
+                raise DependencyUnavailable("a bulk entry met a key tie")
+            outcomes[index] = outcome
 
     def _explain_bulk(self, message: Message, canceled: Cancellation, first: int) -> CreateManyOutcome | None:
         if canceled.failed(first):
@@ -489,13 +617,17 @@ class DynamoDbSendingStore:
 
 def _chunks(
     written: list[tuple[int, Message, list[dict[str, Any]]]],
+    reserved: int = 0,
 ) -> list[list[tuple[int, Message, list[dict[str, Any]]]]]:
-    """In order, as many entries a transaction as its item count and size allow."""
+    """In order, as many entries a transaction as its item count (less `reserved`) and size allow."""
     chunks: list[list[tuple[int, Message, list[dict[str, Any]]]]] = [[]]
     items = size = 0
     for entry in written:
         entry_size = len(json.dumps(entry[2], ensure_ascii=False).encode("utf-8"))
-        full = items + len(entry[2]) > MAX_TRANSACTION_ITEMS or size + entry_size > MAX_TRANSACTION_BYTES
+        full = (
+            items + len(entry[2]) > MAX_TRANSACTION_ITEMS - reserved
+            or size + entry_size > MAX_TRANSACTION_BYTES
+        )
         if chunks[-1] and full:
             chunks.append([])
             items = size = 0

@@ -59,6 +59,7 @@ from sendonce.api.routes import (
     ROTATE_WEBHOOK_SECRET,
     SEND_BATCH,
     SEND_MESSAGE,
+    USAGE,
     Handler,
     Route,
     allowed_methods,
@@ -71,8 +72,10 @@ from sendonce.api.schemas import (
     RedeliverRequest,
     SendMessageRequest,
 )
-from sendonce.errors import IdempotencyKeyReused, SendonceError
+from sendonce.clock import rfc3339
+from sendonce.errors import IdempotencyKeyReused, RateLimited, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
+from sendonce.limits.model import RateDecision
 from sendonce.messages.edits import MessageChanges
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.service import SendCommand
@@ -336,6 +339,27 @@ def provider_webhook(provider: str) -> Response[Any]:
     return _json_response(200, {"success": True})
 
 
+# ---------------------------------------------------------------------------- limits
+@route(USAGE)
+def usage() -> Response[Any]:
+    limits = dependencies.root.get().limits
+    if limits is None:
+        raise unavailable("Limits are not configured.")
+    report = limits.usage(_workspace())
+    return _json_response(
+        200,
+        {
+            "success": True,
+            "rateLimit": {"perSecond": report.limits.rate_per_second},
+            "quota": {
+                "daily": report.limits.daily_quota,
+                "usedToday": report.used_today,
+                "resetsAt": rfc3339(report.resets_at),
+            },
+        },
+    )
+
+
 @route(HEALTH)
 def health() -> Response[Any]:
     return _json_response(200, {"success": True, "status": "ok"})
@@ -383,14 +407,27 @@ app.not_found(_not_found)
 
 # ---------------------------------------------------------------------------- entry point
 def handle(event: Any, context: LambdaContext) -> dict[str, Any]:
+    counted: list[RateDecision] = []
+
+    def check_rate(workspace: str) -> None:
+        limits = dependencies.root.get().limits
+        decision = limits.check_rate(workspace) if limits is not None else None
+        if decision is None:
+            return
+        counted.append(decision)
+        if not decision.allowed:
+            raise from_domain_error(RateLimited(decision.reset_seconds))
+
     try:
         if not isinstance(event, dict):
             raise validation_error([{"field": "event", "message": "is not an API Gateway event"}])
-        event = check_request(event)
+        event = check_request(event, check_rate)
         response: dict[str, Any] = app.resolve(event, context)
-        return response
     except ApiError as error:
-        return error.to_lambda_response()
+        response = error.to_lambda_response()
     except Exception:
         logger.exception("api.unexpected_error", extra={"event": "api.unexpected_error"})
-        return unavailable().to_lambda_response()
+        response = unavailable().to_lambda_response()
+    if counted:  # every authenticated answer tells the caller where it stands
+        response["headers"] = {**(response.get("headers") or {}), **counted[0].headers()}
+    return response

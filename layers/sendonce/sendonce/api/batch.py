@@ -37,11 +37,13 @@ from sendonce.api.errors import (
 )
 from sendonce.api.idempotency import StoredAnswer
 from sendonce.api.schemas import SendMessageRequest
-from sendonce.errors import IdempotencyKeyReused, SendonceError
+from sendonce.clock import utc_now
+from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
+from sendonce.limits.model import seconds_to_next_day
 from sendonce.messages.batch import BatchOutcome
 from sendonce.messages.model import Channel
-from sendonce.messages.ports import NotWritten
+from sendonce.messages.ports import NotWritten, QuotaSpent
 from sendonce.messages.service import SendCommand, lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
@@ -49,7 +51,13 @@ ITEM_KEY = "idempotencyKey"
 # Stable forever, and apart from the single send's: a batch's key covers the whole request.
 BATCH_KEY_PREFIX = "sendonce.v1.messages.batch"
 # An item answered so may succeed on a retry: a batch holding one is not stored under its key.
-_RETRYABLE = {("idempotency_in_progress", 409), ("unavailable", 503)}
+# Never stored under a batch key: a retry may get another answer (a 429 among them).
+_RETRYABLE = {
+    ("idempotency_in_progress", 409),
+    ("unavailable", 503),
+    ("quota_exceeded", 429),
+    ("rate_limited", 429),
+}
 
 SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
 # `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
@@ -212,6 +220,10 @@ def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, dict[s
     for item, outcome in zip(items, outcomes, strict=True):
         if isinstance(outcome, NotWritten):
             results[item.index] = error_result(item.index, unavailable())
+        elif isinstance(outcome, QuotaSpent):
+            results[item.index] = error_result(
+                item.index, from_domain_error(QuotaExceeded(seconds_to_next_day(utc_now())))
+            )
         else:
             results[item.index] = answer_result(item.index, send_answer(outcome))
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
+from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
@@ -19,6 +20,8 @@ from sendonce.api.idempotency import SendOnce, StoredAnswer, idempotency_config,
 from sendonce.aws_clients import client
 from sendonce.composition import Root
 from sendonce.errors import DependencyUnavailable
+from sendonce.limits.model import Limits
+from sendonce.limits.service import RequestLimits
 from sendonce.messages.batch import BatchOutcome, BatchSender
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
@@ -51,6 +54,8 @@ class ApiDependencies:
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
     send_many: SendMany = _no_batches
     send_batch_once: SendOnce = run_once
+    # The request rate (checked right after the API key) and usage; None: nothing is limited.
+    limits: RequestLimits | None = None
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -59,13 +64,24 @@ class ApiDependencies:
 def build(settings: ApiSettings | None = None) -> ApiDependencies:
     settings = settings or ApiSettings.from_environment()
     dynamodb, sqs = client("dynamodb"), client("sqs")
+    limits = None
+    if settings.limits_table:
+        limits = DynamoDbLimits(
+            dynamodb,
+            settings.limits_table,
+            defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
+            cache_seconds=settings.limits_cache_seconds,
+        )
     store = DynamoDbSendingStore(
-        dynamodb, settings.messages_table, retention=timedelta(days=settings.message_retention_days)
+        dynamodb,
+        settings.messages_table,
+        retention=timedelta(days=settings.message_retention_days),
+        quota=limits,
     )
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
-    messages = MessageService(store=store, queue=queue, dedup_window=dedup_window)
-    batches = BatchSender(store=store, queue=queue, dedup_window=dedup_window)
+    messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
+    batches = BatchSender(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
     config = idempotency_config(settings.idempotency_ttl_seconds)
 
     def send(*, request: dict[str, Any], command: SendCommand) -> StoredAnswer:
@@ -87,6 +103,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         send_batch_once=make_idempotent(
             run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
         ),
+        limits=RequestLimits(limits) if limits is not None else None,
     )
 
 

@@ -17,6 +17,8 @@ from sendonce.errors import (
     MessageNotCancelable,
     MessageNotEditable,
     MessageNotFound,
+    QuotaExceeded,
+    RateLimited,
     SendonceError,
 )
 
@@ -112,6 +114,20 @@ def from_domain_error(error: SendonceError) -> ApiError:
         return ApiError(422, "idempotency_key_reused", str(error))
     if isinstance(error, InvalidCursor):
         return validation_error([{"field": "cursor", "message": "is not a cursor this API gave out"}])
+    if isinstance(error, QuotaExceeded):
+        return ApiError(
+            429,
+            "quota_exceeded",
+            f"The {error!s}.",
+            headers={"Retry-After": str(error.retry_after_seconds)},
+        )
+    if isinstance(error, RateLimited):
+        return ApiError(
+            429,
+            "rate_limited",
+            f"There are {error!s}.",
+            headers={"Retry-After": str(error.retry_after_seconds)},
+        )
     if isinstance(error, DependencyUnavailable):
         return unavailable()
     return unavailable()

@@ -1,8 +1,8 @@
 """What is checked before a request reaches its route: the caller, the size and the media type.
 
 These run before any body validation and before anything is written, in the contract's order:
-401, then 413, then 415. Which requests need a key and which bodies are read come from the routes'
-declarations in `sendonce.api.routes`.
+401, then the workspace's request rate (429), then 413, then 415. Which requests need a key and
+which bodies are read come from the routes' declarations in `sendonce.api.routes`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sendonce.api.errors import JSON, ApiError, unauthorized, unavailable
@@ -71,8 +72,10 @@ def _is_json_media_type(content_type: str | None) -> bool:
     return True
 
 
-def check_request(event: dict[str, Any]) -> dict[str, Any]:
-    """Raise the answer for a request that must stop here; otherwise the event, body decoded."""
+def check_request(event: dict[str, Any], check_rate: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Raise the answer for a request that must stop here; otherwise the event, body decoded.
+
+    `check_rate(workspace)` runs right after the API key is found good, and raises a refusal."""
     method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
     path = str(event.get("rawPath") or "")
     # `$default` takes what no route matched: no authorizer ran, and the answer is 404 or 405.
@@ -81,6 +84,9 @@ def check_request(event: dict[str, Any]) -> dict[str, Any]:
         if key_lookup_failed(event):
             raise unavailable("The API key could not be checked. It is safe to retry.")
         raise unauthorized()
+    workspace = workspace_of(event)
+    if matched and check_rate is not None and workspace is not None and needs_key(path):
+        check_rate(workspace)
     # Only the routes that take a body read one: any other answers its own 404 or 405.
     kind = body_of(method, path)
     if kind is Body.NONE:

@@ -29,6 +29,7 @@ from sendonce.api.schemas import (
     MessageEnvelope,
     MessagePage,
     SendAccepted,
+    UsageReport,
     WebhookEndpointEnvelope,
     WebhookEndpointList,
 )
@@ -50,6 +51,10 @@ _ERRORS = {
     413: "payload_too_large: body over 256 KiB",
     415: "unsupported_media_type: not JSON, or JSON that is not UTF-8",
     422: "idempotency_key_reused: the key was used with a different request",
+    429: (
+        "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields) or "
+        "quota_exceeded (the daily send quota; Retry-After: seconds to 00:00 UTC)"
+    ),
     503: "unavailable: a dependency failed and nothing was sent; safe to retry (with Retry-After)",
 }
 
@@ -94,7 +99,7 @@ class Route:
     def error_statuses(self) -> tuple[int, ...]:
         statuses = set(self.errors)
         if not self.public:
-            statuses.add(401)
+            statuses |= {401, 429}  # the API key, then the workspace's request rate
         if self.body is not Body.NONE:
             statuses |= {400, 413}  # a body that is not valid base64; a body over 256 KiB
         if self.body in (Body.JSON, Body.OPTIONAL_JSON):
@@ -318,6 +323,15 @@ REDELIVER_EVENT = Route(
     tags=("webhooks",),
 )
 
+USAGE = Route(
+    "GET",
+    "/v1/usage",
+    summary="The workspace's limits and today's use of its send quota",
+    answers={200: _json("Limits and usage", UsageReport)},
+    errors=(503,),
+    tags=("usage",),
+)
+
 ROUTES: tuple[Route, ...] = (
     SEND_MESSAGE,
     SEND_BATCH,
@@ -334,6 +348,7 @@ ROUTES: tuple[Route, ...] = (
     LIST_EVENTS,
     GET_EVENT,
     REDELIVER_EVENT,
+    USAGE,
     HEALTH,
     OPENAPI,
     DOCS,

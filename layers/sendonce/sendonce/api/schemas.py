@@ -240,6 +240,22 @@ class Acknowledged(_Documented):
     success: Literal[True]
 
 
+class RateLimitModel(_Documented):
+    perSecond: int
+
+
+class QuotaModel(_Documented):
+    daily: int = Field(description="New messages a UTC day; 0: none")
+    usedToday: int
+    resetsAt: str = Field(description="RFC 3339: the next 00:00 UTC")
+
+
+class UsageReport(_Documented):
+    success: Literal[True]
+    rateLimit: RateLimitModel
+    quota: QuotaModel
+
+
 class Health(_Documented):
     success: Literal[True]
     status: Literal["ok"]

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import DependencyUnavailable
+from sendonce.limits.ports import LimitsStore
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
     Created,
@@ -25,6 +26,7 @@ from sendonce.messages.ports import (
     MessageQueue,
     NewMessage,
     NotWritten,
+    QuotaSpent,
     SendingStore,
 )
 from sendonce.messages.service import (
@@ -34,10 +36,11 @@ from sendonce.messages.service import (
     handoff_due_at,
     lock_of,
     new_message,
+    quota_charge,
 )
 from sendonce.observability import logger, metrics
 
-BatchOutcome = SendResult | NotWritten
+BatchOutcome = SendResult | NotWritten | QuotaSpent
 
 
 class BatchSender:
@@ -47,11 +50,13 @@ class BatchSender:
         queue: MessageQueue,
         dedup_window: timedelta,
         clock: Clock = utc_now,
+        limits: LimitsStore | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
+        self._limits = limits
 
     def send_many(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         """One outcome per command, in order. Commands carry no Idempotency-Key: a keyed send takes
@@ -76,7 +81,8 @@ class BatchSender:
                 )
             leader_of.append(leaders[lock_id])
 
-        written = self._store.create_many(entries, now) if entries else []
+        quota = quota_charge(self._limits, commands[0].workspace_id, now) if entries else None
+        written = self._store.create_many(entries, now, quota) if entries else []
         handed = self._hand_off([o.message for o in written if isinstance(o, Created)], now)
         leader_outcomes = [self._leader_outcome(outcome, handed, now) for outcome in written]
 
@@ -97,6 +103,9 @@ class BatchSender:
             return SendResult(message=handed[outcome.message.id], created=True)
         if isinstance(outcome, DuplicateOf):
             return self._duplicate(outcome.original, outcome.locked_at, now)
+        if isinstance(outcome, QuotaSpent):
+            metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
+            return outcome
         logger.warning("message.api.batch_not_written", extra={"event": "message.api.batch_not_written"})
         return outcome
 
@@ -104,8 +113,8 @@ class BatchSender:
         self, command: SendCommand, leader: CreateManyOutcome, now: datetime
     ) -> BatchOutcome:
         """An identical command after its leader: a duplicate of the leader's message, counted on it."""
-        if isinstance(leader, NotWritten):
-            return leader
+        if isinstance(leader, NotWritten | QuotaSpent):
+            return leader  # as its leader: an identical send after it would get the same
         if isinstance(leader, Created):
             original_id, locked_at = leader.message.id, now
         elif leader.original is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from sendonce.limits.model import QuotaCharge
 from sendonce.messages.model import Channel, Message, Status
 
 
@@ -48,7 +49,12 @@ class TiedToKey:
     payload_fingerprint: str
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey
+@dataclass(frozen=True, slots=True)
+class QuotaSpent:
+    """The workspace's daily quota is used up: nothing was written, and the identity is free."""
+
+
+CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,7 @@ class NotWritten:
     reason: str
 
 
-CreateManyOutcome = Created | DuplicateOf | NotWritten
+CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +130,18 @@ class DedupLocks(Protocol):
 
 class SendingStore(DedupLocks, Protocol):
     def create(
-        self, message: Message, claim: DedupClaim, tie: KeyTie | None, handoff_due_at: datetime, now: datetime
+        self,
+        message: Message,
+        claim: DedupClaim,
+        tie: KeyTie | None,
+        handoff_due_at: datetime,
+        now: datetime,
+        *,
+        quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
-        """Write the message, its dedup lock and its key tie atomically, or none of them.
+        """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
+        of them. A held lock or tie is answered before the quota: a duplicate or a replay is never
+        QuotaSpent.
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
         """
@@ -136,10 +151,13 @@ class SendingStore(DedupLocks, Protocol):
 
     def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page: ...
 
-    def create_many(self, entries: Sequence[NewMessage], now: datetime) -> Sequence[CreateManyOutcome]:
-        """Each entry written with its lock as `create` writes it, in as few transactions as the store
-        allows; one outcome per entry, in order. The entries' locks are distinct. A lock held by another
-        message is its DuplicateOf, counted on the original as `create` counts it."""
+    def create_many(
+        self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
+    ) -> Sequence[CreateManyOutcome]:
+        """Each entry written with its lock (and its unit of quota) as `create` writes it, in as few
+        transactions as the store allows; one outcome per entry, in order. The entries' locks are
+        distinct. A lock held by another message is its DuplicateOf, counted on the original as
+        `create` counts it; an entry past the quota is QuotaSpent."""
         ...
 
     def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:

@@ -8,12 +8,29 @@ from datetime import datetime, timedelta
 
 from sendonce.clock import Clock, utc_now
 from sendonce.dedup.identity import dedup_identity
-from sendonce.errors import DependencyUnavailable, IdempotencyKeyReused, MessageNotFound, QueueUnavailable
+from sendonce.errors import (
+    DependencyUnavailable,
+    IdempotencyKeyReused,
+    MessageNotFound,
+    QueueUnavailable,
+    QuotaExceeded,
+)
 from sendonce.idempotency.keys import tie_identity
+from sendonce.limits.model import QuotaCharge, seconds_to_next_day
+from sendonce.limits.ports import LimitsStore
 from sendonce.messages.edits import MessageChanges, edit_message
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.messages.ports import Created, DedupClaim, DuplicateOf, KeyTie, MessageQueue, Page, SendingStore
+from sendonce.messages.ports import (
+    Created,
+    DedupClaim,
+    DuplicateOf,
+    KeyTie,
+    MessageQueue,
+    Page,
+    QuotaSpent,
+    SendingStore,
+)
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
 
@@ -61,6 +78,13 @@ def lock_of(command: SendCommand) -> str:
     return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
 
 
+def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -> QuotaCharge | None:
+    """What a new message takes of its workspace's quota today; None when nothing is counted."""
+    if limits is None:
+        return None
+    return QuotaCharge.of(workspace_id, limits.limits_of(workspace_id), now)
+
+
 def new_message(command: SendCommand, now: datetime) -> Message:
     """The message a command creates, alone (`MessageService.send`) or in a batch."""
     scheduled = command.send_at is not None and command.send_at > now
@@ -87,11 +111,14 @@ class MessageService:
         queue: MessageQueue,
         dedup_window: timedelta,
         clock: Clock = utc_now,
+        limits: LimitsStore | None = None,
     ) -> None:
+        """`limits`: where a workspace's daily quota is read; None counts no quota."""
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
+        self._limits = limits
 
     def send(self, command: SendCommand) -> SendResult:
         now = self._clock()
@@ -105,7 +132,10 @@ class MessageService:
             )
 
         try:
-            outcome = self._store.create(message, claim, tie, handoff_due_at(now, command.send_at), now)
+            quota = quota_charge(self._limits, command.workspace_id, now)
+            outcome = self._store.create(
+                message, claim, tie, handoff_due_at(now, command.send_at), now, quota=quota
+            )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.
             logger.exception(
@@ -116,6 +146,10 @@ class MessageService:
             raise
         if isinstance(outcome, Created):
             return SendResult(message=self._hand_off(outcome.message, now), created=True)
+        if isinstance(outcome, QuotaSpent):
+            # Raised inside the key's record, so no 429 is ever stored under a key.
+            metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
+            raise QuotaExceeded(seconds_to_next_day(now))
         if isinstance(outcome, DuplicateOf):
             age = max(0, int((now - outcome.locked_at).total_seconds()))
             logger.info(
