@@ -62,17 +62,22 @@ def aws_settings(ports: Ports) -> dict[str, str]:
     }
 
 
+# Limits that leave room for the stack's own end-to-end tests and bench storms (and still count
+# every request and send); an override set with `sendonce workspace set-limits` is seen within a second.
+LOCAL_LIMITS = {
+    "SENDONCE_RATE_LIMIT_PER_SECOND": "1000",
+    "SENDONCE_DAILY_SEND_QUOTA": "1000000",
+    "SENDONCE_LIMITS_CACHE_SECONDS": "1",
+}
+
+
 def local_defaults(ports: Ports) -> dict[str, str]:
     return {
         "SENDONCE_HTTP_PROVIDER_URL": ports.sandbox_url,
         "SENDONCE_EMAIL_FROM": DEFAULT_EMAIL_FROM,
         # The contract: locally, status webhooks reach receivers on this machine (http://127.0.0.1:<port>).
         "SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
-        # Limits that leave room for the stack's own end-to-end tests and bench storms; an override
-        # set with `sendonce workspace set-limits` is seen within a second.
-        "SENDONCE_RATE_LIMIT_PER_SECOND": "1000",
-        "SENDONCE_DAILY_SEND_QUOTA": "1000000",
-        "SENDONCE_LIMITS_CACHE_SECONDS": "1",
+        **LOCAL_LIMITS,
     }
 
 

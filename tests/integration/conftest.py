@@ -31,7 +31,7 @@ from sendonce import composition
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, create_queues, create_tables
-from sendonce_local.environment import template_variables
+from sendonce_local.environment import LOCAL_LIMITS, template_variables
 from sendonce_local.intrinsics import Resolver, queue_url
 from sendonce_local.invocation_isolation import isolate_invocations
 from sendonce_local.local_secrets import LocalSecrets, create_secrets
@@ -507,6 +507,10 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         created = {queue_url(SQS_ENDPOINT, logical_id): url for logical_id, url in urls.items()}
         for name, value in template_variables(parsed, Resolver(parsed, SQS_ENDPOINT)).items():
             monkeypatch.setenv(name, created.get(value, value))
+        # The local stack's limits: wide enough for the races and fuzzers, and counted all the same
+        # (every send takes its unit of quota); tests/integration/test_limits.py narrows them.
+        for name, value in LOCAL_LIMITS.items():
+            monkeypatch.setenv(name, value)
         from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore  # noqa: PLC0415
         from sendonce.auth.api_keys import issue_api_key  # noqa: PLC0415
 

@@ -45,6 +45,7 @@ from sendonce_local.template import Template, load_template
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 TABLE = "MessagesTable"
+STORE_TABLES = (TABLE, "LimitsTable")  # the limits table: the quota shards a charged create takes
 MOTO, DYNAMODB_LOCAL = "moto", "dynamodb-local"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Where DynamoDB Local cannot run, outside CI, its half of the tier is left out and
@@ -65,11 +66,13 @@ _TEMPLATE: Template | None = None
 
 
 def template() -> Template:
-    """template.yaml with the one table the stores use (the others would only slow every test)."""
+    """template.yaml with the tables the stores use (the others would only slow every test)."""
     global _TEMPLATE  # noqa: PLW0603  (parsed once per session)
     if _TEMPLATE is None:
         whole = load_template(ROOT / "template.yaml")
-        _TEMPLATE = replace(whole, tables=[table for table in whole.tables if table.logical_id == TABLE])
+        _TEMPLATE = replace(
+            whole, tables=[table for table in whole.tables if table.logical_id in STORE_TABLES]
+        )
         assert _TEMPLATE.tables, f"template.yaml has no {TABLE}"
     return _TEMPLATE
 

@@ -70,6 +70,8 @@ _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
 # locks in one, fewer when they are large.
 MAX_TRANSACTION_ITEMS = 100
+# Quota shards a bulk transaction tries before its entries go one by one (near the quota's end).
+BULK_SHARD_TRIES = 3
 MAX_TRANSACTION_BYTES = 3_500_000
 
 
@@ -296,11 +298,12 @@ class DynamoDbSendingStore:
     ) -> None:
         pending = list(chunk)
         conflicts = 0
+        refused: set[int] = set()  # the quota shards that had no room for this chunk
         while pending:
             items = [item for _, _, pair in pending for item in pair]
             shard = None
             if quota is not None:
-                shard = self._shard_with_room(quota, len(pending))
+                shard = self._shard_with_room(quota, len(pending), refused)
                 if shard is None:  # near the quota's end: entry by entry, each on a shard with room
                     self._write_one_by_one(pending, now, outcomes, quota)
                     return
@@ -323,21 +326,32 @@ class DynamoDbSendingStore:
             if settled:
                 pending = [entry for entry in pending if entry[0] not in settled]
                 continue  # the held locks are out: write the rest again at once
-            if quota is not None and canceled.failed(2 * len(pending)):
-                # The shard had less room than the chunk needs: entry by entry from here.
-                self._write_one_by_one(pending, now, outcomes, quota)
-                return
+            if quota is not None and shard is not None and canceled.failed(2 * len(pending)):
+                # The shard had less room than the chunk needs: another shard, a few at most.
+                refused.add(shard)
+                self._note_shard(quota, shard, canceled.item(2 * len(pending)))
+                continue
             if not canceled.contended or conflicts + 1 >= MAX_ATTEMPTS:
                 raise DependencyUnavailable(f"the bulk create transaction was canceled: {canceled.codes}")
             conflicts += 1
             time.sleep(random.uniform(0.005, 0.02) * conflicts)
 
-    def _shard_with_room(self, quota: QuotaCharge, units: int) -> int | None:
-        """A shard not known full whose cap could take `units` at all (its count is learnt by trying)."""
+    def _shard_with_room(self, quota: QuotaCharge, units: int, refused: set[int]) -> int | None:
+        """A shard not known full whose cap could take `units` (its count is learnt by trying); None
+        after BULK_SHARD_TRIES refusals, when entry by entry is cheaper than probing on."""
+        if len(refused) >= BULK_SHARD_TRIES:
+            return None
         for shard in self._require_quota().shards_to_try(quota):
-            if quota.limits.quota_shard_cap(shard) >= units:
+            if shard not in refused and quota.limits.quota_shard_cap(shard) >= units:
                 return shard
         return None
+
+    def _note_shard(self, quota: QuotaCharge, shard: int, item: Item | None) -> None:
+        """A shard whose count (read from the refusal) reached its cap is full for the day."""
+        if item is not None and int(item.get("used", {}).get("N", "0")) >= quota.limits.quota_shard_cap(
+            shard
+        ):
+            self._require_quota().mark_full(quota, shard)
 
     def _write_one_by_one(
         self,

@@ -24,6 +24,9 @@ ITEM_WRITES_PER_SECOND = 500
 # A quota shard is written inside the create transaction; transactions on one item at once
 # conflict, so each shard takes few a second (docs/scaling.md): 512 shards carry 5,000 sends/s.
 QUOTA_SHARDS = 512
+# Each shard's cap holds at least two bulk transactions (49 messages each), so a batch is counted
+# a transaction at a time: a quota under 51,200 has fewer shards, one of 200 or less has one.
+MIN_SHARD_CAP = 100
 # Sanity bounds of an override: a rate or quota above them is a typo, not a plan.
 MAX_RATE_PER_SECOND = 100_000
 MAX_DAILY_QUOTA = 1_000_000_000
@@ -53,8 +56,8 @@ class Limits:
 
     @property
     def quota_shards(self) -> int:
-        """As many shards as the quota allows, each with a cap of at least one."""
-        return min(QUOTA_SHARDS, self.daily_quota)
+        """As many shards as the quota allows, each with a cap of at least MIN_SHARD_CAP."""
+        return max(1, min(QUOTA_SHARDS, self.daily_quota // MIN_SHARD_CAP))
 
     def quota_shard_cap(self, shard: int) -> int:
         """The caps sum to the daily quota: the first `quota % shards` take one more."""

@@ -1,0 +1,109 @@
+"""Per-workspace limits through `sendonce run`: the CLI's override, /v1/usage, the 429s and their
+fields. The second workspace is narrowed here and given back the local defaults at the end."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from tests.e2e.conftest import SENDONCE, LocalStack
+from tests.e2e.e2e_support import error_code, send, sms, unique_body, unique_phone
+
+CACHE_SECONDS = 1.2  # the local stack reads a workspace's limits again after a second
+WINDOW_SECONDS = 2
+
+
+def set_limits(stack: LocalStack, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SENDONCE), "workspace", "set-limits", stack.other_workspace, *arguments],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def usage(stack: LocalStack) -> requests.Response:
+    return requests.get(f"{stack.api}/v1/usage", headers=stack.auth(stack.other_api_key), timeout=30)
+
+
+def next_window() -> None:
+    """Sleep into a fresh rate window, so a test's few requests are counted from zero."""
+    time.sleep(WINDOW_SECONDS - time.time() % WINDOW_SECONDS + 0.05)
+
+
+@pytest.fixture
+def narrowed(stack: LocalStack) -> Iterator[LocalStack]:
+    yield stack
+    restored = set_limits(stack, "--rate", "1000", "--daily-quota", "1000000")
+    assert restored.returncode == 0, restored.stderr
+    time.sleep(CACHE_SECONDS)
+
+
+def test_the_cli_override_the_usage_and_the_quota(narrowed: LocalStack) -> None:
+    stack = narrowed
+    done = set_limits(stack, "--daily-quota", "1")
+    assert done.returncode == 0, done.stderr
+    time.sleep(CACHE_SECONDS)
+
+    before = usage(stack)
+    first = send(stack, sms(unique_phone(), unique_body("within the quota")), key=stack.other_api_key)
+    again = send(stack, sms(unique_phone(), unique_body("past the quota")), key=stack.other_api_key)
+    after = usage(stack)
+
+    assert before.status_code == 200, before.text
+    assert before.json()["rateLimit"] == {"perSecond": 1000}
+    assert before.json()["quota"]["daily"] == 1
+    assert "T00:00:00" in before.json()["quota"]["resetsAt"]  # the next UTC midnight
+    assert first.status_code == 201, first.text
+    assert again.status_code == 429
+    assert error_code(again) == "quota_exceeded"
+    assert 1 <= int(again.headers["Retry-After"]) <= 86_400
+    assert after.json()["quota"]["usedToday"] == before.json()["quota"]["usedToday"] + 1
+    for answer in (before, first, again, after):  # on every authenticated answer
+        assert answer.headers["RateLimit-Policy"] == '"workspace";q=2000;w=2'
+        assert answer.headers["RateLimit"].startswith('"workspace";r=')
+
+
+def test_the_request_rate_answers_429_with_retry_after(narrowed: LocalStack) -> None:
+    stack = narrowed
+    assert set_limits(stack, "--rate", "1").returncode == 0
+    time.sleep(CACHE_SECONDS)
+    next_window()
+
+    answers = [usage(stack) for _ in range(5)]
+
+    statuses = [answer.status_code for answer in answers]
+    assert statuses[:2] == [200, 200]
+    assert 429 in statuses
+    refused = next(answer for answer in answers if answer.status_code == 429)
+    assert error_code(refused) == "rate_limited"
+    assert 1 <= int(refused.headers["Retry-After"]) <= WINDOW_SECONDS
+    assert refused.headers["RateLimit-Policy"] == '"workspace";q=2;w=2'
+    assert "r=0;" in refused.headers["RateLimit"]
+    mine = requests.get(f"{stack.api}/v1/usage", headers=stack.auth(), timeout=30)
+    assert mine.status_code == 200  # another workspace's rate is its own
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [("--rate", "-5"), ("--rate", "0"), ("--daily-quota", "-1"), ("--rate", "100000000"), ()],
+)
+def test_bad_limits_are_refused_by_the_cli_and_change_nothing(
+    narrowed: LocalStack, arguments: tuple[str, ...]
+) -> None:
+    stack = narrowed
+    assert set_limits(stack, "--rate", "1000", "--daily-quota", "7").returncode == 0
+
+    refused = set_limits(stack, *arguments)
+    time.sleep(CACHE_SECONDS)
+
+    assert refused.returncode == 2
+    assert "sendonce workspace set-limits:" in refused.stderr
+    report = usage(stack).json()
+    assert (report["rateLimit"]["perSecond"], report["quota"]["daily"]) == (1000, 7)

@@ -1,0 +1,133 @@
+"""The daily quota inside the create transaction, on moto and on DynamoDB Local.
+
+A charged create takes one unit of one quota shard under its cap, in the same transaction as the
+message and its lock: exactly the quota is accepted under a race, a held lock is a duplicate
+before it is a spent quota, a shard busy with another transaction sends the create to another
+shard, and a bulk create counts each new entry once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sendonce.adapters.dynamodb_limits import DynamoDbLimits
+from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.limits.model import Limits, QuotaCharge
+from sendonce.messages.ports import Created, DuplicateOf, NewMessage, QuotaSpent
+
+from tests.store.conftest import NOW, TABLE, Draft, Engine, conflicts, draft, race
+
+LIMITS_TABLE = "LimitsTable"
+
+
+def charged_store(engine: Engine) -> tuple[DynamoDbSendingStore, DynamoDbLimits]:
+    limits = DynamoDbLimits(engine.client, LIMITS_TABLE, defaults=Limits(1, 0))
+    return DynamoDbSendingStore(engine.client, TABLE, quota=limits), limits
+
+
+def charge(quota: int, workspace: str = "ws_a") -> QuotaCharge:
+    made = QuotaCharge.of(workspace, Limits(rate_per_second=50, daily_quota=quota), NOW)
+    assert made is not None
+    return made
+
+
+def create(store: DynamoDbSendingStore, made: Draft, quota: QuotaCharge) -> Any:
+    return store.create(made.message, made.claim, made.tie, made.handoff_due_at, NOW, quota=quota)
+
+
+def entries(drafts: list[Draft]) -> list[NewMessage]:
+    return [NewMessage(d.message, d.claim, d.handoff_due_at) for d in drafts]
+
+
+def used(engine: Engine, limits: DynamoDbLimits, quota: QuotaCharge) -> int:
+    return limits.used_today(quota.workspace_id, quota.limits, NOW)
+
+
+def test_given_a_quota_of_5_when_12_creates_race_then_exactly_5_are_created(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(5)
+    drafts = [draft(body=f"race {i}") for i in range(12)]
+
+    outcomes = race(12, lambda i: create(store, drafts[i], quota))
+
+    assert sum(isinstance(o, Created) for o in outcomes) == 5
+    assert sum(isinstance(o, QuotaSpent) for o in outcomes) == 7
+    assert len(engine.message_ids()) == 5
+    assert used(engine, limits, quota) == 5
+
+
+def test_given_a_spent_quota_then_a_held_lock_is_still_a_duplicate(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(1)
+    first = draft(body="the one")
+    assert isinstance(create(store, first, quota), Created)
+
+    again = create(store, draft(body="the one"), quota)
+    new = create(store, draft(body="another"), quota)
+
+    assert isinstance(again, DuplicateOf)
+    assert again.original is not None
+    assert again.original.id == first.message.id
+    assert isinstance(new, QuotaSpent)
+    assert used(engine, limits, quota) == 1
+
+
+def test_given_a_busy_shard_then_the_create_goes_to_another(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(10)
+    busy = conflicts(engine.client, times=1, only_with="QUOTA#")
+
+    outcome = create(store, draft(body="around the busy shard"), quota)
+
+    assert isinstance(outcome, Created)
+    assert len(busy) == 2  # the busy try, then the one on the next shard
+    assert used(engine, limits, quota) == 1
+
+
+def test_given_a_bulk_create_past_the_quota_then_each_new_entry_counts_once(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(5)
+    held = draft(body="entry 0")
+    assert isinstance(create(store, held, quota), Created)
+    drafts = [draft(body=f"entry {i}") for i in range(8)]
+
+    outcomes = store.create_many(
+        [NewMessage(d.message, d.claim, d.handoff_due_at) for d in drafts], NOW, quota
+    )
+
+    assert [type(o).__name__ for o in outcomes] == ["DuplicateOf"] + ["Created"] * 4 + ["QuotaSpent"] * 3
+    assert used(engine, limits, quota) == 5
+
+
+def test_given_a_bulk_create_within_the_quota_then_one_transaction_counts_it(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(10_000)
+    drafts = [draft(body=f"bulk {i}") for i in range(60)]
+
+    outcomes = store.create_many(
+        [NewMessage(d.message, d.claim, d.handoff_due_at) for d in drafts], NOW, quota
+    )
+
+    assert all(isinstance(o, Created) for o in outcomes)
+    assert used(engine, limits, quota) == 60
+    shards = [
+        i for i in engine.client.scan(TableName=LIMITS_TABLE)["Items"] if i["pk"]["S"].startswith("QUOTA#")
+    ]
+    assert sum(int(shard["used"]["N"]) for shard in shards) == 60
+    assert len(shards) <= 2  # one counter update a transaction (49 entries, then 11)
+
+
+def test_given_a_shard_without_room_for_a_chunk_then_another_shard_takes_it(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(400)  # 4 shards of 100
+    for shard in range(4):  # each shard already holds 60: none has room for 49 more, each for 40
+        engine.client.put_item(
+            TableName=LIMITS_TABLE,
+            Item={"pk": {"S": f"QUOTA#ws_a#{quota.day}#{shard}"}, "sk": {"S": "count"}, "used": {"N": "60"}},
+        )
+    drafts = [draft(body=f"near the end {i}") for i in range(49)]
+
+    outcomes = store.create_many(entries(drafts), NOW, quota)
+
+    assert all(isinstance(o, Created) for o in outcomes)  # one by one, each where there is room
+    assert used(engine, limits, quota) == 240 + 49
