@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from bench.call_counter import COUNTER
 
 COUNTER.install()  # before any client is built, so every client the handlers use is hooked
+
+from sendonce import composition  # noqa: E402
 
 from bench.baseline import BaselineHandler  # noqa: E402
 from bench.batch import run_batch_bench  # noqa: E402
@@ -60,6 +63,25 @@ def _capacity(stack: BenchStack, probe: CapacityProbe) -> dict[str, Units]:
     return units
 
 
+# The rate counter's UpdateItem (1 WRU) and the quota shard's update inside the create transaction
+# (2 WRU, a transactional write): what the limits add to a new send's 1 KB writes.
+LIMITS_WRU_PER_SEND = 3
+
+
+def _without_limits(handlers: dict[str, Any], api: Any, args: argparse.Namespace) -> Any:
+    """The same paths with the limits off (no LIMITS_TABLE): what the limits cost in calls and time."""
+    saved = os.environ.pop("LIMITS_TABLE", None)
+    composition.reset_all()
+    try:
+        rounds = max(20, args.rounds // 3)
+        print(f"latency without limits: {rounds} interleaved rounds ...", file=sys.stderr, flush=True)
+        return run_latency(handlers, lambda: LambdaContext(api.spec), rounds=rounds, warmup=5)
+    finally:
+        if saved is not None:
+            os.environ["LIMITS_TABLE"] = saved
+        composition.reset_all()
+
+
 def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     stack = start_stack()
     probe = CapacityProbe(stack.endpoint)
@@ -73,6 +95,7 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         failures = {path: samples.failures for path, samples in run.paths.items() if samples.failures}
         if failures:
             print(f"warning: unexpected answers {failures}", file=sys.stderr)
+        without_limits = _without_limits(handlers, api, args)
         authorizer = authorize(stack, args.invocations)
         dispatched = dispatch(stack, queued_records(stack, args.invocations))
         capacity = _capacity(stack, probe)
@@ -94,7 +117,23 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
             specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), 1 / SQS_BATCH_SIZE
         ),
     )
-    figures = {"calls": calls, "latency_ms": latency, "cost": round(send_cost.usd_per_million(), 2)}
+    off_calls = {
+        path: mode(samples.calls) for path, samples in without_limits.paths.items() if path != "baseline"
+    }
+    off_p50 = {path: summary_ms(samples.seconds)["p50"] for path, samples in without_limits.paths.items()}
+    limits = {
+        "extra_calls": {path: calls[path] - off_calls[path] for path in off_calls},
+        "calls_without_limits": off_calls,
+        # send_new p50 with limits off over that run's baseline (a shorter run than the main one).
+        "send_new_p50_ratio_without_limits": round(off_p50["send_new"] / off_p50["baseline"], 2),
+        "wru_of_limits_per_send": LIMITS_WRU_PER_SEND,
+    }
+    figures = {
+        "calls": calls,
+        "latency_ms": latency,
+        "cost": round(send_cost.usd_per_million(), 2),
+        "limits": limits,
+    }
     details = {
         "samples": {path: len(samples.seconds) for path, samples in run.paths.items()},
         "unexpected_answers": {
@@ -207,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "webhooks": webhooks,
         "batch": batch,
         "cost_usd_per_million_sends": figures["cost"],
+        "limits": figures["limits"],
     }
     details["checks"] = [vars(check) for check in checks(results)]
     details["mode"] = "quick" if args.quick else "full"

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-CALL_TARGETS = {"send_new": 2, "send_new_with_key": 4, "replay": 1, "duplicate": 2, "dispatch": 3}
+# With the per-workspace limits (issue 14): one call more on the send path (the rate check; the
+# quota rides in the create transaction), and nothing more on a replay than the rate check.
+CALL_TARGETS = {"send_new": 3, "send_new_with_key": 5, "replay": 2, "duplicate": 3, "dispatch": 3}
+LIMITS_EXTRA_CALLS_TARGET = 1
 RATIO_TARGETS = {"send_new_p50": 1.2, "replay_p50": 1.0, "duplicate_p99_vs_send_new_p99": 1.0}
 COLD_START_TARGET = 1.5
 OUTBOX_LATE_TARGET_S = 60  # every message of the peak handed over within a minute of its sendAt
@@ -61,6 +64,38 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 storm["delivered"] == storm["unique"],
             )
         )
+    limits = results.get("limits")
+    if limits:
+        out += [
+            Check(
+                f"limits.extra_calls.{path}",
+                extra,
+                f"<= {LIMITS_EXTRA_CALLS_TARGET}",
+                extra <= LIMITS_EXTRA_CALLS_TARGET,
+            )
+            for path, extra in limits["extra_calls"].items()
+        ]
+    batch = results.get("batch")
+    if batch:
+        out.append(
+            Check(
+                "batch.batch100_calls",
+                batch["batch100_calls"],
+                f"<= {BATCH_CALLS_TARGET}",
+                batch["batch100_calls"] <= BATCH_CALLS_TARGET,
+            )
+        )
+        for engine, figures in (("moto", batch), ("dynamodb-local", batch.get("dynamodb-local"))):
+            if figures:
+                share = figures["batch100_share_of_singles"]
+                out.append(
+                    Check(
+                        f"batch.share_of_singles[{engine}]",
+                        share,
+                        f"<= {BATCH_SHARE_TARGET}",
+                        share <= BATCH_SHARE_TARGET,
+                    )
+                )
     peak = results.get("outbox_peak")
     if peak:
         out.append(

@@ -231,11 +231,14 @@ def test_a_crash_between_transactions_then_the_same_batch_again_delivers_each_it
         crash.setattr(DynamoDbTable, "transact", dies_on_the_second)
         with pytest.raises(LambdaDied):
             send_batch(stack, items)
-    assert len(stack.messages()) == 50  # the first transaction's, owed to the outbox
+    # The two transactions (49 and 21 messages, and a quota counter) go side by side: the one that
+    # was not the second call committed, and its messages are owed to the outbox.
+    written = len(stack.messages())
+    assert written in (49, 21)
 
     results = results_of(send_batch(stack, items))
 
-    assert Counter(r["status"] for r in results) == Counter({200: 50, 201: 21})
+    assert Counter(r["status"] for r in results) == Counter({200: written, 201: 71 - written})
     deliver_everything(stack)
     assert deliveries_by_body(imessage_via) == Counter({**{f"crash {i}": 1 for i in range(70)}, "keyed": 1})
 
