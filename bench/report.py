@@ -119,6 +119,16 @@ def _rows(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _flat(figures: dict[str, Any], prefix: str = "") -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            rows += _flat(value, f"{prefix}{name}.")
+        else:
+            rows.append([f"{prefix}{name}", value])
+    return rows
+
+
 def table(results: dict[str, Any], details: dict[str, Any]) -> str:
     latency = results["latency_ms"]
     calls = results["calls"]
@@ -154,6 +164,12 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         )
         if results.get("webhooks")
         else "webhooks: not run",
+        _rows(["batch", "value"], _flat(results.get("batch") or {}))
+        if results.get("batch")
+        else "batch: not run",
+        _rows(["limits", "value"], _flat(results.get("limits") or {}))
+        if results.get("limits")
+        else "limits: off",
         f"cost on AWS per million sends (infrastructure, excluding provider charges): "
         f"${results['cost_usd_per_million_sends']:.2f}",
         _rows(

@@ -43,17 +43,17 @@ def used(engine: Engine, limits: DynamoDbLimits, quota: QuotaCharge) -> int:
     return limits.used_today(quota.workspace_id, quota.limits, NOW)
 
 
-def test_given_a_quota_of_5_when_12_creates_race_then_exactly_5_are_created(engine: Engine) -> None:
+def test_given_a_quota_of_n_when_n_plus_50_creates_race_then_exactly_n_are_created(engine: Engine) -> None:
     store, limits = charged_store(engine)
-    quota = charge(5)
-    drafts = [draft(body=f"race {i}") for i in range(12)]
+    quota = charge(30)
+    drafts = [draft(body=f"race {i}") for i in range(80)]
 
-    outcomes = race(12, lambda i: create(store, drafts[i], quota))
+    outcomes = race(80, lambda i: create(store, drafts[i], quota))
 
-    assert sum(isinstance(o, Created) for o in outcomes) == 5
-    assert sum(isinstance(o, QuotaSpent) for o in outcomes) == 7
-    assert len(engine.message_ids()) == 5
-    assert used(engine, limits, quota) == 5
+    assert sum(isinstance(o, Created) for o in outcomes) == 30
+    assert sum(isinstance(o, QuotaSpent) for o in outcomes) == 50
+    assert len(engine.message_ids()) == 30
+    assert used(engine, limits, quota) == 30
 
 
 def test_given_a_spent_quota_then_a_held_lock_is_still_a_duplicate(engine: Engine) -> None:
@@ -131,3 +131,39 @@ def test_given_a_shard_without_room_for_a_chunk_then_another_shard_takes_it(engi
 
     assert all(isinstance(o, Created) for o in outcomes)  # one by one, each where there is room
     assert used(engine, limits, quota) == 240 + 49
+
+
+def test_given_every_shard_full_then_a_create_learns_it_in_a_few_calls_and_the_next_in_one(
+    engine: Engine,
+) -> None:
+    store, _ = charged_store(engine)
+    quota = charge(1_000)  # 10 shards of 100
+    for shard in range(10):
+        engine.client.put_item(
+            TableName=LIMITS_TABLE,
+            Item={"pk": {"S": f"QUOTA#ws_a#{quota.day}#{shard}"}, "sk": {"S": "count"}, "used": {"N": "100"}},
+        )
+    calls: list[str] = []
+    engine.client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+
+    first = create(store, draft(body="past the end"), quota)
+    calls_first = list(calls)
+    calls.clear()
+    second = create(store, draft(body="past the end, again"), quota)
+
+    assert isinstance(first, QuotaSpent)
+    assert isinstance(second, QuotaSpent)
+    assert calls_first == ["TransactWriteItems"] * 3 + ["BatchGetItem"]  # not one a shard
+    assert calls == ["TransactWriteItems"]  # known full: one try, which would still see a duplicate
+
+
+def test_given_a_small_quotas_one_shard_busy_then_the_create_waits_its_turn(engine: Engine) -> None:
+    store, limits = charged_store(engine)
+    quota = charge(50)  # under 200: one shard
+    busy = conflicts(engine.client, times=3, only_with="QUOTA#")
+
+    outcome = create(store, draft(body="after three conflicts"), quota)
+
+    assert isinstance(outcome, Created)
+    assert len(busy) == 4
+    assert used(engine, limits, quota) == 1

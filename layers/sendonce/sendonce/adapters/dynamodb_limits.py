@@ -134,10 +134,13 @@ class DynamoDbLimits:
     # ------------------------------------------------------------------ daily quota
     def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
         charge = QuotaCharge.of(workspace_id, limits, now)
-        if charge is None:
-            return 0
-        keys = [quota_key(charge, shard) for shard in range(limits.quota_shards)]
-        used = 0
+        return 0 if charge is None else sum(self._shard_counts(charge).values())
+
+    def _shard_counts(self, charge: QuotaCharge) -> dict[int, int]:
+        """Every shard's count today (BatchGetItem, 100 keys a call); a shard never written is absent."""
+        keys = [quota_key(charge, shard) for shard in range(charge.limits.quota_shards)]
+        prefix = f"QUOTA#{charge.workspace_id}#{charge.day}#"
+        counts: dict[int, int] = {}
         for start in range(0, len(keys), BATCH_GET_LIMIT):
             request: dict[str, Any] = {self._table.name: {"Keys": keys[start : start + BATCH_GET_LIMIT]}}
             while request:
@@ -145,11 +148,18 @@ class DynamoDbLimits:
                     response = self._table.client.batch_get_item(RequestItems=request)
                 except Exception as error:
                     raise DependencyUnavailable(str(error)) from error
-                used += sum(
-                    int(item["used"]["N"]) for item in response["Responses"].get(self._table.name, [])
-                )
+                for item in response["Responses"].get(self._table.name, []):
+                    counts[int(item["pk"]["S"].removeprefix(prefix))] = int(item["used"]["N"])
                 request = response.get("UnprocessedKeys") or {}
-        return used
+        return counts
+
+    def learn_full(self, charge: QuotaCharge) -> None:
+        """Read every shard's count once and remember the full ones: near the quota's end, one read
+        of all shards costs less than probing them one by one."""
+        counts = self._shard_counts(charge)
+        with self._lock:
+            full = self._full.setdefault(_full_key(charge), set())
+            full |= {shard for shard, n in counts.items() if n >= charge.limits.quota_shard_cap(shard)}
 
     def shards_to_try(self, charge: QuotaCharge) -> list[int]:
         """The shards not known full, starting at a random one: concurrent sends spread out."""

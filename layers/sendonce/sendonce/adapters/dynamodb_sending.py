@@ -10,6 +10,7 @@ import hashlib
 import json
 import random
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -72,6 +73,8 @@ _MESSAGE, _LOCK, _TIE = 0, 1, 2
 MAX_TRANSACTION_ITEMS = 100
 # Quota shards a bulk transaction tries before its entries go one by one (near the quota's end).
 BULK_SHARD_TRIES = 3
+# Full quota shards met in a row before a create reads every shard's count at once.
+PROBES_BEFORE_READING_SHARDS = 3
 MAX_TRANSACTION_BYTES = 3_500_000
 
 
@@ -167,46 +170,62 @@ class DynamoDbSendingStore:
     ) -> CreateOutcome:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
         room. QuotaSpent only once every shard was found full; a shard busy with another transaction
-        is tried again, and one that stays busy is a 503, never a 429."""
+        is tried again, and one that stays busy is a 503, never a 429. After a few full shards in a
+        row, every shard's count is read at once, so the quota's end costs a few calls, not one a shard.
+        """
         shards = self._require_quota()
-        counter = len(items)
-        busy: list[int] = []
-        to_try = shards.shards_to_try(quota)
-        if not to_try:  # all known full: one try still tells a duplicate or a replay from a new send
-            to_try = [0]
-        for _ in range(MAX_ATTEMPTS):
-            for shard in to_try:
-                charged = [*items, shards.charge_item(quota, shard, 1)]
-
-                def attempt(
-                    charged: list[dict[str, Any]] = charged, shard: int = shard
-                ) -> CreateOutcome | str:
-                    canceled = self._table.transact(charged, token=f"{message.id}.{shard}")
-                    if canceled is None:
-                        return Created(message)
-                    outcome = self._explain(message, tie, canceled)
-                    if outcome is not None:
-                        return outcome
-                    if canceled.failed(counter):
-                        return _FULL
-                    if canceled.codes[counter : counter + 1] == (CONFLICT,):
-                        return _BUSY
-                    if canceled.contended:
-                        raise TryAgain  # a lock or tie changed meanwhile
-                    raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
-
-                outcome = with_retries(attempt, "the dedup lock stayed contended")
-                if outcome == _FULL:
-                    shards.mark_full(quota, shard)
-                elif outcome == _BUSY:
+        to_try = deque(shards.shards_to_try(quota) or [0])  # all known full: one try still tells a
+        busy: list[int] = []  # duplicate or a replay from a new send
+        full_in_a_row, learnt = 0, False
+        for attempt in range(MAX_ATTEMPTS):
+            while to_try:
+                shard = to_try.popleft()
+                outcome = with_retries(
+                    lambda shard=shard: self._try_charged(message, tie, items, quota, shard),  # type: ignore[misc]
+                    "the dedup lock stayed contended",
+                )
+                if outcome == _BUSY:
                     busy.append(shard)
+                elif outcome == _FULL:
+                    shards.mark_full(quota, shard)
+                    full_in_a_row += 1
+                    if full_in_a_row >= PROBES_BEFORE_READING_SHARDS and not learnt and to_try:
+                        shards.learn_full(quota)
+                        learnt, known = True, set(shards.shards_to_try(quota))
+                        to_try = deque(s for s in to_try if s in known)
                 elif not isinstance(outcome, str):
                     return outcome
             if not busy:
                 return QuotaSpent()
-            to_try, busy = busy, []
-            time.sleep(random.uniform(0.005, 0.02))
+            to_try, busy = deque(busy), []
+            # Full jitter, doubling: concurrent creates on a small quota's one shard take turns
+            # within about a second and a half in all.
+            time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
         raise DependencyUnavailable("every quota shard with room stayed busy")
+
+    def _try_charged(
+        self,
+        message: Message,
+        tie: KeyTie | None,
+        items: list[dict[str, Any]],
+        quota: QuotaCharge,
+        shard: int,
+    ) -> CreateOutcome | str:
+        counter = len(items)
+        charged = [*items, self._require_quota().charge_item(quota, shard, 1)]
+        canceled = self._table.transact(charged, token=f"{message.id}.{shard}")
+        if canceled is None:
+            return Created(message)
+        outcome = self._explain(message, tie, canceled)
+        if outcome is not None:
+            return outcome
+        if canceled.failed(counter):
+            return _FULL
+        if canceled.codes[counter : counter + 1] == (CONFLICT,):
+            return _BUSY
+        if canceled.contended:
+            raise TryAgain  # a lock or tie changed meanwhile
+        raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
 
     def _require_quota(self) -> DynamoDbLimits:
         if self._quota is None:
