@@ -136,7 +136,8 @@ class CapacityProbe:
         context["bench_params"] = dict(params)
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
-        if not self.active or model.name not in WRITES + READS:
+        # A Query is priced from what it returned (after the call): no item is read before it.
+        if not self.active or model.name not in WRITES + READS or model.name == "Query":
             return
         params = context.get("bench_params") or {}
         context["bench_old"] = [

@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from enum import Enum
+from functools import partial
 from typing import Any
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
@@ -64,8 +66,14 @@ from sendonce.messages.ports import (
 )
 from sendonce.side_by_side import side_by_side
 
-# What a charged try found of its quota shard: no room, or another transaction on it.
-_FULL, _BUSY = "full", "busy"
+
+class _Shard(Enum):
+    """What a charged try found of its quota shard instead of an outcome."""
+
+    FULL = "no room left under its cap"
+    BUSY = "another transaction on it at the same moment"
+
+
 # The items of the create transaction, by position: what each cancellation reason speaks of.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
@@ -174,26 +182,27 @@ class DynamoDbSendingStore:
         row, every shard's count is read at once, so the quota's end costs a few calls, not one a shard.
         """
         shards = self._require_quota()
-        to_try = deque(shards.shards_to_try(quota) or [0])  # all known full: one try still tells a
-        busy: list[int] = []  # duplicate or a replay from a new send
+        # Every shard known full: one try all the same, which still tells a duplicate or a replay.
+        to_try = deque(shards.shards_to_try(quota) or [0])
+        busy: list[int] = []
         full_in_a_row, learnt = 0, False
         for attempt in range(MAX_ATTEMPTS):
             while to_try:
                 shard = to_try.popleft()
                 outcome = with_retries(
-                    lambda shard=shard: self._try_charged(message, tie, items, quota, shard),  # type: ignore[misc]
+                    partial(self._try_charged, message, tie, items, quota, shard),
                     "the dedup lock stayed contended",
                 )
-                if outcome == _BUSY:
+                if outcome is _Shard.BUSY:
                     busy.append(shard)
-                elif outcome == _FULL:
+                elif outcome is _Shard.FULL:
                     shards.mark_full(quota, shard)
                     full_in_a_row += 1
                     if full_in_a_row >= PROBES_BEFORE_READING_SHARDS and not learnt and to_try:
                         shards.learn_full(quota)
                         learnt, known = True, set(shards.shards_to_try(quota))
                         to_try = deque(s for s in to_try if s in known)
-                elif not isinstance(outcome, str):
+                else:
                     return outcome
             if not busy:
                 return QuotaSpent()
@@ -210,7 +219,7 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]],
         quota: QuotaCharge,
         shard: int,
-    ) -> CreateOutcome | str:
+    ) -> CreateOutcome | _Shard:
         counter = len(items)
         charged = [*items, self._require_quota().charge_item(quota, shard, 1)]
         canceled = self._table.transact(charged, token=f"{message.id}.{shard}")
@@ -220,9 +229,9 @@ class DynamoDbSendingStore:
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
-            return _FULL
+            return _Shard.FULL
         if canceled.codes[counter : counter + 1] == (CONFLICT,):
-            return _BUSY
+            return _Shard.BUSY
         if canceled.contended:
             raise TryAgain  # a lock or tie changed meanwhile
         raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
