@@ -13,7 +13,7 @@ CHECKOV_VERSION := 3.3.30
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process bench build clean
+.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit-store bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,12 +85,18 @@ build-check: $(SAM_VENV)/.installed
 in-process: install
 	$(PY) -m pytest tests/unit tests/integration tests/store -q
 
-# The environments install side by side, then the static checks run side by side, then every test:
-# the end-to-end tier, which mostly waits on its local stacks, beside the others.
+# Two lanes of about equal length for two cores: the end-to-end tier (which mostly waits on its
+# local stacks), then the unit and store tiers; beside them, the integration tier.
+e2e-unit-store: install
+	$(PY) -m pytest tests/e2e -q
+	$(PY) -m pytest tests/unit tests/store -q
+
+# The environments install side by side, then the static checks run side by side, then every test
+# in the two lanes.
 test:
 	$(MAKE) -j4 install $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed
 	$(MAKE) -j3 --output-sync=target lint typecheck validate scan build-check
-	$(MAKE) -j2 --output-sync=target e2e in-process
+	$(MAKE) -j2 --output-sync=target e2e-unit-store integration
 
 bench: install
 	$(PY) -m bench
