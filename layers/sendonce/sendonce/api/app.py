@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -24,9 +23,9 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from sendonce import channels
 from sendonce.api import dependencies
 from sendonce.api.batch import answer_batch
+from sendonce.api.commands import command_of
 from sendonce.api.errors import (
     JSON,
     ApiError,
@@ -74,11 +73,10 @@ from sendonce.api.schemas import (
 )
 from sendonce.clock import rfc3339
 from sendonce.errors import IdempotencyKeyReused, RateLimited, SendonceError
-from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
+from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import RateDecision
 from sendonce.messages.edits import MessageChanges
-from sendonce.messages.model import Channel, Status
-from sendonce.messages.service import SendCommand
+from sendonce.messages.model import Status
 from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
@@ -132,23 +130,12 @@ def send_message(
     elif deps.settings.require_idempotency_key:
         raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
 
-    channel = Channel(message.channel)
-    command = SendCommand(
-        workspace_id=workspace,
-        channel=channel,
-        recipient=channels.normalise_recipient(channel, message.to),
-        subject=message.subject,
-        body=message.body,
-        send_at=message.send_at(),
-        metadata=message.metadata or {},
-        idempotency_key=key,
-    )
     if key is None:
-        answer = deps.send(command)
+        answer = deps.send(command_of(message, workspace, None))
     else:
         # Compared on the parsed body: key order and white space never make two requests differ.
         payload = json.loads(app.current_event.body or "null")
-        command = replace(command, payload_fingerprint=payload_fingerprint(payload))
+        command = command_of(message, workspace, key, payload=payload)
         # An in-progress record expires with this invocation's time, should it die mid-request.
         deps.idempotency_config.register_lambda_context(app.lambda_context)
         try:

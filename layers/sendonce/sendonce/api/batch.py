@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -25,8 +25,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from pydantic import ValidationError
 
-from sendonce import channels
 from sendonce.api.answers import send_answer
+from sendonce.api.commands import command_of
 from sendonce.api.errors import (
     ApiError,
     details_from_pydantic,
@@ -39,10 +39,9 @@ from sendonce.api.idempotency import StoredAnswer
 from sendonce.api.schemas import SendMessageRequest
 from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, SendonceError
-from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key, payload_fingerprint
+from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
 from sendonce.messages.batch import BatchOutcome
-from sendonce.messages.model import Channel
 from sendonce.messages.ports import NotWritten, QuotaSpent
 from sendonce.messages.service import SendCommand, lock_of
 
@@ -141,20 +140,8 @@ def parse_item(index: int, raw: Any, workspace: str, key_required: bool) -> Item
         message = SendMessageRequest.model_validate(body)
     except ValidationError as invalid:
         return Item(index, error=validation_error(details_from_pydantic(list(invalid.errors()))))
-    channel = Channel(message.channel)
-    command = SendCommand(
-        workspace_id=workspace,
-        channel=channel,
-        recipient=channels.normalise_recipient(channel, message.to),
-        subject=message.subject,
-        body=message.body,
-        send_at=message.send_at(),
-        metadata=message.metadata or {},
-        idempotency_key=key,
-    )
-    if key is None:
-        return Item(index, command=command)
-    return Item(index, command=replace(command, payload_fingerprint=payload_fingerprint(body)), payload=body)
+    command = command_of(message, workspace, key, payload=body)
+    return Item(index, command=command, payload=body if key is not None else None)
 
 
 def strict_details(items: Sequence[Item]) -> list[dict[str, str]]:
