@@ -156,26 +156,18 @@ Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION,
 def _set_limits(args: argparse.Namespace) -> int:
     from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415 - only for this command
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
-    from sendonce.limits.model import Limits, check_daily_quota, check_rate  # noqa: PLC0415
+    from sendonce.limits.model import Limits  # noqa: PLC0415
 
-    if args.rate is None and args.daily_quota is None:
-        print("sendonce workspace set-limits: give --rate, --daily-quota or both", file=sys.stderr)
-        return 2
-    try:  # every value is checked before anything is written
-        if args.rate is not None:
-            check_rate(args.rate)
-        if args.daily_quota is not None:
-            check_daily_quota(args.daily_quota)
-    except ValueError as error:
-        print(f"sendonce workspace set-limits: {error}; nothing changed", file=sys.stderr)
-        return 2
     if args.aws:
         dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
     else:
         dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
     limits = DynamoDbLimits(dynamodb, args.table, defaults=Limits(rate_per_second=1, daily_quota=0))
-    try:
+    try:  # every value is checked before anything is written
         limits.set_limits(args.workspace, args.rate, args.daily_quota)
+    except ValueError as error:
+        print(f"sendonce workspace set-limits: {error}; nothing changed", file=sys.stderr)
+        return 2
     except DependencyUnavailable as error:
         print(
             f"sendonce workspace set-limits: the limits table could not be reached: {error}", file=sys.stderr

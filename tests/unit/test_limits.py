@@ -124,3 +124,25 @@ def test_the_rate_check_fails_open_when_the_limits_cannot_be_read() -> None:
             raise DependencyUnavailable("the limits table is down")
 
     assert RequestLimits(Down()).check_rate("ws") is None
+
+
+def test_a_charge_larger_than_a_shards_cap_is_refused_before_any_write() -> None:
+    from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415
+
+    charge = QuotaCharge.of("ws", Limits(rate_per_second=50, daily_quota=150), at("2026-11-30T12:00:00"))
+    assert charge is not None
+    limits = DynamoDbLimits(client=None, table_name="LimitsTable", defaults=Limits(50, 150))
+
+    assert limits.charge_item(charge, 0, 150)["Update"]["ExpressionAttributeValues"][":room"] == {"N": "0"}
+    with pytest.raises(ValueError, match="do not fit"):
+        limits.charge_item(charge, 0, 151)
+
+
+def test_set_limits_checks_every_value_before_writing_any() -> None:
+    from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415
+
+    limits = DynamoDbLimits(client=None, table_name="LimitsTable", defaults=Limits(50, 150))
+
+    for rate, quota in ((5, -1), (-1, None), (None, None)):
+        with pytest.raises(ValueError, match=r"must be|give"):
+            limits.set_limits("ws", rate, quota)  # a write would fail on the missing client

@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 from sendonce.adapters.dynamodb_items import epoch_seconds
 from sendonce.adapters.dynamodb_writes import DynamoDbTable
 from sendonce.errors import DependencyUnavailable
-from sendonce.limits.model import Limits, QuotaCharge, RateDecision, Window
+from sendonce.limits.model import Limits, QuotaCharge, RateDecision, Window, check_daily_quota, check_rate
 
 COUNTER = "count"  # the sort key of every counter item
 RATE = "ratePerSecond"
@@ -78,10 +78,6 @@ class DynamoDbLimits:
         self._full: dict[tuple[str, str, int], set[int]] = {}  # (workspace, day, quota): full shards
         self._lock = threading.Lock()
 
-    @property
-    def table_name(self) -> str:
-        return self._table.name
-
     # ------------------------------------------------------------------ overrides
     def limits_of(self, workspace_id: str) -> Limits:
         try:
@@ -94,13 +90,15 @@ class DynamoDbLimits:
         )
 
     def set_limits(self, workspace_id: str, rate: int | None, daily_quota: int | None) -> None:
-        """The operator's override (the CLI's): checked first, so a bad value changes nothing."""
-        chosen = {RATE: rate, DAILY_QUOTA: daily_quota}
-        Limits(
-            rate_per_second=rate if rate is not None else self._defaults.rate_per_second,
-            daily_quota=daily_quota if daily_quota is not None else self._defaults.daily_quota,
-        )
-        for name, value in chosen.items():
+        """The operator's override (the CLI's). Every value is checked first (ValueError), so a bad
+        one changes nothing."""
+        if rate is None and daily_quota is None:
+            raise ValueError("give a rate, a daily quota or both")
+        if rate is not None:
+            check_rate(rate)
+        if daily_quota is not None:
+            check_daily_quota(daily_quota)
+        for name, value in {RATE: rate, DAILY_QUOTA: daily_quota}.items():
             if value is not None:
                 self._table.write(
                     "put_item",
@@ -123,7 +121,9 @@ class DynamoDbLimits:
             ExpressionAttributeValues={":one": {"N": "1"}, ":expires": {"N": str(window.ends_at_epoch + 60)}},
             ReturnValues="UPDATED_NEW",
         )
-        hits = int(response["Attributes"]["hits"]["N"]) if isinstance(response, dict) else cap + 1
+        if not isinstance(response, dict):  # the update has no condition: it cannot be refused
+            raise DependencyUnavailable("the rate window's update was refused")
+        hits = int(response["Attributes"]["hits"]["N"])
         return RateDecision(
             allowed=hits <= cap,
             limit=limits.window_quota,
@@ -156,10 +156,18 @@ class DynamoDbLimits:
     def learn_full(self, charge: QuotaCharge) -> None:
         """Read every shard's count once and remember the full ones: near the quota's end, one read
         of all shards costs less than probing them one by one."""
-        counts = self._shard_counts(charge)
-        with self._lock:
-            full = self._full.setdefault(_full_key(charge), set())
-            full |= {shard for shard, n in counts.items() if n >= charge.limits.quota_shard_cap(shard)}
+        for shard, used in self._shard_counts(charge).items():
+            self._note_count(charge, shard, used)
+
+    def note_refusal(self, charge: QuotaCharge, shard: int, item: dict[str, Any] | None) -> None:
+        """A shard refused a charge: full for the day when its count (the refusal's ALL_OLD item)
+        reached its cap; otherwise it only lacked room for that many units."""
+        if item is not None:
+            self._note_count(charge, shard, int(item.get("used", {}).get("N", "0")))
+
+    def _note_count(self, charge: QuotaCharge, shard: int, used: int) -> None:
+        if used >= charge.limits.quota_shard_cap(shard):
+            self.mark_full(charge, shard)
 
     def shards_to_try(self, charge: QuotaCharge) -> list[int]:
         """The shards not known full, starting at a random one: concurrent sends spread out."""
@@ -176,6 +184,8 @@ class DynamoDbLimits:
     def charge_item(self, charge: QuotaCharge, shard: int, units: int) -> dict[str, Any]:
         """The transaction item that takes `units` of `shard`, only while they fit under its cap."""
         room = charge.limits.quota_shard_cap(shard) - units
+        if room < 0:  # a shard never written would take them all: its condition could not refuse
+            raise ValueError(f"{units} units do not fit under shard {shard}'s cap at all")
         return {
             "Update": {
                 "TableName": self._table.name,

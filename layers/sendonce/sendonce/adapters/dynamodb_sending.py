@@ -271,9 +271,8 @@ class DynamoDbSendingStore:
         # The entries hold distinct locks (the batch sender made identical ones one entry), so the
         # transactions are independent: side by side, and a chunk that fails fails alone.
         outcomes: dict[int, CreateManyOutcome] = {}
-        chunks = _chunks(
-            written, reserved=0 if quota is None else 1
-        )  # a charged one keeps room for its counter
+        # A charged transaction keeps room for its quota counter.
+        chunks = _chunks(written, reserved=0 if quota is None else 1)
         for chunk_outcomes in side_by_side(lambda chunk: self._create_chunk(chunk, now, quota), chunks):
             outcomes.update(chunk_outcomes)
         return [outcomes[index] for index in range(len(entries))]
@@ -357,7 +356,7 @@ class DynamoDbSendingStore:
             if quota is not None and shard is not None and canceled.failed(2 * len(pending)):
                 # The shard had less room than the chunk needs: another shard, a few at most.
                 refused.add(shard)
-                self._note_shard(quota, shard, canceled.item(2 * len(pending)))
+                self._require_quota().note_refusal(quota, shard, canceled.item(2 * len(pending)))
                 continue
             if not canceled.contended or conflicts + 1 >= MAX_ATTEMPTS:
                 raise DependencyUnavailable(f"the bulk create transaction was canceled: {canceled.codes}")
@@ -373,13 +372,6 @@ class DynamoDbSendingStore:
             if shard not in refused and quota.limits.quota_shard_cap(shard) >= units:
                 return shard
         return None
-
-    def _note_shard(self, quota: QuotaCharge, shard: int, item: Item | None) -> None:
-        """A shard whose count (read from the refusal) reached its cap is full for the day."""
-        if item is not None and int(item.get("used", {}).get("N", "0")) >= quota.limits.quota_shard_cap(
-            shard
-        ):
-            self._require_quota().mark_full(quota, shard)
 
     def _write_one_by_one(
         self,

@@ -16,7 +16,6 @@ logged and counted (`StreamRecordsUnreadable`, with an alarm) instead.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -25,6 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.sqs_webhook_queue import parse_task
 from sendonce.observability import logger, metrics
+from sendonce.side_by_side import side_by_side
 from sendonce.sqs_batches import process_batch
 from sendonce.webhooks.delivery import RetryLater
 from sendonce.webhooks.dependencies import DeliveryDependencies
@@ -84,8 +84,7 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
                 failed.append(index)
                 return  # this message's later changes wait for this one
 
-    with ThreadPoolExecutor(max(1, min(workers, len(chains))), thread_name_prefix="stream") as pool:
-        list(pool.map(tell, chains.values()))
+    side_by_side(tell, list(chains.values()), workers)
     if told:
         metrics.add_metric(name="WebhookEventsRecorded", unit="Count", value=len(told))
     if unreadable:
