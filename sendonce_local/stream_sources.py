@@ -2,8 +2,9 @@
 
 Invariant: a shard's records reach the function in sequence order, and a record is passed over only
 once the function has succeeded on it (the invocation returned, and reported neither it nor an
-earlier record of its batch as failed). Until then it is retried, with nothing after it invoked, as
-Lambda does with the default MaximumRetryAttempts (-1): nothing is dropped.
+earlier record of its batch as failed), or when no pattern of the mapping's FilterCriteria admits
+it. Until then it is retried, with nothing after it invoked, as Lambda does with the default
+MaximumRetryAttempts (-1): nothing is dropped.
 
 - A batch is up to BatchSize records, gathered for up to MaximumBatchingWindowInSeconds.
 - ReportBatchItemFailures: the records before the lowest failed sequence number are done, the
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from sendonce_local.event_filters import passes
 from sendonce_local.template import StreamMapping
 
 log = logging.getLogger("local-stack.streams")
@@ -213,10 +215,19 @@ class ShardPoller:
         room = self._mapping.batch_size - len(self._pending)
         if room <= 0 or self._reader.closed:
             return
-        records = self._reader.read(min(room, MAX_RECORDS_PER_READ))
-        if records and not self._pending:
+        # With filters, most records read may be passed over: read ahead as far as one read goes.
+        records = self._reader.read(
+            MAX_RECORDS_PER_READ if self._mapping.filters else min(room, MAX_RECORDS_PER_READ)
+        )
+        # A record no filter admits is done as soon as it is read, as Lambda drops it.
+        admitted = [
+            event
+            for event in (lambda_record(record, self._stream_arn) for record in records)
+            if passes(self._mapping.filters, event)
+        ]
+        if admitted and not self._pending:
             self._gathering_since = self._clock()
-        self._pending.extend(lambda_record(record, self._stream_arn) for record in records)
+        self._pending.extend(admitted)
 
     def _batch_due(self) -> bool:
         if len(self._pending) >= self._mapping.batch_size or self._reader.closed:

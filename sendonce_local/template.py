@@ -10,6 +10,8 @@ from typing import Any
 
 from cfn_tools import load_yaml
 
+from sendonce_local.event_filters import parse_filters
+
 FUNCTION_TYPE = "AWS::Serverless::Function"
 TABLE_TYPE = "AWS::DynamoDB::Table"
 QUEUE_TYPE = "AWS::SQS::Queue"
@@ -81,6 +83,7 @@ class StreamMapping:
     bisect: bool  # BisectBatchOnFunctionError
     enabled: bool = True
     batching_window_seconds: float = 0.0  # MaximumBatchingWindowInSeconds
+    filters: tuple[dict[str, Any], ...] = ()  # FilterCriteria's patterns (sendonce_local.event_filters)
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,7 @@ def _stream_mapping(function_id: str, name: str, properties: dict[str, Any]) -> 
         bisect=bool(properties.get("BisectBatchOnFunctionError", False)),
         enabled=bool(properties.get("Enabled", True)),
         batching_window_seconds=float(properties.get("MaximumBatchingWindowInSeconds", 0)),
+        filters=parse_filters(properties.get("FilterCriteria"), f"{function_id}.{name}"),
     )
 
 

@@ -23,7 +23,7 @@ from sendonce.messages.service import MessageService, SendCommand
 from sendonce.settings import ApiSettings, DispatcherSettings
 
 from sendonce_local.template import Template, load_template
-from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock, hand_off
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGER = ChannelSpec("pager", normalise_phone, subject="forbidden", providers=("http",))
@@ -125,10 +125,8 @@ def test_a_fourth_channel_has_its_settings_named_after_it(pager: ChannelSpec) ->
 
 
 def test_a_fourth_channel_is_sent_through_the_same_use_case(pager: ChannelSpec) -> None:
-    store, queue = InMemoryStore(), FakeQueue()
-    service = MessageService(
-        store=store, queue=queue, dedup_window=timedelta(minutes=15), clock=ManualClock()
-    )
+    store, queue, clock = InMemoryStore(), FakeQueue(), ManualClock()
+    service = MessageService(store=store, queue=queue, dedup_window=timedelta(minutes=15), clock=clock)
     command = SendCommand(
         workspace_id="ws_1",
         channel=Channel("pager"),
@@ -140,5 +138,6 @@ def test_a_fourth_channel_is_sent_through_the_same_use_case(pager: ChannelSpec) 
     assert first.message is not None
     assert first.message.channel == "pager"
     assert first.message.status is Status.QUEUED
+    hand_off(store, queue, clock)
     assert queue.enqueued == [(first.message.id, 0)]
     assert service.send(command).duplicate

@@ -19,7 +19,7 @@ from sendonce.messages.model import Channel, Status
 from sendonce.messages.ports import NotWritten
 from sendonce.messages.service import MessageService, SendCommand
 
-from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock, hand_off
 
 WINDOW = timedelta(seconds=900)
 
@@ -48,8 +48,8 @@ class KeyRecords:
 
 class Batches:
     def __init__(self, store: InMemoryStore, queue: FakeQueue, clock: ManualClock) -> None:
-        self.store, self.queue = store, queue
-        self.sender = BatchSender(store=store, queue=queue, dedup_window=WINDOW, clock=clock)
+        self.store, self.queue, self.clock = store, queue, clock
+        self.sender = BatchSender(store=store, dedup_window=WINDOW, clock=clock)
         self.keys = KeyRecords(MessageService(store=store, queue=queue, dedup_window=WINDOW, clock=clock))
 
     def send(
@@ -90,6 +90,8 @@ def test_each_item_gets_a_result_in_order_as_a_single_send_would(batches: Batche
     assert [r["message"]["body"] for r in results] == ["one", "two", "three"]
     assert results[1]["message"]["to"] == "+15550100001"  # normalised as a single send normalises it
     assert batches.store.bulk_calls == 1
+    assert batches.queue.enqueued == []  # handed over from the stream, not by the request
+    hand_off(batches.store, batches.queue, batches.clock)
     assert [message_id for message_id, _ in batches.queue.enqueued] == [r["message"]["id"] for r in results]
 
 
@@ -229,7 +231,7 @@ def test_a_required_key_is_asked_of_each_item_unless_the_batch_has_one(batches: 
 def test_scheduled_items_wait_with_a_delay_or_for_the_outbox(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
-    sender = BatchSender(store=store, queue=queue, dedup_window=WINDOW, clock=clock)
+    sender = BatchSender(store=store, dedup_window=WINDOW, clock=clock)
     soon, later = (
         _command("soon", send_at=clock.now + timedelta(minutes=5)),
         _command("later", send_at=clock.now + timedelta(days=1)),
@@ -241,21 +243,24 @@ def test_scheduled_items_wait_with_a_delay_or_for_the_outbox(
         Status.SCHEDULED,
         Status.SCHEDULED,
     ]
+    hand_off(store, queue, clock)
     assert [delay for _, delay in queue.enqueued] == [300]
 
 
-def test_a_failed_hand_off_leaves_the_items_accepted_for_the_outbox(
+def test_a_failed_hand_off_reports_every_item_for_the_stream_to_bring_back(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     queue.fail = True
-    sender = BatchSender(store=store, queue=queue, dedup_window=WINDOW, clock=clock)
+    sender = BatchSender(store=store, dedup_window=WINDOW, clock=clock)
 
     outcomes = sender.send_many([_command("a"), _command("b")])
 
     assert all(
-        not isinstance(o, NotWritten) and o.message and o.message.status is Status.ACCEPTED for o in outcomes
+        not isinstance(o, NotWritten) and o.message and o.message.status is Status.QUEUED for o in outcomes
     )
-    assert len(store.handoff_failed) == 2
+    records = list(store.stream)
+    failures = hand_off(store, queue, clock)["batchItemFailures"]
+    assert [f["itemIdentifier"] for f in failures] == [r["dynamodb"]["SequenceNumber"] for r in records]
 
 
 def test_a_store_failure_answers_503_for_the_items_not_written_and_the_batch_is_not_stored(
@@ -287,7 +292,7 @@ def test_a_store_failure_answers_503_for_the_items_not_written_and_the_batch_is_
 def test_keyed_commands_never_go_through_the_bulk_path(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
-    sender = BatchSender(store=store, queue=queue, dedup_window=WINDOW, clock=clock)
+    sender = BatchSender(store=store, dedup_window=WINDOW, clock=clock)
 
     with pytest.raises(ValueError, match="keyed"):
         sender.send_many([_command("a", idempotency_key="k")])

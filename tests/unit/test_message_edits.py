@@ -20,9 +20,10 @@ from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DuplicateContent, InvalidEdit, MessageNotEditable, MessageNotFound
 from sendonce.idempotency.keys import payload_fingerprint, tie_identity
 from sendonce.messages.edits import MessageChanges, edited_payload
+from sendonce.messages.handoff import MAX_QUEUE_DELAY, handoff_due_at
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import EditRaced, MessageEdit
-from sendonce.messages.service import MAX_QUEUE_DELAY, MessageService, SendCommand, handoff_due_at
+from sendonce.messages.service import MessageService, SendCommand
 from sendonce.settings import ApiSettings
 
 from tests.unit.unit_fakes import (

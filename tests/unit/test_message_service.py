@@ -1,4 +1,5 @@
-"""MessageService.send against in-memory ports: created, accepted, duplicate, key tie."""
+"""MessageService.send against in-memory ports: created, duplicate, key tie; and the hand-off that
+follows a creation from the table's stream (HandoffFunction on the store's stream of creations)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from datetime import timedelta
 import pytest
 from sendonce.channels import normalise_recipient
 from sendonce.errors import IdempotencyKeyReused, MessageNotCancelable
+from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Channel, Status
-from sendonce.messages.service import MessageService, SendCommand, handoff_due_at
+from sendonce.messages.service import MessageService, SendCommand
 
-from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock, hand_off
 
 
 def _service(store: InMemoryStore, queue: FakeQueue, clock: ManualClock, window: int = 900) -> MessageService:
@@ -28,10 +30,12 @@ def _command(**changes: object) -> SendCommand:
     return replace(command, **changes)  # type: ignore[arg-type]
 
 
-def test_given_a_new_message_when_sent_then_created_queued_and_enqueued_once(
+def test_given_a_new_message_when_sent_then_created_queued_and_enqueued_once_from_the_stream(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     result = _service(store, queue, clock).send(_command())
+    assert queue.enqueued == []  # the request makes no second call
+    assert hand_off(store, queue, clock) == {"batchItemFailures": []}
 
     assert result.created
     assert not result.duplicate
@@ -43,7 +47,7 @@ def test_given_a_new_message_when_sent_then_created_queued_and_enqueued_once(
     assert store.messages[result.message.id].status is Status.QUEUED
 
 
-def test_given_the_queue_is_down_when_sent_then_accepted_and_marked_for_the_outbox(
+def test_given_the_queue_is_down_when_sent_then_created_queued_and_its_record_comes_back_to_the_stream(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     queue.fail = True
@@ -52,15 +56,22 @@ def test_given_the_queue_is_down_when_sent_then_accepted_and_marked_for_the_outb
 
     assert result.created
     assert result.message is not None
-    assert result.message.status is Status.ACCEPTED
-    assert store.handoff_failed == [result.message.id]
-    assert store.messages[result.message.id].status is Status.ACCEPTED
+    assert result.message.status is Status.QUEUED
+    record = store.stream[0]
+    assert hand_off(store, queue, clock) == {
+        "batchItemFailures": [{"itemIdentifier": record["dynamodb"]["SequenceNumber"]}]
+    }
+    queue.fail = False
+    store.stream.append(record)  # the stream brings it back
+    assert hand_off(store, queue, clock) == {"batchItemFailures": []}
+    assert queue.enqueued == [(result.message.id, 0)]
 
 
 def test_given_a_send_at_within_15_minutes_when_sent_then_scheduled_and_enqueued_with_a_delay(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     result = _service(store, queue, clock).send(_command(send_at=clock.now + timedelta(seconds=90.5)))
+    hand_off(store, queue, clock)
 
     assert result.message is not None
     assert result.message.status is Status.SCHEDULED
@@ -71,6 +82,7 @@ def test_given_a_send_at_days_ahead_when_sent_then_scheduled_and_left_to_the_out
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     result = _service(store, queue, clock).send(_command(send_at=clock.now + timedelta(days=3)))
+    hand_off(store, queue, clock)
 
     assert result.message is not None
     assert result.message.status is Status.SCHEDULED
@@ -84,6 +96,7 @@ def test_given_a_send_at_in_the_past_when_sent_then_queued_now(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     result = _service(store, queue, clock).send(_command(send_at=clock.now - timedelta(hours=1)))
+    hand_off(store, queue, clock)
 
     assert result.message is not None
     assert result.message.status is Status.QUEUED
@@ -105,6 +118,7 @@ def test_given_an_identical_send_within_the_window_then_duplicate_only_with_the_
     assert first.message is not None
     assert second.message.id == first.message.id
     assert second.original_age_seconds == 42
+    hand_off(store, queue, clock)
     assert len(queue.enqueued) == 1
 
 
@@ -180,6 +194,7 @@ def test_given_a_key_tie_and_the_same_payload_then_the_original_is_replayed_with
     assert again.message is not None
     assert first.message is not None
     assert again.message.id == first.message.id
+    hand_off(store, queue, clock)
     assert len(queue.enqueued) == 1
 
 
@@ -191,6 +206,7 @@ def test_given_a_key_tie_and_another_payload_then_idempotency_key_reused(
 
     with pytest.raises(IdempotencyKeyReused):
         service.send(_keyed("another-fp"))
+    hand_off(store, queue, clock)
     assert len(queue.enqueued) == 1
 
 

@@ -14,9 +14,9 @@ import pytest
 from sendonce.delivery.outbox import CHUNK, MAX_RECLAIMS, OutboxSweeper, metric_name
 from sendonce.delivery.ports import OutboxEntry, Reclaim
 from sendonce.errors import QueueUnavailable
+from sendonce.messages.handoff import HANDOFF_GRACE
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.ports import Deliverable, Handoff
-from sendonce.messages.service import HANDOFF_GRACE
 from sendonce.observability import metrics
 
 from tests.unit.unit_fakes import T0, ManualClock

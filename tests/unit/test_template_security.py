@@ -76,6 +76,16 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     },
     # delivery.dependencies.build_outbox: DynamoDbOutboxStore (the Outbox index, moves), SqsMessageQueue
     "OutboxFunction": {"Allow": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"}},
+    # delivery.dependencies.build_handoff: SqsMessageQueue; and the MessagesTable's stream.
+    "HandoffFunction": {
+        "Allow": {
+            "sqs:SendMessage",
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+            "dynamodb:ListStreams",
+        }
+    },
     # webhooks.dependencies.build_recorder: DynamoDbWebhookStore (Applied, the event transaction of
     # Puts, endpoints), SqsDeliveryQueue; and the MessagesTable's stream.
     "MessageChangesFunction": {

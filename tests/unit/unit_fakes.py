@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from sendonce.adapters.dynamodb_items import to_item
+from sendonce.clock import Clock
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
+from sendonce.delivery.stream_handoff import hand_off_batch
 from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
 from sendonce.limits.model import Limits, QuotaCharge, RateDecision, Window
+from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
     ContentHeld,
@@ -30,7 +35,6 @@ from sendonce.messages.ports import (
     QuotaSpent,
     TiedToKey,
 )
-from sendonce.messages.service import handoff_due_at
 from sendonce.provider_events.model import ProviderEvent
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
@@ -79,6 +83,16 @@ class InMemoryStore:
     duplicates_counted: list[str] = field(default_factory=list)
     fail_bulk_after: int | None = None
     quota_used: dict[tuple[str, str], int] = field(default_factory=dict)  # (workspace, day): units taken
+    # The table's stream of creations, as HandoffFunction reads it: the real item image of each.
+    stream: list[dict[str, Any]] = field(default_factory=list)
+
+    def _created(self, message: Message, handoff_due_at: datetime) -> None:
+        image = to_item(message, handoff_due_at)
+        number = f"{len(self.stream) + 1:021d}"
+        keys = {"pk": image["pk"], "sk": image["sk"]}
+        self.stream.append(
+            {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": image, "SequenceNumber": number}}
+        )
 
     def create(
         self,
@@ -100,6 +114,7 @@ class InMemoryStore:
         if not self._take_quota(quota):
             return QuotaSpent()
         self.messages[message.id] = message
+        self._created(message, handoff_due_at)
         self.locks[claim.lock_id] = _Lock(message.id, now, claim.expires_at)
         if tie is not None:
             self.ties[tie.tie_id] = (message.id, tie.payload_fingerprint)
@@ -241,6 +256,7 @@ class InMemoryStore:
                 continue
             message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
             self.messages[message.id] = message
+            self._created(message, entry.handoff_due_at)
             self.locks[entry.claim.lock_id] = _Lock(message.id, now, entry.claim.expires_at)
             outcomes.append(Created(message))
         return outcomes
@@ -265,6 +281,12 @@ class FakeQueue:
             return list(handoffs)
         self.enqueued += [(handoff.message.id, handoff.delay_seconds) for handoff in handoffs]
         return []
+
+
+def hand_off(store: InMemoryStore, queue: FakeQueue, clock: Clock) -> dict[str, Any]:
+    """HandoffFunction on the creations the store's stream holds since the last call."""
+    records, store.stream = store.stream, []
+    return hand_off_batch(queue, {"Records": records}, clock)
 
 
 class FakeEventQueue:

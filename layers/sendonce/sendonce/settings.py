@@ -37,6 +37,12 @@ def _queue_urls(data: Any) -> Any:
     return {**data, "queue_urls": urls}
 
 
+def _check_every_channel_has_a_queue(queue_urls: Mapping[str, str]) -> None:
+    missing = [spec.queue_url_setting for spec in channels.all_specs() if spec.name not in queue_urls]
+    if missing:
+        raise ValueError(f"missing queue URLs: {', '.join(missing)}")
+
+
 class AuthorizerSettings(_Settings):
     api_keys_table: str = Field(alias="API_KEYS_TABLE", min_length=1)
 
@@ -67,11 +73,7 @@ class ApiSettings(_Settings):
 
     @model_validator(mode="after")
     def _every_channel_has_a_queue(self) -> ApiSettings:
-        missing = [
-            spec.queue_url_setting for spec in channels.all_specs() if spec.name not in self.queue_urls
-        ]
-        if missing:
-            raise ValueError(f"missing queue URLs: {', '.join(missing)}")
+        _check_every_channel_has_a_queue(self.queue_urls)
         return self
 
 
@@ -107,6 +109,19 @@ class DispatcherSettings(_Settings):
 
     def provider_for(self, channel: str) -> str:
         return self.providers[channel]
+
+
+class HandoffSettings(_Settings):
+    """The function on the MessagesTable's stream that hands each new message to its queue."""
+
+    queue_urls: dict[str, str]
+
+    _collect_queue_urls = model_validator(mode="before")(_queue_urls)
+
+    @model_validator(mode="after")
+    def _every_channel_has_a_queue(self) -> HandoffSettings:
+        _check_every_channel_has_a_queue(self.queue_urls)
+        return self
 
 
 class EventsSettings(_Settings):

@@ -81,7 +81,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
     messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
-    batches = BatchSender(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
+    batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits)
     config = idempotency_config(settings.idempotency_ttl_seconds)
 
     def send(*, request: dict[str, Any], command: SendCommand) -> StoredAnswer:

@@ -1,4 +1,5 @@
-"""The composition roots of the delivery functions: one per dispatcher (its channel), one for the outbox.
+"""The composition roots of the delivery functions: one per dispatcher (its channel), one for the
+outbox, one for the hand-off from the stream.
 
 A provider is built from its name alone: which provider carries a channel is the settings' choice
 among the ones its registry entry allows.
@@ -20,7 +21,8 @@ from sendonce.delivery.dispatcher import Dispatcher
 from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.delivery.ports import Provider, Redelivery
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.settings import DispatcherSettings
+from sendonce.messages.ports import MessageQueue
+from sendonce.settings import DispatcherSettings, HandoffSettings
 
 # A claim outlives the provider's timeout by this much before the outbox may call it stranded.
 CLAIM_MARGIN_SECONDS = 60
@@ -118,3 +120,12 @@ def build_outbox(settings: DispatcherSettings | None = None, clock: Clock = utc_
 
 
 outbox_root: Root[OutboxSweeper] = Root(build_outbox)
+
+
+def build_handoff(settings: HandoffSettings | None = None) -> MessageQueue:
+    """HandoffFunction's: the channels' queues, which each new message from the stream goes to."""
+    settings = settings or HandoffSettings.from_environment()
+    return SqsMessageQueue(client("sqs"), settings.queue_urls)
+
+
+handoff_root: Root[MessageQueue] = Root(build_handoff)

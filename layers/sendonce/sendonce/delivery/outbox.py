@@ -28,9 +28,9 @@ from itertools import chain
 from sendonce.clock import Clock, utc_now
 from sendonce.delivery.ports import OutboxEntry, OutboxStore, Reclaim
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
+from sendonce.messages.handoff import HANDOFF_GRACE, MAX_QUEUE_DELAY
 from sendonce.messages.model import WAITING_STATUSES, Channel, Status
 from sendonce.messages.ports import Handoff, MessageQueue
-from sendonce.messages.service import HANDOFF_GRACE, MAX_QUEUE_DELAY
 from sendonce.observability import logger, metrics
 
 # Seconds left in the invocation.

@@ -2,10 +2,10 @@
 it, in the order given, with a fraction of the round trips.
 
 The invariant is the single send's: a message is written with its dedup lock or not at all, and a
-written message is handed to its queue directly or, failing that, by the outbox. Identical commands
-are one message: the later is a duplicate of the earlier, as if it had been sent after it, and is
-counted on the original as a caught duplicate is. A command whose write failed is NotWritten: sending
-it again is safe, because its lock answers a copy that was written after all.
+written message is handed to its queue from the table's stream or, failing that, by the outbox.
+Identical commands are one message: the later is a duplicate of the earlier, as if it had been sent
+after it, and is counted on the original as a caught duplicate is. A command whose write failed is
+NotWritten: sending it again is safe, because its lock answers a copy that was written after all.
 """
 
 from __future__ import annotations
@@ -16,24 +16,21 @@ from datetime import datetime, timedelta
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import DependencyUnavailable
 from sendonce.limits.ports import LimitsStore
-from sendonce.messages.model import Message, Status
+from sendonce.messages.handoff import handoff_due_at
+from sendonce.messages.model import Message
 from sendonce.messages.ports import (
     Created,
     CreateManyOutcome,
     DedupClaim,
     DuplicateOf,
-    Handoff,
-    MessageQueue,
     NewMessage,
     NotWritten,
     QuotaSpent,
     SendingStore,
 )
 from sendonce.messages.service import (
-    MAX_QUEUE_DELAY,
     SendCommand,
     SendResult,
-    handoff_due_at,
     lock_of,
     new_message,
     quota_charge,
@@ -47,13 +44,11 @@ class BatchSender:
     def __init__(
         self,
         store: SendingStore,
-        queue: MessageQueue,
         dedup_window: timedelta,
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
     ) -> None:
         self._store = store
-        self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
@@ -83,8 +78,7 @@ class BatchSender:
 
         quota = quota_charge(self._limits, commands[0].workspace_id, now) if entries else None
         written = self._store.create_many(entries, now, quota) if entries else []
-        handed = self._hand_off([o.message for o in written if isinstance(o, Created)], now)
-        leader_outcomes = [self._leader_outcome(outcome, handed, now) for outcome in written]
+        leader_outcomes = [self._leader_outcome(outcome, now) for outcome in written]
 
         outcomes: list[BatchOutcome] = []
         seen: set[int] = set()
@@ -96,11 +90,9 @@ class BatchSender:
                 outcomes.append(self._later_duplicate(command, written[position], now))
         return outcomes
 
-    def _leader_outcome(
-        self, outcome: CreateManyOutcome, handed: dict[str, Message], now: datetime
-    ) -> BatchOutcome:
+    def _leader_outcome(self, outcome: CreateManyOutcome, now: datetime) -> BatchOutcome:
         if isinstance(outcome, Created):
-            return SendResult(message=handed[outcome.message.id], created=True)
+            return SendResult(message=outcome.message, created=True)
         if isinstance(outcome, DuplicateOf):
             return self._duplicate(outcome.original, outcome.locked_at, now)
         if isinstance(outcome, QuotaSpent):
@@ -139,38 +131,3 @@ class BatchSender:
         )
         metrics.add_metric(name="DuplicateBlocked", unit="Count", value=1)
         return SendResult(message=original, duplicate=True, original_age_seconds=age)
-
-    def _hand_off(self, messages: list[Message], now: datetime) -> dict[str, Message]:
-        """SendMessageBatch for the messages due within SQS's delay; a refused one is left to the
-        outbox as the single send leaves it. The messages by id, as they now stand."""
-        handed = {message.id: message for message in messages}
-        handoffs = []
-        for message in messages:
-            delay = timedelta(0)
-            if message.send_at is not None and message.send_at > now:
-                delay = message.send_at - now
-                if delay > MAX_QUEUE_DELAY:
-                    continue  # the outbox hands it over when it comes due
-            handoffs.append(Handoff(message, delay_seconds=_ceil_seconds(delay)))
-        refused = self._queue.enqueue_batch(handoffs) if handoffs else []
-        for handoff in refused:
-            message = handed[handoff.message.id]
-            logger.warning(
-                "message.api.handoff_failed",
-                extra={"event": "message.api.handoff_failed", "message_id": message.id},
-            )
-            metrics.add_metric(name="HandoffFailed", unit="Count", value=1)
-            if message.status is Status.SCHEDULED:
-                continue  # still scheduled; the outbox hands it over
-            try:
-                self._store.mark_handoff_failed(message, now)
-            except Exception:  # the outbox still holds it: no message is left behind
-                logger.exception("message.api.handoff_mark_failed", extra={"message_id": message.id})
-            handed[message.id] = message.with_status(Status.ACCEPTED, now)
-        return handed
-
-
-def _ceil_seconds(delta: timedelta) -> int:
-    seconds = delta.total_seconds()
-    whole = int(seconds)
-    return whole + (1 if seconds > whole else 0)

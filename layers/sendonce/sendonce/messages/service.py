@@ -1,4 +1,9 @@
-"""The message use cases: send, read, list, cancel. Pure domain; it speaks only to ports."""
+"""The message use cases: send, read, list, edit, cancel. Pure domain; it speaks only to ports.
+
+A new send is one write: the message with its dedup lock (and key tie, and quota), all or
+nothing. Its hand-off to the queue follows from that write's record in the table's stream
+(`sendonce.messages.handoff`), so the request makes no second call for it.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import QuotaCharge, seconds_to_next_day
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages.edits import MessageChanges, edit_message
+from sendonce.messages.handoff import handoff_due_at, handoff_of
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import (
@@ -34,21 +40,8 @@ from sendonce.messages.ports import (
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
 
-# SQS can hold a message back at most 15 minutes; later sends wait in the outbox.
-MAX_QUEUE_DELAY = timedelta(minutes=15)
 # A page of messages stays under this, with room for its envelope, whatever the messages' size.
 MAX_PAGE_BYTES = 5 * 1024 * 1024 - 64 * 1024
-# How long a message may wait for its dispatcher before the outbox hands it over again.
-HANDOFF_GRACE = timedelta(minutes=2)
-
-
-def handoff_due_at(now: datetime, send_at: datetime | None) -> datetime:
-    """When the outbox takes a new message's hand-off over, should the direct one not arrive."""
-    if send_at is None or send_at <= now:
-        return now + HANDOFF_GRACE
-    if send_at - now <= MAX_QUEUE_DELAY:
-        return send_at + HANDOFF_GRACE
-    return send_at - MAX_QUEUE_DELAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +138,8 @@ class MessageService:
             metrics.add_metric(name="DuplicateGuardError", unit="Count", value=1)
             raise
         if isinstance(outcome, Created):
-            return SendResult(message=self._hand_off(outcome.message, now), created=True)
+            # Handed to its queue from the table's stream once the write committed: no second call.
+            return SendResult(message=outcome.message, created=True)
         if isinstance(outcome, QuotaSpent):
             # Raised inside the key's record, so no 429 is ever stored under a key.
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
@@ -174,13 +168,12 @@ class MessageService:
         return SendResult(message=original, replayed=True)
 
     def _hand_off(self, message: Message, now: datetime) -> Message:
-        delay = timedelta(0)
-        if message.send_at is not None and message.send_at > now:
-            delay = message.send_at - now
-            if delay > MAX_QUEUE_DELAY:
-                return message  # the outbox hands it over when it comes due
+        """An edited message's hand-off (an edit is no creation: the stream's hand-off skips it)."""
+        handoff = handoff_of(message, now)
+        if handoff is None:
+            return message  # the outbox hands it over when it comes due
         try:
-            self._queue.enqueue(message, delay_seconds=_ceil_seconds(delay))
+            self._queue.enqueue(message, delay_seconds=handoff.delay_seconds)
         except QueueUnavailable:
             logger.warning(
                 "message.api.handoff_failed",
@@ -231,9 +224,3 @@ class MessageService:
         self._store.release_dedup_lock(message)
         logger.info("message.api.canceled", extra={"event": "message.api.canceled", "message_id": message_id})
         return message
-
-
-def _ceil_seconds(delta: timedelta) -> int:
-    seconds = delta.total_seconds()
-    whole = int(seconds)
-    return whole + (1 if seconds > whole else 0)

@@ -1,0 +1,66 @@
+"""HandoffFunction's batches: each message created in the MessagesTable goes to its channel's queue.
+
+Invariant: every message whose creation the stream brings is handed over at least once, or its
+record is reported failed, so the stream brings it (and every later record of the batch) back.
+A record the stream never brings is the outbox's, through the entry written with the message.
+Handing a message over twice is harmless: its dispatcher's claim is conditional, so it is sent
+once. The records' order does not matter here: each creation is handed over on its own.
+
+A record that cannot be read as a message (never one sendonce wrote) is skipped, logged and
+counted (`HandoffRecordsUnreadable`): retried, it would fail every time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sendonce.adapters.dynamodb_message_creations import created_of
+from sendonce.clock import Clock, utc_now
+from sendonce.messages.handoff import handoff_of
+from sendonce.messages.ports import Handoff, MessageQueue
+from sendonce.observability import logger, metrics
+
+
+def _sequence_number(record: Any) -> str:
+    dynamodb = record.get("dynamodb") if isinstance(record, dict) else None
+    return str((dynamodb or {}).get("SequenceNumber", ""))
+
+
+def hand_off_batch(queue: MessageQueue, event: Any, clock: Clock = utc_now) -> dict[str, Any]:
+    """Hand every created message of a stream batch over; the records of refused ones are reported."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list) or not records:
+        return {"batchItemFailures": []}
+    now = clock()
+    owed: list[tuple[int, Handoff]] = []
+    unreadable = 0
+    for index, record in enumerate(records):
+        try:
+            message = created_of(record)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            logger.error(
+                "message.handoff.unreadable_record",
+                extra={
+                    "event": "message.handoff.unreadable_record",
+                    "sequence_number": _sequence_number(record),
+                },
+            )
+            unreadable += 1
+            continue
+        handoff = handoff_of(message, now) if message is not None else None
+        if handoff is not None:  # None: not a creation, or scheduled beyond SQS's reach (the outbox's)
+            owed.append((index, handoff))
+    refused = queue.enqueue_batch([handoff for _, handoff in owed]) if owed else []
+    refused_ids = {handoff.message.id for handoff in refused}
+    failed = [index for index, handoff in owed if handoff.message.id in refused_ids]
+    if failed:
+        logger.warning(
+            "message.handoff.refused",
+            extra={"event": "message.handoff.refused", "message_ids": sorted(refused_ids)},
+        )
+        metrics.add_metric(name="HandoffFailed", unit="Count", value=len(failed))
+    if len(owed) > len(failed):
+        metrics.add_metric(name="HandedOff", unit="Count", value=len(owed) - len(failed))
+    if unreadable:
+        metrics.add_metric(name="HandoffRecordsUnreadable", unit="Count", value=unreadable)
+    return {"batchItemFailures": [{"itemIdentifier": _sequence_number(records[index])} for index in failed]}
