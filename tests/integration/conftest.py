@@ -32,6 +32,7 @@ from sendonce import composition
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, create_queues, create_tables
 from sendonce_local.environment import LOCAL_LIMITS, template_variables
+from sendonce_local.event_filters import passes
 from sendonce_local.intrinsics import Resolver, queue_url
 from sendonce_local.invocation_isolation import isolate_invocations
 from sendonce_local.local_secrets import LocalSecrets, create_secrets
@@ -234,10 +235,11 @@ class Stack:
     queue_urls: dict[str, str] = field(repr=False)  # by logical id
     monkeypatch: pytest.MonkeyPatch = field(repr=False)
     secrets: LocalSecrets = field(repr=False)  # the values of the template's secrets in the emulator
-    # The MessagesTable stream as its event source mapping reads it: where each shard was read up
-    # to, and the records read but not yet done (a reported failure is fed again, from there).
-    _stream_iterators: dict[str, str | None] = field(default_factory=dict, repr=False)
+    # The MessagesTable stream as each event source mapping reads it: where each shard was read up
+    # to, by mapping, and the records read but not yet done (a reported failure is fed again, from there).
+    _stream_iterators: dict[str, dict[str, str | None]] = field(default_factory=dict, repr=False)
     _stream_pending: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _handoff_pending: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis' failure reports
         printer.text("Stack()")
@@ -268,7 +270,9 @@ class Stack:
         return f"arn:aws:sqs:{REGION}:123456789012:{channel.capitalize()}Queue"
 
     def receive(self, channel: str, max_messages: int = 10) -> list[dict[str, Any]]:
-        """Every visible record of a channel's queue (received: hidden for the visibility timeout)."""
+        """Every visible record of a channel's queue (received: hidden for the visibility timeout),
+        once HandoffFunction has had the stream's new creations, as its mapping would have by then."""
+        self.hand_off()
         records: list[dict[str, Any]] = []
         while True:
             batch = self.sqs.receive_message(
@@ -281,6 +285,7 @@ class Stack:
             records.extend(batch)
 
     def queue_depth(self, channel: str) -> int:
+        self.hand_off()
         attributes = self.sqs.get_queue_attributes(
             QueueUrl=self.queue_url(channel),
             AttributeNames=["All"],
@@ -343,29 +348,53 @@ class Stack:
         return result
 
     # -- status webhooks: the stream's event source mapping and the delivery queue's, by hand
-    def read_changes(self) -> list[dict[str, Any]]:
-        """The MessagesTable stream's records written since the last read, in Lambda's event shape.
+    def read_changes(self, mapping: str = "MessageChanges") -> list[dict[str, Any]]:
+        """The MessagesTable stream's records written since `mapping` last read, in Lambda's event shape.
 
-        Each shard is read from where the last call left it (from its start the first time, as
-        TRIM_HORIZON), so a record is read once; feeding it again is the test's own choice.
+        Each shard is read from where the mapping's last call left it (from its start the first
+        time, as TRIM_HORIZON), so a record is read once by each mapping; feeding it again is the
+        test's own choice.
         """
         streams = boto3.client("dynamodbstreams", region_name=REGION)
         arn = stream_arn(self.dynamodb, "MessagesTable")
         shards = streams.describe_stream(StreamArn=arn)["StreamDescription"].get("Shards") or []
+        iterators = self._stream_iterators.setdefault(mapping, {})
         records: list[dict[str, Any]] = []
         for shard in shards:
             shard_id = shard["ShardId"]
-            if shard_id not in self._stream_iterators:
-                self._stream_iterators[shard_id] = streams.get_shard_iterator(
+            if shard_id not in iterators:
+                iterators[shard_id] = streams.get_shard_iterator(
                     StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
                 )["ShardIterator"]
-            while (iterator := self._stream_iterators[shard_id]) is not None:
+            while (iterator := iterators[shard_id]) is not None:
                 answer = streams.get_records(ShardIterator=iterator, Limit=1000)
-                self._stream_iterators[shard_id] = answer.get("NextShardIterator")
+                iterators[shard_id] = answer.get("NextShardIterator")
                 if not answer.get("Records"):
                     break
                 records.extend(lambda_record(record, arn) for record in answer["Records"])
         return records
+
+    def drop_handoffs(self) -> None:
+        """Forget the creations HandoffFunction failed on, as a stream gives up a record after 24 hours."""
+        self.read_changes("Handoff")
+        self._handoff_pending.clear()
+
+    def hand_off(self) -> dict[str, Any]:
+        """Feed the stream's new creations (the records its filter admits) to HandoffFunction, as
+        its event source mapping would; reported failures, and the records after them, are kept
+        for the next call."""
+        (mapping,) = [m for m in self.template.stream_mappings if m.function_id == "HandoffFunction"]
+        self._handoff_pending.extend(r for r in self.read_changes("Handoff") if passes(mapping.filters, r))
+        records = list(self._handoff_pending)
+        if not records:
+            return {"batchItemFailures": []}
+        context = FakeLambdaContext(function_name="sendonce-HandoffFunction")
+        try:
+            result: dict[str, Any] = function("handoff").handler({"Records": records}, context)
+        except Exception:  # a raised error leaves every record kept: the mapping retries the batch
+            return {"batchItemFailures": [{"itemIdentifier": "*"}]}
+        del self._handoff_pending[: judge(records, result, report_failures=True).done]
+        return result
 
     def tell_changes(self, records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Feed stream records to MessageChangesFunction's handler, as its event source mapping would.

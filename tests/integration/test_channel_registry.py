@@ -1,6 +1,7 @@
 """A fourth channel, registered in `sendonce.channels` and nowhere else, sent end to end on moto.
 
-The API function's real handler accepts it, hands it to its own queue, and the one dispatcher
+The API function's real handler accepts it, HandoffFunction hands it to its own queue from the
+table's stream, and the one dispatcher
 function built for it delivers it once through the provider its setting chose; a repeat of the
 queue record sends nothing more. Only the queue itself is created here, as template.yaml would.
 """
@@ -40,6 +41,7 @@ def test_a_registered_fourth_channel_is_sent_once_through_the_real_functions(
     assert first.json["message"]["to"] == "+15550100077"
     assert stack.send(body=body).json["duplicateOnly"] is True  # the same dedup guard
 
+    stack.hand_off()
     records = stack.sqs.receive_message(QueueUrl=pager, MaxNumberOfMessages=10).get("Messages", [])
     assert len(records) == 1
     handler, _root = dispatcher_function("pager")

@@ -17,9 +17,9 @@ from moto.ses.models import ses_backends
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue
 from sendonce.aws_clients import client
+from sendonce.clock import rfc3339
 from sendonce.delivery.dependencies import build_outbox
 from sendonce.delivery.outbox import OutboxSweeper
-from sendonce.errors import QueueUnavailable
 from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function
@@ -236,21 +236,57 @@ def test_given_the_provider_is_unreachable_then_the_attempt_is_retried(
 
 
 # ---------------------------------------------------------------------------- nothing left behind
-def test_given_the_hand_off_to_sqs_fails_then_the_outbox_hands_it_over(
+def _refused(self: SqsMessageQueue, handoffs: Any) -> list[Any]:
+    return list(handoffs)  # SQS refuses every record
+
+
+def test_given_sqs_refuses_the_hand_off_then_the_stream_brings_the_creation_back(
     stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def unavailable(self: SqsMessageQueue, message: Any, delay_seconds: int = 0) -> None:
-        raise QueueUnavailable("SQS is down")
-
     with monkeypatch.context() as outage:
-        outage.setattr(SqsMessageQueue, "enqueue", unavailable)
+        outage.setattr(SqsMessageQueue, "enqueue_batch", _refused)
         answer = stack.send(
             "api_send_imessage.json", body={"channel": "imessage", "to": "+15550100001", "body": "outage"}
         )
-    assert answer.status == 201
-    assert answer.json["status"] == "accepted"
+        assert answer.status == 201  # the request never calls SQS
+        assert answer.json["status"] == "queued"
+        assert len(stack.hand_off()["batchItemFailures"]) == 1
+        assert stack.queue_depth("imessage") == 0
     message_id = answer.json["message"]["id"]
-    assert stack.message(message_id)["status"] == "accepted"
+
+    stack.dispatch("imessage")  # the mapping feeds the failed record again: handed over now
+
+    assert stack.message(message_id)["status"] == "sent"
+    assert len(imessage_via.calls) == 1
+
+
+def _grace_over(stack: Stack, message_ids: list[str]) -> None:
+    """Move the outbox entries written with these messages to now, as if their grace had passed."""
+    for message_id in message_ids:
+        stack.dynamodb.update_item(
+            TableName="MessagesTable",
+            Key={"pk": {"S": f"MSG#{message_id}"}, "sk": {"S": "MESSAGE"}},
+            UpdateExpression="SET outboxDueAt = :due",
+            ExpressionAttributeValues={":due": {"S": rfc3339(datetime.now(UTC) - timedelta(seconds=1))}},
+        )
+
+
+def _never_brought(stack: Stack, monkeypatch: pytest.MonkeyPatch, count: int) -> list[str]:
+    """`count` messages whose creation the stream never brought to HandoffFunction (SQS refused every
+    hand-off until the stream gave the records up): each one owed to the outbox, its grace over."""
+    with monkeypatch.context() as outage:
+        outage.setattr(SqsMessageQueue, "enqueue_batch", _refused)
+        message_ids = [_send_imessage(stack, body=f"outage {index}") for index in range(count)]
+        stack.hand_off()
+    stack.drop_handoffs()
+    _grace_over(stack, message_ids)
+    return message_ids
+
+
+def test_given_the_stream_never_brings_a_creation_then_the_outbox_hands_it_over(
+    stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (message_id,) = _never_brought(stack, monkeypatch, 1)
     assert stack.queue_depth("imessage") == 0
 
     assert _sweeper(datetime.now(UTC) + timedelta(seconds=1)).sweep() == {"handed_off": 1}
@@ -258,17 +294,6 @@ def test_given_the_hand_off_to_sqs_fails_then_the_outbox_hands_it_over(
 
     assert stack.message(message_id)["status"] == "sent"
     assert len(imessage_via.calls) == 1
-
-
-def _outage_for(stack: Stack, monkeypatch: pytest.MonkeyPatch, count: int) -> list[str]:
-    """`count` messages accepted while SQS refused the API's hand-off: each one owed to the outbox."""
-
-    def unavailable(self: SqsMessageQueue, message: Any, delay_seconds: int = 0) -> None:
-        raise QueueUnavailable("SQS is down")
-
-    with monkeypatch.context() as outage:
-        outage.setattr(SqsMessageQueue, "enqueue", unavailable)
-        return [_send_imessage(stack, body=f"outage {index}") for index in range(count)]
 
 
 def _run_outbox_function(seconds_left: float) -> dict[str, int]:
@@ -282,7 +307,7 @@ def _run_outbox_function(seconds_left: float) -> dict[str, int]:
 def test_given_a_peak_owed_to_the_outbox_then_one_run_of_its_function_hands_every_message_over(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    message_ids = _outage_for(stack, monkeypatch, 25)
+    message_ids = _never_brought(stack, monkeypatch, 25)
     assert stack.queue_depth("imessage") == 0
 
     assert _run_outbox_function(seconds_left=50) == {"handed_off": 25}
@@ -294,12 +319,12 @@ def test_given_a_peak_owed_to_the_outbox_then_one_run_of_its_function_hands_ever
 def test_given_the_outbox_function_is_out_of_time_then_it_starts_nothing_and_all_stays_owed(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    message_ids = _outage_for(stack, monkeypatch, 3)
+    message_ids = _never_brought(stack, monkeypatch, 3)
 
     assert _run_outbox_function(seconds_left=5) == {"budget_spent": 1}
 
     assert stack.queue_depth("imessage") == 0
-    assert {stack.message(message_id)["status"] for message_id in message_ids} == {"accepted"}
+    assert {stack.message(message_id)["status"] for message_id in message_ids} == {"queued"}
     assert _run_outbox_function(seconds_left=50) == {"handed_off": 3}
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_writes import DynamoDbTable
 from sendonce.adapters.sqs_queue import SqsMessageQueue
 from sendonce.delivery.dependencies import build_outbox
@@ -243,19 +244,20 @@ def test_a_crash_between_transactions_then_the_same_batch_again_delivers_each_it
     assert deliveries_by_body(imessage_via) == Counter({**{f"crash {i}": 1 for i in range(70)}, "keyed": 1})
 
 
-def test_a_crash_before_the_hand_off_then_the_same_batch_again_delivers_each_item_once(
+def test_a_crash_after_the_write_then_the_same_batch_again_delivers_each_item_once(
     stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     items = [item(f"unsent {i}") for i in range(15)]
+    create_many = DynamoDbSendingStore.create_many
 
-    def dies(self: SqsMessageQueue, handoffs: Any) -> Any:
-        raise LambdaDied
+    def dies(self: DynamoDbSendingStore, *args: Any, **kwargs: Any) -> Any:
+        create_many(self, *args, **kwargs)
+        raise LambdaDied  # written, never answered
 
     with monkeypatch.context() as crash:
-        crash.setattr(SqsMessageQueue, "enqueue_batch", dies)
+        crash.setattr(DynamoDbSendingStore, "create_many", dies)
         with pytest.raises(LambdaDied):
             send_batch(stack, items)
-    assert stack.queue_depth("imessage") == 0
 
     results = results_of(send_batch(stack, items))
 
@@ -264,13 +266,14 @@ def test_a_crash_before_the_hand_off_then_the_same_batch_again_delivers_each_ite
     assert deliveries_by_body(imessage_via) == Counter({f"unsent {i}": 1 for i in range(15)})
 
 
-def test_a_refused_hand_off_leaves_the_items_accepted_for_the_outbox(
+def test_a_refused_hand_off_is_brought_back_by_the_stream(
     stack: Stack, imessage_via: FakeHttpProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as outage:
         outage.setattr(SqsMessageQueue, "enqueue_batch", lambda self, handoffs: list(handoffs))
         results = results_of(send_batch(stack, [item("a"), item("b")]))
+        assert len(stack.hand_off()["batchItemFailures"]) == 2
 
-    assert {r["message"]["status"] for r in results} == {"accepted"}
+    assert {r["message"]["status"] for r in results} == {"queued"}
     deliver_everything(stack)
     assert deliveries_by_body(imessage_via) == Counter({"a": 1, "b": 1})
