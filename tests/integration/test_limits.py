@@ -1,18 +1,23 @@
 """Per-workspace limits against moto, through the real API handler: the quota is exact under a race,
 a replay and a caught duplicate are answered when it is spent, a 429 is never stored under a key,
-and the request rate answers 429 with its fields. Overrides are set as the CLI sets them.
+and the request rate answers 429 with its fields. Overrides are set as the CLI sets them. The rate's
+leases on the real table: several execution environments (one `RequestLimits` each, threads racing
+in each) never admit more than a window's quota, and most of their requests cost no call.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 import pytest
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.limits.model import Limits
+from sendonce.limits.model import Limits, Window
+from sendonce.limits.service import RequestLimits
 
 from tests.integration.conftest import REGION, WORKSPACE, ApiAnswer, Stack
 
@@ -204,3 +209,106 @@ def test_counters_carry_the_expiry_ttl_removes_them_by(limited: Stack) -> None:
 
     assert {item["pk"]["S"].split("#")[0] for item in counters} == {"RATE", "QUOTA"}
     assert all("expiresAt" in item for item in counters)
+
+
+# ---------------------------------------------------------------------------- the rate's leases
+WINDOW_START = datetime(2026, 11, 30, 12, 0, 2, tzinfo=UTC)  # a window's first instant
+LEASED = "ws_leased"
+
+
+class Environment:
+    """One execution environment's rate check on the emulated table, its clock set by the test,
+    counting its `UpdateItem` calls."""
+
+    def __init__(self, rate: int, seed: int) -> None:
+        self.now = WINDOW_START
+        self.calls = 0
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.meta.events.register("before-call.dynamodb.UpdateItem", self._count)
+        store = DynamoDbLimits(client, "LimitsTable", defaults=Limits(rate, 0), cache_seconds=600)
+        self.limits = RequestLimits(store, clock=lambda: self.now, shard_of=random.Random(seed).randrange)
+
+    def _count(self, **_: Any) -> None:
+        self.calls += 1
+
+    def check(self) -> bool:
+        decision = self.limits.check_rate(LEASED)
+        assert decision is not None
+        return decision.allowed
+
+    def drain(self, shards: int) -> int:
+        """Requests until it has found every shard of the window full: what it still admits."""
+        admitted = refused = 0
+        while refused < shards:
+            if self.check():
+                admitted += 1
+            else:
+                refused += 1
+        return admitted
+
+
+def race_in(environments: list[Environment], threads: int, requests: int) -> int:
+    """`threads` threads spread over the environments, each making `requests` requests: the admitted."""
+    admitted = [0] * threads
+
+    def run(index: int) -> None:
+        admitted[index] = sum(environments[index % len(environments)].check() for _ in range(requests))
+
+    answers = race(threads, run)
+    assert answers == [None] * threads
+    return sum(admitted)
+
+
+def rate_counts(stack: Stack) -> dict[str, int]:
+    return {
+        item["pk"]["S"]: int(item["hits"]["N"])
+        for item in stack.scan("LimitsTable")
+        if item["pk"]["S"].startswith(f"RATE#{LEASED}#")
+    }
+
+
+def warm(environments: list[Environment], requests: int) -> None:
+    """Each admits `requests` in the window before, as a busy environment has: its leases grow."""
+    for environment in environments:
+        environment.now = datetime.fromtimestamp(WINDOW_START.timestamp() - 2, UTC)
+        assert all(environment.check() for _ in range(requests))
+        environment.now = WINDOW_START
+
+
+@pytest.mark.parametrize(("rate", "shards"), [(100, 1), (1_000, 2)])
+def test_given_environments_racing_on_leases_then_never_more_than_the_windows_quota(
+    stack: Stack, rate: int, shards: int
+) -> None:
+    environments = [Environment(rate, seed) for seed in range(4)]
+    quota = Limits(rate, 0).window_quota
+    warm(environments, 40)  # leases of 10 from then on
+    calls_before = sum(environment.calls for environment in environments)
+
+    raced = race_in(environments, threads=12, requests=quota // 4)  # three times the quota asked
+    calls = sum(environment.calls for environment in environments) - calls_before
+
+    assert raced <= quota
+    # Leases of 10: a tenth of a call a request; then one lease per shard crosses its cap, and each
+    # thread may be refused once per shard before its environment knows the shard full.
+    assert calls <= quota // 10 + shards + 12 * shards
+    drained = sum(environment.drain(shards) for environment in environments)
+    assert raced + drained == quota  # every token granted was spent, and no more
+    window = Window.at(WINDOW_START).number
+    counts = {pk: n for pk, n in rate_counts(stack).items() if f"#{window}#" in pk}
+    assert len(counts) == shards
+    assert sum(counts.values()) >= quota  # what was asked; granted only up to each shard's cap
+
+
+def test_given_a_small_rate_then_environments_take_leases_of_one_and_count_exactly(stack: Stack) -> None:
+    environments = [Environment(5, seed) for seed in range(3)]  # 10 a window
+    warm(environments[:1], 10)
+
+    raced = race_in(environments, threads=6, requests=5)
+
+    assert raced == 10
+    window = Window.at(WINDOW_START).number
+    counts = rate_counts(stack)
+    # One call a request until each environment has found the window full: 1 token each.
+    calls = sum(environment.calls for environment in environments) - 10
+    assert counts[f"RATE#{LEASED}#{window}#0"] == calls
+    assert calls <= 10 + 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -11,8 +12,8 @@ from sendonce.adapters.dynamodb_items import to_item
 from sendonce.clock import Clock
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.delivery.stream_handoff import hand_off_batch
-from sendonce.errors import MessageNotCancelable, MessageNotFound, QueueUnavailable
-from sendonce.limits.model import Limits, QuotaCharge, RateDecision, Window
+from sendonce.errors import DependencyUnavailable, MessageNotCancelable, MessageNotFound, QueueUnavailable
+from sendonce.limits.model import Limits, QuotaCharge, Window
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
@@ -458,26 +459,31 @@ def fake_webhooks(
 
 @dataclass
 class FakeLimits:
-    """The limits store in memory: overrides by workspace, one counter a window (no shards)."""
+    """The limits store in memory: overrides by workspace, and rate counters by (workspace, window,
+    shard) that a lease adds to as the adapter's `ADD` does, answering the new count; `leases`
+    records every call. `down`: a lease fails, as with the table unreachable (the limits still cached)."""
 
     defaults: Limits = field(default_factory=lambda: Limits(rate_per_second=50, daily_quota=10_000))
     overrides: dict[str, Limits] = field(default_factory=dict)
-    hits: dict[tuple[str, int], int] = field(default_factory=dict)
+    counters: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    # Every lease taken: (workspace, window, shard, tokens).
+    leases: list[tuple[str, int, int, int]] = field(default_factory=list)
     store: InMemoryStore | None = None  # where the day's quota units are counted
+    down: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def limits_of(self, workspace_id: str) -> Limits:
         return self.overrides.get(workspace_id, self.defaults)
 
-    def count_request(self, workspace_id: str, limits: Limits, now: datetime) -> RateDecision:
-        window = Window.at(now)
-        key = (workspace_id, window.number)
-        self.hits[key] = self.hits.get(key, 0) + 1
-        return RateDecision(
-            allowed=self.hits[key] <= limits.window_quota,
-            limit=limits.window_quota,
-            remaining=max(0, limits.window_quota - self.hits[key]),
-            reset_seconds=window.reset_seconds,
-        )
+    def take_lease(self, workspace_id: str, window: Window, shard: int, tokens: int) -> int:
+        if self.down:
+            raise DependencyUnavailable("the limits table is down")
+        assert tokens >= 1
+        with self._lock:
+            key = (workspace_id, window.number, shard)
+            self.counters[key] = self.counters.get(key, 0) + tokens
+            self.leases.append((workspace_id, window.number, shard, tokens))
+            return self.counters[key]
 
     def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
         charge = QuotaCharge.of(workspace_id, limits, now)

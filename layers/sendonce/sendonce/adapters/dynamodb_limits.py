@@ -2,7 +2,8 @@
 
 Overrides are read through a Powertools parameters provider (its documented custom-provider
 extension), so each execution environment reads a workspace's limits at most once per cache
-period. A rate window is one atomic `ADD` on one of its shards, whose answer is the count. A
+period. A rate lease is one atomic `ADD` of its size on one shard of its window, whose answer (the
+shard's new count) tells what it was granted; the count only grows within its window. A
 quota shard is an item the sending store's create transaction updates under its cap; the shards
 this environment found full today are remembered, so a spent quota costs no probing twice.
 Counters carry `expiresAt`, which the table's TTL removes.
@@ -21,7 +22,7 @@ from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 from sendonce.adapters.dynamodb_items import epoch_seconds
 from sendonce.adapters.dynamodb_writes import DynamoDbTable
 from sendonce.errors import DependencyUnavailable
-from sendonce.limits.model import Limits, QuotaCharge, RateDecision, Window, check_daily_quota, check_rate
+from sendonce.limits.model import Limits, QuotaCharge, Window, check_daily_quota, check_rate
 
 COUNTER = "count"  # the sort key of every counter item
 RATE = "ratePerSecond"
@@ -110,26 +111,22 @@ class DynamoDbLimits:
                 )
 
     # ------------------------------------------------------------------ request rate
-    def count_request(self, workspace_id: str, limits: Limits, now: datetime) -> RateDecision:
-        window = Window.at(now)
-        shards = limits.rate_shards
-        cap = limits.rate_shard_cap()
+    def take_lease(self, workspace_id: str, window: Window, shard: int, tokens: int) -> int:
+        if tokens < 1:
+            raise ValueError(f"a lease takes at least one token, not {tokens}")
         response = self._table.write(
             "update_item",
-            Key=rate_key(workspace_id, window.number, self._shard_of(shards)),
-            UpdateExpression="ADD hits :one SET expiresAt = if_not_exists(expiresAt, :expires)",
-            ExpressionAttributeValues={":one": {"N": "1"}, ":expires": {"N": str(window.ends_at_epoch + 60)}},
+            Key=rate_key(workspace_id, window.number, shard),
+            UpdateExpression="ADD hits :tokens SET expiresAt = if_not_exists(expiresAt, :expires)",
+            ExpressionAttributeValues={
+                ":tokens": {"N": str(tokens)},
+                ":expires": {"N": str(window.ends_at_epoch + 60)},
+            },
             ReturnValues="UPDATED_NEW",
         )
         if not isinstance(response, dict):  # the update has no condition: it cannot be refused
             raise DependencyUnavailable("the rate window's update was refused")
-        hits = int(response["Attributes"]["hits"]["N"])
-        return RateDecision(
-            allowed=hits <= cap,
-            limit=limits.window_quota,
-            remaining=min(limits.window_quota, max(0, cap - hits) * shards),
-            reset_seconds=window.reset_seconds,
-        )
+        return int(response["Attributes"]["hits"]["N"])
 
     # ------------------------------------------------------------------ daily quota
     def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:

@@ -54,7 +54,8 @@ class ApiDependencies:
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
     send_many: SendMany = _no_batches
     send_batch_once: SendOnce = run_once
-    # The request rate (checked right after the API key) and usage; None: nothing is limited.
+    # The request rate (checked right after the API key) and usage; None: nothing is limited. It
+    # holds this execution environment's rate leases (sendonce.limits.service).
     limits: RequestLimits | None = None
 
     def send(self, command: SendCommand) -> StoredAnswer:

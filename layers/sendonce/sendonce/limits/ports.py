@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.limits.model import Limits, RateDecision
+from sendonce.limits.model import Limits, Window
 
 
 class LimitsStore(Protocol):
@@ -13,8 +13,9 @@ class LimitsStore(Protocol):
         """The workspace's override where one is set, otherwise the defaults (cached briefly)."""
         ...
 
-    def count_request(self, workspace_id: str, limits: Limits, now: datetime) -> RateDecision:
-        """One more request in the current window, and whether it is within the rate."""
+    def take_lease(self, workspace_id: str, window: Window, shard: int, tokens: int) -> int:
+        """Add `tokens` to one shard of the workspace's `window` in one atomic step, and return the
+        count the shard now holds (what the lease was granted follows from it: `Grant`)."""
         ...
 
     def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
