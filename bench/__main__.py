@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -26,10 +27,10 @@ from bench.capacity import CapacityProbe, Units  # noqa: E402
 from bench.cold_start import cold_starts, import_time_top  # noqa: E402
 from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
 from bench.latency import run_latency  # noqa: E402
-from bench.local_stack import ROOT, BenchStack, start_stack  # noqa: E402
+from bench.local_stack import DYNAMODB_LOCAL, ROOT, BenchStack, dynamodb_engine, start_stack  # noqa: E402
 from bench.outbox_peak import PEAK, run_outbox_peak  # noqa: E402
 from bench.paths import Workload  # noqa: E402
-from bench.probes import authorize, dispatch, queued_records  # noqa: E402
+from bench.probes import StreamReaders, authorize, dispatch, hand_off, queued_records  # noqa: E402
 from bench.quiet import silenced_stdout  # noqa: E402
 from bench.report import checks, cold_start_ratios, ratios, table  # noqa: E402
 from bench.stats import mode, percentile, summary_ms  # noqa: E402
@@ -54,20 +55,43 @@ def _capacity(stack: BenchStack, probe: CapacityProbe) -> dict[str, Units]:
     workload = Workload()
     units: dict[str, Units] = {}
     with silenced_stdout():
-        # Unmeasured: the function reads its workspace's limits once a minute, not once a send.
+        # Unmeasured: the function reads its workspace's limits once a minute, not once a send, and
+        # takes the request rate's tokens in leases.
         handler(workload.make("send_new").event, context)
         for path in ("send_new", "duplicate", "send_new_with_key", "replay"):
-            request = workload.make(path)
-            units[path] = probe.measure(lambda request=request: handler(request.event, context))
+            # Each path's units averaged over requests: a lease of the rate's tokens (1 WRU) is
+            # taken once in several requests.
+            taken, limits = Units(), 0.0
+            for _ in range(CAPACITY_REQUESTS):
+                request = workload.make(path)
+                one = probe.measure(lambda request=request: handler(request.event, context))
+                limits += _limits_wru(one)
+                taken.add(one)
+            units[f"{path}.limits"] = Units(round(limits / CAPACITY_REQUESTS, 2))
+            units[path] = Units(
+                round(taken.wru / CAPACITY_REQUESTS, 2),
+                round(taken.rru / CAPACITY_REQUESTS, 2),
+                sorted(set(taken.detail)),
+            )
         units["authorizer"] = probe.measure(lambda: authorize(stack, 1))
     records = queued_records(stack, 1)
     units["dispatch"] = probe.measure(lambda: dispatch(stack, records))
     return units
 
 
-# The rate counter's UpdateItem (1 WRU) and the quota shard's update inside the create transaction
-# (2 WRU, a transactional write): what the limits add to a new send's 1 KB writes.
-LIMITS_WRU_PER_SEND = 3
+# Requests of each path whose DynamoDB units are averaged.
+CAPACITY_REQUESTS = 20
+WRU_LINE = re.compile(r"^(?P<table>\S+) .*: (?P<base>[\d.]+) WRU \+ (?P<gsi>[\d.]+) GSI$")
+
+
+def _limits_wru(units: Units) -> float:
+    """The WRU a request of these units spent on LimitsTable (the rate lease and the quota shard)."""
+    total = 0.0
+    for line in units.detail:
+        match = WRU_LINE.match(line)
+        if match and match["table"] == "LimitsTable":
+            total += float(match["base"]) + float(match["gsi"])
+    return total
 
 
 def _without_limits(handlers: dict[str, Any], api: Any, args: argparse.Namespace) -> Any:
@@ -84,6 +108,16 @@ def _without_limits(handlers: dict[str, Any], api: Any, args: argparse.Namespace
         composition.reset_all()
 
 
+def _on_dynamodb_local(stack: BenchStack, baseline_queue: str, api: Any, args: argparse.Namespace) -> Any:
+    """The same paths and baseline with every table on DynamoDB Local (AWS's own engine; SQS stays
+    on moto): what a transaction costs against a put where the engine is DynamoDB's."""
+    with dynamodb_engine(stack, DYNAMODB_LOCAL):
+        handlers = {"baseline": BaselineHandler("MessagesTable", baseline_queue), "api": api.load()}
+        rounds = max(20, args.rounds // 3)
+        print(f"latency on DynamoDB Local: {rounds} interleaved rounds ...", file=sys.stderr, flush=True)
+        return run_latency(handlers, lambda: LambdaContext(api.spec), rounds=rounds, warmup=5)
+
+
 def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     stack = start_stack()
     probe = CapacityProbe(stack.endpoint)
@@ -98,6 +132,8 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         if failures:
             print(f"warning: unexpected answers {failures}", file=sys.stderr)
         without_limits = _without_limits(handlers, api, args)
+        on_dynamodb_local = _on_dynamodb_local(stack, baseline_queue, api, args)
+        handed = hand_off(stack, StreamReaders(stack))
         authorizer = authorize(stack, args.invocations)
         dispatched = dispatch(stack, queued_records(stack, args.invocations))
         capacity = _capacity(stack, probe)
@@ -105,9 +141,17 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         stack.stop()
 
     latency = {path: summary_ms(samples.seconds) for path, samples in run.paths.items()}
+    latency_local = {path: summary_ms(samples.seconds) for path, samples in on_dynamodb_local.paths.items()}
     calls = {path: mode(samples.calls) for path, samples in run.paths.items() if path != "baseline"}
     calls["dispatch"] = mode(dispatched.calls)
     calls["authorizer"] = mode(authorizer.calls)
+    # Per created message, off the request path: the stream's batches of up to 100 creations.
+    handoff = {
+        "messages": handed.message_bytes,
+        "invocations": len(handed.calls),
+        "calls_per_message": round(sum(handed.calls) / handed.message_bytes, 3),
+        "ms_per_message": round(sum(handed.seconds) * 1000 / handed.message_bytes, 3),
+    }
     specs = stack.template.functions
     send_cost = SendCost(
         wru=capacity["send_new"].wru + capacity["authorizer"].wru + capacity["dispatch"].wru,
@@ -117,6 +161,11 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         authorizer=LambdaUse(specs["AuthorizerFunction"].memory_mb, _ms(authorizer.seconds)),
         dispatcher=LambdaUse(
             specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), 1 / SQS_BATCH_SIZE
+        ),
+        handoff=LambdaUse(
+            specs["HandoffFunction"].memory_mb,
+            _ms(handed.seconds),
+            len(handed.seconds) / handed.message_bytes,
         ),
     )
     off_calls = {
@@ -128,11 +177,13 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         "calls_without_limits": off_calls,
         # send_new p50 with limits off over that run's baseline (a shorter run than the main one).
         "send_new_p50_ratio_without_limits": round(off_p50["send_new"] / off_p50["baseline"], 2),
-        "wru_of_limits_per_send": LIMITS_WRU_PER_SEND,
+        "wru_of_limits_per_send": capacity["send_new.limits"].wru,
     }
     figures = {
         "calls": calls,
         "latency_ms": latency,
+        "latency_ms_dynamodb_local": latency_local,
+        "handoff": handoff,
         "cost": round(send_cost.usd_per_million(), 2),
         "limits": limits,
     }
@@ -241,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         "calls": figures["calls"],
         "latency_ms": figures["latency_ms"],
         "ratio": ratios(figures["latency_ms"]),
+        "latency_ms_dynamodb_local": figures["latency_ms_dynamodb_local"],
+        "ratio_dynamodb_local": ratios(figures["latency_ms_dynamodb_local"]),
+        "handoff": figures["handoff"],
         "cold_start_ms": cold,
         "cold_start_ratio": cold_start_ratios(cold),
         "storm": storm,

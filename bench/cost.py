@@ -1,10 +1,10 @@
 """What one million sends cost on AWS (us-east-1, on-demand), from the bench's counted figures.
 
-Included: API Gateway HTTP API, the authorizer, API and dispatcher Lambdas, DynamoDB on-demand
-capacity, SQS requests (the API's SendMessage and the event source mapping's ReceiveMessage and
-DeleteMessageBatch, in full batches). Not included: what the provider charges per message (SNS
-SMS, SES, the HTTP provider), CloudWatch Logs and X-Ray, data transfer, storage. Those are
-listed apart in docs/performance.md.
+Included: API Gateway HTTP API, the authorizer, API, hand-off and dispatcher Lambdas, DynamoDB
+on-demand capacity, SQS requests (the hand-off's SendMessageBatch and the event source mapping's
+ReceiveMessage and DeleteMessageBatch, in full batches). Lambda reads a DynamoDB stream at no
+charge. Not included: what the provider charges per message (SNS SMS, SES, the HTTP provider),
+CloudWatch Logs and X-Ray, data transfer, storage. Those are listed apart in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -52,16 +52,20 @@ class SendCost:
     api: LambdaUse
     authorizer: LambdaUse
     dispatcher: LambdaUse  # milliseconds per message; invocations_per_send = 1 / batch size
+    # HandoffFunction: milliseconds per stream batch; invocations_per_send = 1 / records per batch.
+    handoff: LambdaUse = LambdaUse(128, 0.0, 0.0)
 
     def lines(self) -> dict[str, float]:
         """USD per million sends, by item."""
         chunks = max(1, math.ceil(self.sqs_message_bytes / SQS_CHUNK_BYTES))
-        sqs_requests = chunks + 2 / SQS_BATCH_SIZE  # SendMessage; Receive and DeleteBatch per batch
+        # SendMessageBatch of 10 from the hand-off; Receive and DeleteBatch per batch of the mapping.
+        sqs_requests = chunks / SQS_BATCH_SIZE + 2 / SQS_BATCH_SIZE
         return {
             "api_gateway": API_GATEWAY_HTTP_USD_PER_MILLION,
             "lambda_api": self.api.usd_per_send() * MILLION,
             "lambda_authorizer": self.authorizer.usd_per_send() * MILLION,
             "lambda_dispatcher": self.dispatcher.usd_per_send() * MILLION,
+            "lambda_handoff": self.handoff.usd_per_send() * MILLION,
             "dynamodb_writes": self.wru * DYNAMODB_USD_PER_MILLION_WRU,
             "dynamodb_reads": self.rru * DYNAMODB_USD_PER_MILLION_RRU,
             "sqs": sqs_requests * SQS_USD_PER_MILLION_REQUESTS,

@@ -1,4 +1,5 @@
-"""The authorizer and the dispatcher, invoked in-process on their real events, counted and timed."""
+"""The functions off the request path, invoked in-process on their real events, counted and timed:
+the hand-off from the table's stream, the dispatcher (and the authorizer)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from bench.call_counter import COUNTER
 from bench.events import authorizer_event, sqs_event
 from bench.local_stack import API_KEY, WORKSPACE, BenchStack
 from bench.quiet import silenced_stdout
+from sendonce_local.event_filters import passes
 from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LambdaContext
+from sendonce_local.stream_sources import StreamShardReader, lambda_record, stream_arn
 
 QUEUE = "SmsQueue"
 DISPATCHER = "DispatchSmsFunction"
@@ -46,6 +49,43 @@ def authorize(stack: BenchStack, times: int) -> Invocations:
             result = _invoke(stack, "AuthorizerFunction", authorizer_event(API_KEY), out)
             if (result.get("context") or {}).get("workspaceId") != WORKSPACE:
                 raise RuntimeError(f"the authorizer did not resolve the bench key: {result}")
+    return out
+
+
+class StreamReaders:
+    """The MessagesTable stream as one event source mapping reads it: each shard from where it stopped."""
+
+    def __init__(self, stack: BenchStack) -> None:
+        self._streams = stack.client("dynamodbstreams")
+        self._arn = stream_arn(stack.client("dynamodb"), "MessagesTable")
+        self._readers: dict[str, StreamShardReader] = {}
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every record written since the last read, in Lambda's event shape."""
+        shards = self._streams.describe_stream(StreamArn=self._arn)["StreamDescription"].get("Shards") or []
+        records: list[dict[str, Any]] = []
+        for shard in shards:
+            reader = self._readers.get(shard["ShardId"])
+            if reader is None:
+                reader = StreamShardReader(self._streams, self._arn, shard["ShardId"], "TRIM_HORIZON")
+                reader.open()
+                self._readers[shard["ShardId"]] = reader
+            while batch := reader.read(1000):
+                records += [lambda_record(record, self._arn) for record in batch]
+        return records
+
+
+def hand_off(stack: BenchStack, readers: StreamReaders, batch_size: int = 100) -> Invocations:
+    """HandoffFunction on the stream's new creations (what its filter admits), in its batches."""
+    (mapping,) = [m for m in stack.template.stream_mappings if m.function_id == "HandoffFunction"]
+    records = [record for record in readers.read() if passes(mapping.filters, record)]
+    out = Invocations()
+    with silenced_stdout():
+        for start in range(0, len(records), batch_size):
+            result = _invoke(stack, "HandoffFunction", {"Records": records[start : start + batch_size]}, out)
+            if result.get("batchItemFailures"):
+                raise RuntimeError(f"the hand-off failed records: {result}")
+    out.message_bytes = len(records)  # here: the creations handed over
     return out
 
 

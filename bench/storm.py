@@ -4,6 +4,10 @@ Half the requests are unique messages across the three channels (half of those w
 Idempotency-Key); the other half repeat them: the same request again (a replay when keyed), the
 same content without a key, and the same content under a new key. All are shuffled, so
 duplicates race their originals. A 409, 429 or 503 is retried as the contract allows.
+
+It reports the local stack's own throughput (requests a second over the sending phase, retries
+included), and how long each new message took from its `201` to its provider call (the sandbox's
+delivery time against the wall clock when the answer arrived; one machine, one clock).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench.local_stack import ORIGINAL_ENVIRONMENT, ROOT, free_ports
+from bench.stats import summary_ms
 
 API_KEY = "sk_local_dev"
 CHANNELS = ("sms", "imessage", "email")
@@ -47,8 +53,10 @@ class StormResult:
     distinct_delivered: int
     by_channel: dict[str, int]
     seconds: float
+    sending_seconds: float = 0.0  # from the first request to the last answer
     statuses: dict[str, int] = field(default_factory=dict)
     unexpected: list[dict[str, Any]] = field(default_factory=list)  # answers other than 200/201
+    to_provider_seconds: list[float] = field(default_factory=list)  # per new message: 201 -> provider
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -56,6 +64,12 @@ class StormResult:
             "unique": self.unique,
             "delivered": self.delivered,
             "seconds": round(self.seconds, 1),
+            "requests_per_second": round(self.requests / self.sending_seconds, 1)
+            if self.sending_seconds
+            else None,
+            "created_to_provider_ms": summary_ms(self.to_provider_seconds)
+            if self.to_provider_seconds
+            else None,
         }
 
 
@@ -97,7 +111,23 @@ def _request(
         return error.code, json.loads(error.read() or b"null")
 
 
-def _send(api: str, send: Send) -> tuple[int, Any]:
+def _to_provider_seconds(
+    answers: list[tuple[int, Any, float]], deliveries: list[dict[str, Any]]
+) -> list[float]:
+    """Per new message: from the wall-clock moment its 201 arrived to its first provider call."""
+    answered = {
+        answer["message"]["id"]: at
+        for status, answer, at in answers
+        if status == 201 and isinstance(answer, dict) and answer.get("message")
+    }
+    delivered: dict[str, float] = {}
+    for entry in deliveries:
+        at = datetime.fromisoformat(str(entry["at"]).replace("Z", "+00:00")).timestamp()
+        delivered[entry["messageId"]] = min(at, delivered.get(entry["messageId"], at))
+    return [max(0.0, delivered[key] - at) for key, at in answered.items() if key in delivered]
+
+
+def _send(api: str, send: Send) -> tuple[int, Any, float]:
     headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
     if send.key is not None:
         headers["Idempotency-Key"] = send.key
@@ -110,7 +140,7 @@ def _send(api: str, send: Send) -> tuple[int, Any]:
         if status not in (*RETRIABLE, 599):
             break
         time.sleep(0.5 * (attempt + 1))
-    return status, answer
+    return status, answer, time.time()
 
 
 class LocalStackProcess:
@@ -187,10 +217,11 @@ def run_storm(requests: int, concurrency: int, settle_timeout: float = 420) -> S
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             answers = list(pool.map(lambda send: _send(stack.ports.api_url, send), sends))
-        statuses = Counter(status for status, _ in answers)
+        sending_seconds = time.perf_counter() - started
+        statuses = Counter(status for status, _, _ in answers)
         unexpected = [
             {"kind": send.kind, "keyed": send.key is not None, "status": status, "answer": answer}
-            for send, (status, answer) in zip(sends, answers, strict=True)
+            for send, (status, answer, _) in zip(sends, answers, strict=True)
             if status not in (200, 201)
         ]
         deliveries = _settle(
@@ -206,6 +237,8 @@ def run_storm(requests: int, concurrency: int, settle_timeout: float = 420) -> S
             distinct_delivered=len({entry["messageId"] for entry in deliveries}),
             by_channel=dict(Counter(str(entry["channel"]) for entry in deliveries)),
             seconds=seconds,
+            sending_seconds=sending_seconds,
+            to_provider_seconds=_to_provider_seconds(answers, deliveries),
             statuses={str(status): count for status, count in sorted(statuses.items())},
             unexpected=unexpected[:20],
         )
