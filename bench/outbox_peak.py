@@ -30,9 +30,9 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_items import message_key, to_item
 from sendonce.delivery.dependencies import build_outbox
+from sendonce.messages.handoff import MAX_QUEUE_DELAY
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.messages.service import MAX_QUEUE_DELAY
 from sendonce.observability import metrics
 
 from bench.local_stack import DYNAMODB_LOCAL, MOTO, WORKSPACE, BenchStack, dynamodb_engine, start_stack

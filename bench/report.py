@@ -76,10 +76,10 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 storm["delivered"] == storm["unique"],
             )
         )
-        to_provider = storm.get("created_to_provider_ms") or {}
+        to_provider = storm.get("paced_created_to_provider_ms") or {}
         out += [
             Check(
-                f"storm.created_to_provider_ms.{name}",
+                f"storm.paced_created_to_provider_ms.{name}",
                 to_provider.get(name),
                 f"<= {limit}",
                 to_provider.get(name) is not None and to_provider[name] <= limit,

@@ -7,7 +7,9 @@ duplicates race their originals. A 409, 429 or 503 is retried as the contract al
 
 It reports the local stack's own throughput (requests a second over the sending phase, retries
 included), and how long each new message took from its `201` to its provider call (the sandbox's
-delivery time against the wall clock when the answer arrived; one machine, one clock).
+delivery time against the wall clock when the answer arrived; one machine, one clock): first for
+PACED_SENDS sent one after another at a steady pace (the path's own latency), then for the storm's
+(the local stack saturated, its one process running every function and the emulator).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ RETRIABLE = (409, 429, 503)
 MAX_TRIES = 6
 # Longer than the queues' 90-second visibility timeout, so a redelivered record is waited for.
 QUIET_SECONDS = 120
+# Before the storm: new messages one after another, each waited for no longer than this.
+PACED_SENDS = 40
+PACED_INTERVAL_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class StormResult:
     statuses: dict[str, int] = field(default_factory=dict)
     unexpected: list[dict[str, Any]] = field(default_factory=list)  # answers other than 200/201
     to_provider_seconds: list[float] = field(default_factory=list)  # per new message: 201 -> provider
+    paced_to_provider_seconds: list[float] = field(default_factory=list)  # the same, sent one by one
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -64,12 +70,9 @@ class StormResult:
             "unique": self.unique,
             "delivered": self.delivered,
             "seconds": round(self.seconds, 1),
-            "requests_per_second": round(self.requests / self.sending_seconds, 1)
-            if self.sending_seconds
-            else None,
-            "created_to_provider_ms": summary_ms(self.to_provider_seconds)
-            if self.to_provider_seconds
-            else None,
+            "requests_per_second": round(self.requests / max(self.sending_seconds, 1e-9), 1),
+            "created_to_provider_ms": summary_ms(self.to_provider_seconds),
+            "paced_created_to_provider_ms": summary_ms(self.paced_to_provider_seconds),
         }
 
 
@@ -208,10 +211,22 @@ def _settle(sandbox: str, unique: int, quiet_seconds: float, timeout: float) -> 
     return _deliveries(sandbox)
 
 
+def _paced(stack: LocalStackProcess) -> list[float]:
+    """PACED_SENDS new messages, one every PACED_INTERVAL_SECONDS: each one's 201 to its provider call."""
+    answers = []
+    for number in range(PACED_SENDS):
+        body = {**_message(1_000_000 + number), "channel": "sms", "to": f"+1 555 02{number:05d}"}
+        answers.append(_send(stack.ports.api_url, Send(body, None, "paced")))
+        time.sleep(PACED_INTERVAL_SECONDS)
+    deliveries = _settle(stack.ports.sandbox_url, PACED_SENDS, quiet_seconds=QUIET_SECONDS, timeout=120)
+    return _to_provider_seconds(answers, deliveries)
+
+
 def run_storm(requests: int, concurrency: int, settle_timeout: float = 420) -> StormResult:
     stack = LocalStackProcess()
     try:
         stack.wait_healthy()
+        paced = _paced(stack)
         _request(f"{stack.ports.sandbox_url}/deliveries", "DELETE")
         sends, unique = plan(requests)
         started = time.perf_counter()
@@ -239,6 +254,7 @@ def run_storm(requests: int, concurrency: int, settle_timeout: float = 420) -> S
             seconds=seconds,
             sending_seconds=sending_seconds,
             to_provider_seconds=_to_provider_seconds(answers, deliveries),
+            paced_to_provider_seconds=paced,
             statuses={str(status): count for status, count in sorted(statuses.items())},
             unexpected=unexpected[:20],
         )
