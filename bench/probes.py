@@ -1,4 +1,4 @@
-"""The authorizer and the dispatcher, invoked in-process on their real events, counted and timed."""
+"""The dispatcher, invoked in-process on its real events, counted and timed."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.call_counter import COUNTER
-from bench.events import authorizer_event, sqs_event
-from bench.local_stack import API_KEY, WORKSPACE, BenchStack
+from bench.events import sqs_event
+from bench.local_stack import BenchStack
 from bench.quiet import silenced_stdout
 from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LambdaContext
@@ -37,16 +37,6 @@ def _invoke(stack: BenchStack, name: str, event: dict[str, Any], into: Invocatio
     into.calls.append(len(log))
     into.operations = log.operations()
     return result
-
-
-def authorize(stack: BenchStack, times: int) -> Invocations:
-    out = Invocations()
-    with silenced_stdout():
-        for _ in range(times):
-            result = _invoke(stack, "AuthorizerFunction", authorizer_event(API_KEY), out)
-            if (result.get("context") or {}).get("workspaceId") != WORKSPACE:
-                raise RuntimeError(f"the authorizer did not resolve the bench key: {result}")
-    return out
 
 
 def queued_records(stack: BenchStack, wanted: int) -> list[dict[str, Any]]:
