@@ -1,8 +1,8 @@
 """The unprotected baseline: what any send endpoint must do, and nothing that makes it send once.
 
 It validates the same body with the same pydantic model, writes one DynamoDB item and sends one
-SQS message with plain boto3 clients: no dedup lock, no Idempotency-Key, no transaction, no
-structured logging or metrics.
+SQS message with plain boto3 clients: no API key check (every message is one workspace's), no
+dedup lock, no Idempotency-Key, no transaction, no structured logging or metrics.
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ import boto3
 from pydantic import ValidationError
 from sendonce.api.schemas import SendMessageRequest
 
+from bench.local_stack import WORKSPACE
+
 
 class BaselineHandler:
-    def __init__(self, table: str, queue_url: str) -> None:
+    def __init__(self, table: str, queue_url: str, workspace: str = WORKSPACE) -> None:
         self._table = table
         self._queue_url = queue_url
+        # Unprotected: the caller is not checked, every message is this workspace's.
+        self._workspace = workspace
         self._dynamodb = boto3.client("dynamodb")
         self._sqs = boto3.client("sqs")
 
@@ -33,7 +37,7 @@ class BaselineHandler:
             )
         message_id = "msg_" + uuid.uuid4().hex
         now = datetime.now(UTC).isoformat()
-        workspace = event["requestContext"]["authorizer"]["lambda"]["workspaceId"]
+        workspace = self._workspace
         self._dynamodb.put_item(
             TableName=self._table,
             Item={

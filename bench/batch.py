@@ -23,7 +23,6 @@ from bench.local_stack import (
     API_KEY,
     DYNAMODB_LOCAL,
     MOTO,
-    WORKSPACE,
     BenchStack,
     dynamodb_engine,
     start_stack,
@@ -53,7 +52,7 @@ def _item(number: int) -> dict[str, Any]:
 
 
 def _batch_event(items: list[dict[str, Any]]) -> dict[str, Any]:
-    event = send_event({"messages": items}, WORKSPACE, API_KEY)
+    event = send_event({"messages": items}, API_KEY)
     event["rawPath"] = event["requestContext"]["http"]["path"] = "/v1/messages/batch"
     event["routeKey"] = event["requestContext"]["routeKey"] = "POST /v1/messages/batch"
     return event
@@ -97,7 +96,7 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
                 # step empty (PurgeQueue is allowed once a minute).
                 _drain(sqs, queue)
                 if step == "singles":
-                    events = [send_event(_item(next(numbers)), WORKSPACE, API_KEY) for _ in range(100)]
+                    events = [send_event(_item(next(numbers)), API_KEY) for _ in range(100)]
                     started = time.perf_counter()
                     for event in events:
                         answer = handler(event, context)

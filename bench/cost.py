@@ -1,6 +1,6 @@
 """What one million sends cost on AWS (us-east-1, on-demand), from the bench's counted figures.
 
-Included: API Gateway HTTP API, the authorizer, API, hand-off and dispatcher Lambdas, DynamoDB
+Included: API Gateway HTTP API, the API, hand-off and dispatcher Lambdas, DynamoDB
 on-demand capacity, SQS requests (the hand-off's SendMessageBatch and the event source mapping's
 ReceiveMessage and DeleteMessageBatch, in full batches). Lambda reads a DynamoDB stream at no
 charge. Not included: what the provider charges per message (SNS SMS, SES, the HTTP provider),
@@ -44,13 +44,12 @@ class LambdaUse:
 
 @dataclass(frozen=True)
 class SendCost:
-    """Per send: the API path, the authorizer and one dispatch."""
+    """Per send: the API path (its API key check cached: no call), the hand-off and one dispatch."""
 
     wru: float
     rru: float
     sqs_message_bytes: int
     api: LambdaUse
-    authorizer: LambdaUse
     dispatcher: LambdaUse  # milliseconds per message; invocations_per_send = 1 / batch size
     # HandoffFunction: milliseconds per stream batch; invocations_per_send = 1 / records per batch.
     handoff: LambdaUse = LambdaUse(128, 0.0, 0.0)
@@ -63,7 +62,6 @@ class SendCost:
         return {
             "api_gateway": API_GATEWAY_HTTP_USD_PER_MILLION,
             "lambda_api": self.api.usd_per_send() * MILLION,
-            "lambda_authorizer": self.authorizer.usd_per_send() * MILLION,
             "lambda_dispatcher": self.dispatcher.usd_per_send() * MILLION,
             "lambda_handoff": self.handoff.usd_per_send() * MILLION,
             "dynamodb_writes": self.wru * DYNAMODB_USD_PER_MILLION_WRU,

@@ -1,4 +1,4 @@
-"""Real API Gateway HTTP API (payload 2.0), authorizer and SQS events, from the repo's `events/` files."""
+"""Real API Gateway HTTP API (payload 2.0) and SQS events, from the repo's `events/` files."""
 
 from __future__ import annotations
 
@@ -21,10 +21,9 @@ def _template(name: str) -> Event:
     return loaded
 
 
-def send_event(
-    body: dict[str, Any], workspace: str, api_key: str, idempotency_key: str | None = None
-) -> Event:
-    """`POST /v1/messages` as the API function receives it, the authorizer's context included."""
+def send_event(body: dict[str, Any], api_key: str, idempotency_key: str | None = None) -> Event:
+    """`POST /v1/messages` as the API function receives it: the caller is the workspace of `api_key`,
+    which the function looks up itself (no authorizer runs before it)."""
     event = copy.deepcopy(_template("api_send_sms.json"))
     raw = json.dumps(body, separators=(",", ":"))
     headers = event["headers"]
@@ -36,13 +35,6 @@ def send_event(
     event["body"] = raw
     event["isBase64Encoded"] = False
     event["requestContext"]["requestId"] = uuid.uuid4().hex[:16] + "="
-    event["requestContext"]["authorizer"] = {"lambda": {"workspaceId": workspace}}
-    return event
-
-
-def authorizer_event(api_key: str) -> Event:
-    event = copy.deepcopy(_template("authorizer_request.json"))
-    event["headers"]["authorization"] = f"Bearer {api_key}"
     return event
 
 

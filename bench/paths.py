@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.events import send_event
-from bench.local_stack import API_KEY, WORKSPACE
+from bench.local_stack import API_KEY
 
 API_PATHS = ("send_new", "send_new_with_key", "replay", "duplicate")
 BASELINE = "baseline"
@@ -52,26 +52,26 @@ class Workload:
         }
 
     def baseline(self) -> Request:
-        return Request(send_event(self._body(), WORKSPACE, API_KEY), _status(201, False, False))
+        return Request(send_event(self._body(), API_KEY), _status(201, False, False))
 
     def send_new(self) -> Request:
         body = self._body()
         self._last_new = body
-        return Request(send_event(body, WORKSPACE, API_KEY), _status(201, False, False))
+        return Request(send_event(body, API_KEY), _status(201, False, False))
 
     def send_new_with_key(self) -> Request:
         body, key = self._body(), f"bench-{uuid.uuid4()}"
         self._last_keyed = (body, key)
-        return Request(send_event(body, WORKSPACE, API_KEY, key), _status(201, False, False))
+        return Request(send_event(body, API_KEY, key), _status(201, False, False))
 
     def replay(self) -> Request:
         assert self._last_keyed is not None, "a replay needs an earlier keyed send"
         body, key = self._last_keyed
-        return Request(send_event(body, WORKSPACE, API_KEY, key), _status(201, False, True))
+        return Request(send_event(body, API_KEY, key), _status(201, False, True))
 
     def duplicate(self) -> Request:
         assert self._last_new is not None, "a duplicate needs an earlier send"
-        return Request(send_event(self._last_new, WORKSPACE, API_KEY), _status(200, True, False))
+        return Request(send_event(self._last_new, API_KEY), _status(200, True, False))
 
     def make(self, path: str) -> Request:
         builders: dict[str, Callable[[], Request]] = {

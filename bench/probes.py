@@ -1,5 +1,5 @@
 """The functions off the request path, invoked in-process on their real events, counted and timed:
-the hand-off from the table's stream, the dispatcher (and the authorizer)."""
+the hand-off from the table's stream and the dispatcher."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.call_counter import COUNTER
-from bench.events import authorizer_event, sqs_event
-from bench.local_stack import API_KEY, WORKSPACE, BenchStack
+from bench.events import sqs_event
+from bench.local_stack import BenchStack
 from bench.quiet import silenced_stdout
 from sendonce_local.event_filters import passes
 from sendonce_local.intrinsics import queue_arn
@@ -40,16 +40,6 @@ def _invoke(stack: BenchStack, name: str, event: dict[str, Any], into: Invocatio
     into.calls.append(len(log))
     into.operations = log.operations()
     return result
-
-
-def authorize(stack: BenchStack, times: int) -> Invocations:
-    out = Invocations()
-    with silenced_stdout():
-        for _ in range(times):
-            result = _invoke(stack, "AuthorizerFunction", authorizer_event(API_KEY), out)
-            if (result.get("context") or {}).get("workspaceId") != WORKSPACE:
-                raise RuntimeError(f"the authorizer did not resolve the bench key: {result}")
-    return out
 
 
 class StreamReaders:

@@ -164,7 +164,27 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         for path in ("baseline", "send_new", "send_new_with_key", "replay", "duplicate")
     ]
     path_rows.append(["dispatch", calls["dispatch"], details.get("dispatch_ms_p50", "-"), "", "", ""])
-    path_rows.append(["authorizer", calls["authorizer"], details.get("authorizer_ms_p50", "-"), "", "", ""])
+    path_rows.append(
+        [
+            "handoff, per message",
+            (results.get("handoff") or {}).get("calls_per_message", "-"),
+            (results.get("handoff") or {}).get("ms_per_message", "-"),
+            "",
+            "",
+            "",
+        ]
+    )
+    for name in ("auth_hit", "auth_miss"):
+        path_rows.append(
+            [
+                f"API key check, {name[5:]}",
+                calls.get(name, "-"),
+                details.get(f"{name}_ms_p50", "-"),
+                "",
+                "",
+                "",
+            ]
+        )
     cold = results["cold_start_ms"]
     cold_rows = [[name, ms, results["cold_start_ratio"].get(name, "1.0")] for name, ms in cold.items()]
     storm = results.get("storm") or {}

@@ -31,12 +31,15 @@ from bench.local_stack import API_KEY, WORKSPACE, BenchStack, start_stack
 from bench.quiet import silenced_stdout
 from bench.stats import mode, percentile
 from bench.storm import LocalStackProcess, _request
+from sendonce_local.api_keys import store_api_key
 from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LambdaContext
 from sendonce_local.stream_sources import lambda_record
 
 ENDPOINTS = 10
 QUIET_WORKSPACE = "ws_bench_no_endpoints"
+QUIET_API_KEY = "sk_bench_no_endpoints_key"  # the caller is the key's workspace
+KEYS = {WORKSPACE: API_KEY, QUIET_WORKSPACE: QUIET_API_KEY}
 LOCAL_API_KEY = "sk_local_dev"  # the key `sendonce run` makes when none is given
 TOLD = ("message.queued", "message.sent")
 PACE_SECONDS = 0.5
@@ -79,7 +82,7 @@ def receiving() -> Iterator[Receiver]:
 
 # ---------------------------------------------------------------------------- in-process figures
 def _api_event(method: str, path: str, body: dict[str, Any] | None, workspace: str) -> dict[str, Any]:
-    event = send_event(body or {}, workspace, API_KEY)
+    event = send_event(body or {}, KEYS[workspace])
     event["requestContext"]["http"]["method"] = method
     event["rawPath"] = event["requestContext"]["http"]["path"] = path
     event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {path}"
@@ -127,6 +130,7 @@ def measure_in_process(rounds: int, told_changes: int) -> InProcess:
     stack = start_stack()
     out = InProcess()
     try:
+        store_api_key(stack.client("dynamodb"), "ApiKeysTable", QUIET_WORKSPACE, QUIET_API_KEY)
         api = stack.functions["ApiFunction"]
         handler, context = api.load(), LambdaContext(api.spec)
         with receiving() as receiver, silenced_stdout():
@@ -143,7 +147,7 @@ def measure_in_process(rounds: int, told_changes: int) -> InProcess:
                 shuffle.shuffle(pair)
                 for workspace, samples in pair:
                     number += 1
-                    event = send_event(_sms(number), workspace, API_KEY)
+                    event = send_event(_sms(number), KEYS[workspace])
                     started = time.perf_counter()
                     answer = handler(event, context)
                     elapsed = time.perf_counter() - started

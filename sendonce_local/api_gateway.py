@@ -11,9 +11,7 @@ from urllib.parse import unquote
 from sendonce_local.http_api_events import (
     HttpRequest,
     HttpResponse,
-    authorizer_event,
     gateway_error,
-    is_authorized,
     lambda_response,
     proxy_event,
     request_context,
@@ -42,18 +40,7 @@ class HttpApi:
             return gateway_error(404, "Not Found")
         route = found.route
         context = request_context(request, route.route_key)
-        authorizer_context: dict[str, Any] | None = None
-        if route.authorizer is not None:
-            event = authorizer_event(request, route.route_key, found.path_parameters, context)
-            try:
-                result = self._functions[route.authorizer.function_id].invoke(event)
-            except Exception:
-                log.exception("AUTHORIZER %s RAISED: API Gateway answers 500", route.authorizer.function_id)
-                return gateway_error(500, "Internal Server Error")
-            allowed, authorizer_context = is_authorized(result, route.authorizer.simple_responses)
-            if not allowed:
-                return gateway_error(403, "Forbidden")
-        event = proxy_event(request, route.route_key, found.path_parameters, context, authorizer_context)
+        event = proxy_event(request, route.route_key, found.path_parameters, context)
         try:
             result = self._functions[route.function_id].invoke(event)
             response = lambda_response(result)

@@ -134,48 +134,16 @@ def proxy_event(
     route_key: str,
     path_parameters: dict[str, str],
     context: dict[str, Any],
-    authorizer_context: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The `http-api-proxy` event a route's integration receives."""
+    """The `http-api-proxy` event a route's integration receives (no authorizer runs before it)."""
     event: dict[str, Any] = {"version": "2.0", **_common(request, route_key, path_parameters)}
-    context = dict(context)
-    if authorizer_context is not None:
-        context["authorizer"] = {"lambda": authorizer_context}
-    event["requestContext"] = context
+    event["requestContext"] = dict(context)
     content_type = event["headers"].get("content-type")
     if request.body:
         event["body"], event["isBase64Encoded"] = encode_body(request.body, content_type)
     else:
         event["isBase64Encoded"] = False
     return event
-
-
-def authorizer_event(
-    request: HttpRequest, route_key: str, path_parameters: dict[str, str], context: dict[str, Any]
-) -> dict[str, Any]:
-    """The payload 2.0 REQUEST authorizer event."""
-    method, _, path = route_key.partition(" ")
-    route_arn = f"arn:aws:execute-api:{REGION}:{ACCOUNT_ID}:{API_ID}/{STAGE}/{method}{path or ''}"
-    return {
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": route_arn,
-        "identitySource": [],
-        **_common(request, route_key, path_parameters),
-        "requestContext": dict(context),
-    }
-
-
-def is_authorized(result: Any, simple_responses: bool) -> tuple[bool, dict[str, Any]]:
-    """(allowed, context) from an authorizer's answer, simple or IAM-policy shaped."""
-    if not isinstance(result, dict):
-        return False, {}
-    context = result.get("context") or {}
-    if simple_responses and "isAuthorized" in result:
-        return result.get("isAuthorized") is True, context
-    statements = (result.get("policyDocument") or {}).get("Statement") or []
-    allowed = bool(statements) and all(statement.get("Effect") == "Allow" for statement in statements)
-    return allowed, context
 
 
 def lambda_response(result: Any) -> HttpResponse:

@@ -38,20 +38,11 @@ class ResourceSpec:
 
 
 @dataclass(frozen=True)
-class Authorizer:
-    name: str
-    function_id: str
-    simple_responses: bool
-    payload_format_version: str
-
-
-@dataclass(frozen=True)
 class HttpRoute:
     function_id: str
     event_name: str
     method: str | None  # None, with path None: the `$default` route
     path: str | None
-    authorizer: Authorizer | None
 
     @property
     def route_key(self) -> str:
@@ -250,28 +241,19 @@ def _http_route(template: Template, function_id: str, name: str, properties: dic
         api_properties = template.globals.get("HttpApi") or {}
     else:
         api_properties = template.resources[_referenced_id(api_id)].get("Properties") or {}
+    # The API function checks the API key itself: an authorizer would run before it, and it is not
+    # emulated, so a template that gives a route one is refused rather than served without it.
     api_auth = api_properties.get("Auth") or {}
-    authorizer_name = (properties.get("Auth") or {}).get("Authorizer", api_auth.get("DefaultAuthorizer"))
-    authorizer = None
-    if authorizer_name and authorizer_name != "NONE":
-        config = (api_auth.get("Authorizers") or {})[authorizer_name]
-        if "FunctionArn" not in config:
-            raise ValueError(
-                f"{function_id}.{name}: only Lambda authorizers are emulated ({authorizer_name})"
-            )
-        authorizer = Authorizer(
-            name=authorizer_name,
-            function_id=_referenced_id(config["FunctionArn"]),
-            simple_responses=bool(config.get("EnableSimpleResponses", False)),
-            payload_format_version=str(config.get("AuthorizerPayloadFormatVersion", "2.0")),
-        )
+    authorizer = (properties.get("Auth") or {}).get("Authorizer", api_auth.get("DefaultAuthorizer"))
+    if authorizer and authorizer != "NONE":
+        raise ValueError(f"{function_id}.{name}: HTTP API authorizers are not emulated ({authorizer})")
     method = properties.get("Method")
     path = properties.get("Path")
     if method is not None and path is not None:
         method = str(method).upper()
         if method == "X-AMAZON-APIGATEWAY-ANY-METHOD":
             method = "ANY"
-    return HttpRoute(function_id, name, method, path, authorizer)
+    return HttpRoute(function_id, name, method, path)
 
 
 def default_template_path() -> Path:

@@ -47,6 +47,28 @@ SQS_ENDPOINT = f"https://sqs.{REGION}.amazonaws.com"
 WORKSPACE = "ws_local"
 API_KEY = "sk_local_dev"
 _UNSET: Any = object()
+# The workspaces whose key is in the ApiKeysTable of the current test's stack (the fixture empties it).
+_KEYED: set[str] = set()
+_KEYED_LOCK = threading.Lock()
+
+
+def key_of(workspace: str) -> str:
+    """The API key a test's caller of `workspace` sends: the events/ files' for WORKSPACE."""
+    return API_KEY if workspace == WORKSPACE else f"sk_it_{workspace}"
+
+
+def _issue_key(workspace: str) -> str:
+    """`workspace`'s key, stored (hashed) in the stack's ApiKeysTable the first time it is asked for."""
+    from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore  # noqa: PLC0415
+    from sendonce.auth.api_keys import issue_api_key  # noqa: PLC0415
+
+    key = key_of(workspace)
+    with _KEYED_LOCK:
+        if workspace not in _KEYED:
+            keys = DynamoDbApiKeyStore(boto3.client("dynamodb", region_name=REGION), "ApiKeysTable")
+            issue_api_key(keys, workspace, key)
+            _KEYED.add(workspace)
+    return key
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -113,7 +135,9 @@ def api_event(
     """An events/ file with its body, headers (None removes one), workspace, method, path or query changed.
 
     `body`: a dict or list is JSON-encoded, a str is sent as is; `base64_body`: raw bytes sent
-    base64-encoded, as API Gateway does for a body it does not take for text.
+    base64-encoded, as API Gateway does for a body it does not take for text. `workspace`: the
+    caller, sent as that workspace's API key (issued in the stack on first use); None sends no
+    `Authorization` header; left out, the file's own key (WORKSPACE's) is sent.
     """
     event = copy.deepcopy(load_event(name))
     event_headers: dict[str, str] = event.setdefault("headers", {})
@@ -136,9 +160,9 @@ def api_event(
             event_headers[header_name.lower()] = value
     if workspace is not _UNSET:
         if workspace is None:
-            event["requestContext"].pop("authorizer", None)
+            event_headers.pop("authorization", None)
         else:
-            event["requestContext"]["authorizer"] = {"lambda": {"workspaceId": workspace}}
+            event_headers["authorization"] = f"Bearer {_issue_key(workspace)}"
     if method is not None:
         event["requestContext"]["http"]["method"] = method
     if path is not None:
@@ -540,14 +564,9 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         # (every send takes its unit of quota); tests/integration/test_limits.py narrows them.
         for name, value in LOCAL_LIMITS.items():
             monkeypatch.setenv(name, value)
-        from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore  # noqa: PLC0415
-        from sendonce.auth.api_keys import issue_api_key  # noqa: PLC0415
-
-        issue_api_key(
-            DynamoDbApiKeyStore(boto3.client("dynamodb", region_name=REGION), "ApiKeysTable"),
-            WORKSPACE,
-            API_KEY,
-        )
+        with _KEYED_LOCK:
+            _KEYED.clear()  # the emulator was emptied: no key is stored yet
+        _issue_key(WORKSPACE)
         yield Stack(parsed, urls, monkeypatch, secrets)
     clear_caches()
 

@@ -75,11 +75,9 @@ def test_given_no_body_at_all_then_400_validation_error(stack) -> None:
         ("api_get_message.json", "DELETE"),
     ],
 )
-def test_given_no_workspace_from_the_authorizer_then_401_and_nothing_written(
-    stack, name: str, method: str
-) -> None:
-    for workspace in (None, ""):
-        answer = stack.call(stack.event(name, method=method, workspace=workspace))
+def test_given_no_key_or_a_wrong_one_then_401_and_nothing_written(stack, name: str, method: str) -> None:
+    for authorization in (None, "Bearer sk_wrong"):
+        answer = stack.call(stack.event(name, method=method, headers={"authorization": authorization}))
         _assert_error(answer, 401, "unauthorized")
     assert stack.messages() == []
 

@@ -112,6 +112,7 @@ def test_a_fourth_channel_has_its_settings_named_after_it(pager: ChannelSpec) ->
     environ = {
         "MESSAGES_TABLE": "t",
         "IDEMPOTENCY_TABLE": "i",
+        "API_KEYS_TABLE": "k",
         **{spec.queue_url_setting: f"https://queue/{spec.name}" for spec in channels.all_specs()},
     }
     assert ApiSettings.from_environment(environ).queue_urls["pager"] == "https://queue/pager"

@@ -24,6 +24,7 @@ from tests.unit.unit_fakes import (
     FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
+    InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
     fake_webhooks,
@@ -33,6 +34,7 @@ EVENTS = Path(__file__).resolve().parents[2] / "events"
 SETTINGS = {
     "MESSAGES_TABLE": "MessagesTable",
     "IDEMPOTENCY_TABLE": "IdempotencyTable",
+    "API_KEYS_TABLE": "ApiKeysTable",
     "SMS_QUEUE_URL": "https://queue/sms",
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
@@ -57,6 +59,7 @@ def fakes() -> Iterator[tuple[InMemoryStore, FakeQueue]]:
             send_once=never,
             events=FakeEventQueue(),
             webhooks=fake_webhooks(),
+            api_keys=InMemoryApiKeys.of(),
         )
     )
     yield store, queue

@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
+from sendonce_local.api_gateway import HttpApi
 from sendonce_local.http_api_events import (
     HttpRequest,
-    authorizer_event,
-    is_authorized,
     lambda_response,
     proxy_event,
     request_context,
 )
 from sendonce_local.routing import Router
-from sendonce_local.template import Authorizer, HttpRoute
+from sendonce_local.template import HttpRoute
 
-AUTH = Authorizer("Keys", "AuthorizerFunction", simple_responses=True, payload_format_version="2.0")
 ROUTES = [
-    HttpRoute("Api", "Send", "POST", "/v1/messages", AUTH),
-    HttpRoute("Api", "Get", "GET", "/v1/messages/{id}", AUTH),
-    HttpRoute("Api", "Exact", "GET", "/v1/messages/latest", AUTH),
-    HttpRoute("Api", "Fallback", None, None, None),
+    HttpRoute("Api", "Send", "POST", "/v1/messages"),
+    HttpRoute("Api", "Get", "GET", "/v1/messages/{id}"),
+    HttpRoute("Api", "Exact", "GET", "/v1/messages/latest"),
+    HttpRoute("Api", "Fallback", None, None),
 ]
 
 
@@ -57,9 +56,7 @@ def test_routes_prefer_exact_paths_then_parameters_then_default() -> None:
 
 def test_proxy_event_has_the_payload_2_0_shape() -> None:
     req = request()
-    event = proxy_event(
-        req, "POST /v1/messages", {}, request_context(req, "POST /v1/messages"), {"workspaceId": "w"}
-    )
+    event = proxy_event(req, "POST /v1/messages", {}, request_context(req, "POST /v1/messages"))
 
     assert event["version"] == "2.0"
     assert event["routeKey"] == "POST /v1/messages"
@@ -82,7 +79,7 @@ def test_proxy_event_has_the_payload_2_0_shape() -> None:
     }
     assert context["stage"] == "$default"
     assert context["routeKey"] == "POST /v1/messages"
-    assert context["authorizer"] == {"lambda": {"workspaceId": "w"}}
+    assert "authorizer" not in context  # no authorizer runs: the function checks the key itself
     assert isinstance(context["timeEpoch"], int)
 
 
@@ -101,23 +98,29 @@ def test_invalid_utf8_json_is_base64() -> None:
     assert event["isBase64Encoded"] is True
 
 
-def test_authorizer_event() -> None:
-    req = request()
-    event = authorizer_event(
-        req, "GET /v1/messages/{id}", {"id": "m"}, request_context(req, "GET /v1/messages/{id}")
+class _Function:
+    """A registered function that records the events it is invoked with."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.events.append(event)
+        return {"statusCode": 401, "headers": {"Content-Type": "application/json"}, "body": "{}"}
+
+
+def test_a_request_reaches_the_route_function_alone_with_its_authorization_header() -> None:
+    api_function = _Function()
+    api = HttpApi(ROUTES, {"Api": api_function})  # type: ignore[dict-item]
+
+    response = api.handle(
+        request(headers=[("Authorization", "Bearer sk_x"), ("Content-Type", "application/json")])
     )
 
-    assert event["version"] == "2.0"
-    assert event["type"] == "REQUEST"
-    assert event["routeArn"].endswith("/$default/GET/v1/messages/{id}")
-    assert event["pathParameters"] == {"id": "m"}
-    assert event["headers"]["content-type"] == "application/json"
-
-
-def test_authorizer_answers() -> None:
-    assert is_authorized({"isAuthorized": True, "context": {"w": "1"}}, True) == (True, {"w": "1"})
-    assert is_authorized({"isAuthorized": False}, True) == (False, {})
-    assert is_authorized(None, True) == (False, {})
+    assert response.status == 401  # the function's own answer, passed on
+    (event,) = api_function.events
+    assert event["headers"]["authorization"] == "Bearer sk_x"
+    assert "authorizer" not in event["requestContext"]
 
 
 def test_lambda_responses() -> None:

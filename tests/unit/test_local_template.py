@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
+from cfn_tools import load_yaml
 
 from sendonce_local.environment import Ports, function_environment
 from sendonce_local.intrinsics import Resolver
@@ -24,16 +26,38 @@ def test_every_table_and_queue_is_found(template) -> None:
     assert {q.logical_id for q in template.queues} >= {"SmsQueue", "SmsDeadLetterQueue", "EmailQueue"}
 
 
-def test_routes_carry_their_effective_authorizer(template) -> None:
+def test_routes_reach_the_api_function(template) -> None:
     routes = {route.route_key: route for route in template.routes}
 
-    assert routes["GET /v1/health"].authorizer is None
-    assert routes["$default"].authorizer is None
-    send = routes["POST /v1/messages"]
-    assert send.function_id == "ApiFunction"
-    assert send.authorizer is not None
-    assert send.authorizer.function_id == "AuthorizerFunction"
-    assert send.authorizer.simple_responses is True
+    assert routes["POST /v1/messages"].function_id == "ApiFunction"
+    assert routes["GET /v1/health"].function_id == "ApiFunction"
+    assert routes["$default"].function_id == "ApiFunction"
+
+
+def _with_auth(template_document: dict, route_auth: dict | None, api_auth: dict | None) -> dict:
+    document = copy.deepcopy(template_document)
+    if api_auth is not None:
+        document["Resources"]["HttpApi"]["Properties"]["Auth"] = api_auth
+    if route_auth is not None:
+        events = document["Resources"]["ApiFunction"]["Properties"]["Events"]
+        events["ListMessages"]["Properties"]["Auth"] = route_auth
+    return document
+
+
+@pytest.mark.parametrize(
+    ("route_auth", "api_auth"),
+    [
+        (None, {"DefaultAuthorizer": "Keys", "Authorizers": {"Keys": {"FunctionArn": "arn:f"}}}),
+        ({"Authorizer": "Keys"}, {"Authorizers": {"Keys": {"FunctionArn": "arn:f"}}}),
+    ],
+)
+def test_a_template_that_gives_a_route_an_authorizer_is_refused_not_served_without_it(
+    route_auth: dict | None, api_auth: dict | None
+) -> None:
+    document = load_yaml((REPO / "template.yaml").read_text(encoding="utf-8"))
+
+    with pytest.raises(ValueError, match="authorizers are not emulated"):
+        parse_template(_with_auth(document, route_auth, api_auth), REPO)
 
 
 def test_sqs_mappings_name_their_queue_and_report_partial_failures(template) -> None:

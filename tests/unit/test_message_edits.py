@@ -30,15 +30,18 @@ from tests.unit.unit_fakes import (
     FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
+    InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
     fake_webhooks,
+    key_of,
 )
 
 WS = "ws_a"
 SETTINGS = {
     "MESSAGES_TABLE": "MessagesTable",
     "IDEMPOTENCY_TABLE": "IdempotencyTable",
+    "API_KEYS_TABLE": "ApiKeysTable",
     "SMS_QUEUE_URL": "https://queue/sms",
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
@@ -349,6 +352,7 @@ def api_store() -> Iterator[tuple[InMemoryStore, ManualClock]]:
             send_once=lambda **_: {},
             events=FakeEventQueue(),
             webhooks=fake_webhooks(),
+            api_keys=InMemoryApiKeys.of(WS),
         )
     )
     yield store, clock
@@ -361,7 +365,7 @@ def _patch(message_id: str, body: Any, raw: str | None = None) -> tuple[int, dic
     event["routeKey"] = event["requestContext"]["routeKey"] = "PATCH /v1/messages/{id}"
     event["rawPath"] = event["requestContext"]["http"]["path"] = path
     event["requestContext"]["http"]["method"] = "PATCH"
-    event["requestContext"]["authorizer"] = {"lambda": {"workspaceId": WS}}
+    event["headers"]["authorization"] = f"Bearer {key_of(WS)}"
     event["pathParameters"] = {"id": message_id}
     text = raw if raw is not None else json.dumps(body)
     event["body"] = text

@@ -37,6 +37,7 @@ from tests.unit.unit_fakes import (
     FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
+    InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
     fake_webhooks,
@@ -48,6 +49,7 @@ SECRET = "a-webhook-secret-of-at-least-32-characters"
 API_SETTINGS = {
     "MESSAGES_TABLE": "MessagesTable",
     "IDEMPOTENCY_TABLE": "IdempotencyTable",
+    "API_KEYS_TABLE": "ApiKeysTable",
     "SMS_QUEUE_URL": "https://queue/sms",
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
@@ -262,6 +264,7 @@ def events(secrets_manager: FakeSecretsManager) -> Iterator[FakeEventQueue]:
             send_once=lambda **_: {},
             events=queue,
             webhooks=fake_webhooks(),
+            api_keys=InMemoryApiKeys.of(),
             webhook_secret=SecretsManagerSecret(SECRET_ARN, ClientFactory(secrets_manager)),
         )
     )
@@ -281,7 +284,6 @@ def _webhook(secret: str) -> tuple[int, dict[str, str], dict[str, Any]]:
     event = json.loads((EVENTS / "api_send_sms.json").read_text(encoding="utf-8"))
     event["routeKey"] = event["requestContext"]["routeKey"] = "POST /v1/webhooks/{provider}"
     event["rawPath"] = event["requestContext"]["http"]["path"] = "/v1/webhooks/http"
-    event["requestContext"].pop("authorizer")
     event["headers"].pop("authorization")
     event["headers"]["content-length"] = str(len(raw))
     event["headers"]["x-sendonce-signature"] = sign(secret, int(time.time()), raw.encode())

@@ -120,7 +120,6 @@ def test_every_log_group_expires(template: Template) -> None:
 @pytest.mark.parametrize(
     "function_id",
     [
-        "AuthorizerFunction",
         "ApiFunction",
         "DispatchSmsFunction",
         "DispatchImessageFunction",

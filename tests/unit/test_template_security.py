@@ -22,10 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 # What each function's code calls (its composition root and the adapters it builds), and nothing else.
 # Transactions need the action of each item: a Put needs PutItem, an Update UpdateItem.
 EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
-    # auth.dependencies -> DynamoDbApiKeyStore.resolve
-    "AuthorizerFunction": {"Allow": {"dynamodb:GetItem"}},
-    # api.dependencies: DynamoDbSendingStore (create transaction of Puts, cancel, lock release, get,
-    # list on the two indexes), Powertools idempotency, SqsMessageQueue, SqsEventQueue (webhooks).
+    # api.dependencies: DynamoDbApiKeyStore (the caller's key), DynamoDbSendingStore (create
+    # transaction of Puts, cancel, lock release, get, list on the two indexes), Powertools
+    # idempotency, SqsMessageQueue, SqsEventQueue (webhooks).
     "ApiFunction": {
         "Allow": {
             "dynamodb:GetItem",
@@ -177,6 +176,18 @@ def test_no_publish_or_send_on_every_resource_but_an_sms_kept_off_every_topic(
         assert [_listed(deny["Resource"]) for deny in denies] == [[EVERY_TOPIC]], (
             f"{function_id} may publish an SMS, so it needs a Deny of sns:Publish on every topic"
         )
+
+
+def test_api_keys_are_only_read_by_the_api_function_one_key_at_a_time(template: Template) -> None:
+    """Keys are written by operators (`sendonce create-api-key`), never by a function."""
+    on_keys = {
+        function_id: set(_listed(statement["Action"]))
+        for function_id in template.functions
+        for statement in _statements(template, function_id)
+        if "ApiKeysTable" in set(references(statement["Resource"]))
+    }
+
+    assert on_keys == {"ApiFunction": {"dynamodb:GetItem"}}
 
 
 def test_email_is_sent_only_from_the_configured_address_through_the_stacks_configuration_set(

@@ -50,17 +50,20 @@ from tests.unit.unit_fakes import (
     FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
+    InMemoryApiKeys,
     InMemoryStore,
     InMemoryWebhookStore,
     ManualClock,
+    key_of,
 )
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-WS = "ws_local"  # the workspace the events/ files' authorizer context names
+WS = "ws_local"  # the workspace of the events/ files' API key
 OTHER_WS = "ws_other"
 SETTINGS = {
     "MESSAGES_TABLE": "MessagesTable",
     "IDEMPOTENCY_TABLE": "IdempotencyTable",
+    "API_KEYS_TABLE": "ApiKeysTable",
     "SMS_QUEUE_URL": "https://queue/sms",
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
@@ -115,6 +118,7 @@ def fakes() -> Iterator[Fakes]:
             send_once=lambda **_: {},
             events=FakeEventQueue(),
             webhooks=built.service,
+            api_keys=InMemoryApiKeys.of(WS, OTHER_WS),
         )
     )
     yield built
@@ -138,7 +142,7 @@ def call(
     event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {path}"
     event["rawPath"] = event["requestContext"]["http"]["path"] = path
     event["requestContext"]["http"]["method"] = method
-    event["requestContext"]["authorizer"] = {"lambda": {"workspaceId": workspace}}
+    event["headers"]["authorization"] = f"Bearer {key_of(workspace)}"
     event.pop("pathParameters", None)
     text = raw if raw is not None else json.dumps(body) if body is not None else None
     if text is not None:

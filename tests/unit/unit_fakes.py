@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import to_item
+from sendonce.auth.api_keys import hash_api_key
 from sendonce.clock import Clock
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.delivery.stream_handoff import hand_off_batch
@@ -305,6 +306,45 @@ class FakeLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 10_000
+
+
+EVENT_FILES_KEY = "sk_local_dev"  # the key the events/ files send, of the workspace below
+EVENT_FILES_WORKSPACE = "ws_local"
+
+
+def key_of(workspace: str) -> str:
+    """The API key a unit test's caller of `workspace` sends (`InMemoryApiKeys.of` knows it)."""
+    return EVENT_FILES_KEY if workspace == EVENT_FILES_WORKSPACE else f"sk_unit_{workspace}"
+
+
+@dataclass
+class InMemoryApiKeys:
+    """The API key store in memory (hash -> workspace); `failing`: every read raises, as an outage."""
+
+    workspaces: dict[str, str] = field(default_factory=dict)
+    revoked: set[str] = field(default_factory=set)
+    failing: bool = False
+    reads: int = 0
+
+    @classmethod
+    def of(cls, *workspaces: str) -> InMemoryApiKeys:
+        """The events/ files' key, and `key_of(workspace)` for each workspace."""
+        keys = cls()
+        for workspace in (EVENT_FILES_WORKSPACE, *workspaces):
+            keys.save(hash_api_key(key_of(workspace)), workspace)
+        return keys
+
+    def workspace_for(self, key_hash: str) -> str | None:
+        self.reads += 1
+        if self.failing:
+            raise ConnectionError("the key store cannot be reached")
+        return None if key_hash in self.revoked else self.workspaces.get(key_hash)
+
+    def save(self, key_hash: str, workspace_id: str) -> None:
+        self.workspaces[key_hash] = workspace_id
+
+    def revoke(self, api_key: str) -> None:
+        self.revoked.add(hash_api_key(api_key))
 
 
 @dataclass

@@ -43,13 +43,14 @@ def _check_every_channel_has_a_queue(queue_urls: Mapping[str, str]) -> None:
         raise ValueError(f"missing queue URLs: {', '.join(missing)}")
 
 
-class AuthorizerSettings(_Settings):
-    api_keys_table: str = Field(alias="API_KEYS_TABLE", min_length=1)
-
-
 class ApiSettings(_Settings):
     messages_table: str = Field(alias="MESSAGES_TABLE", min_length=1)
     idempotency_table: str = Field(alias="IDEMPOTENCY_TABLE", min_length=1)
+    # The hashed API keys, read on a request whose key this environment has not found good lately.
+    api_keys_table: str = Field(alias="API_KEYS_TABLE", min_length=1)
+    # How long an execution environment keeps a found key's workspace before reading it again:
+    # a revoked key keeps working that long where it was found good (0: read on every request).
+    api_key_cache_seconds: int = Field(60, alias="SENDONCE_API_KEY_CACHE_SECONDS", ge=0, le=300)
     queue_urls: dict[str, str]
     dedup_window_seconds: PositiveInt = Field(900, alias="SENDONCE_DEDUP_WINDOW_SECONDS")
     idempotency_ttl_seconds: PositiveInt = Field(86_400, alias="SENDONCE_IDEMPOTENCY_TTL_SECONDS")

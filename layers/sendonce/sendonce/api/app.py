@@ -38,7 +38,7 @@ from sendonce.api.errors import (
     validation_error,
 )
 from sendonce.api.openapi import docs_page, openapi_document
-from sendonce.api.preflight import check_request, header, raw_body, workspace_of
+from sendonce.api.preflight import check_request, header, raw_body
 from sendonce.api.routes import (
     ADD_WEBHOOK_ENDPOINT,
     CANCEL_MESSAGE,
@@ -71,6 +71,7 @@ from sendonce.api.schemas import (
     RedeliverRequest,
     SendMessageRequest,
 )
+from sendonce.auth.api_keys import bearer_token, resolve_workspace
 from sendonce.clock import rfc3339
 from sendonce.errors import IdempotencyKeyReused, RateLimited, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
@@ -100,9 +101,13 @@ def _json_response(status: int, payload: Any, headers: dict[str, str] | None = N
     return Response(status_code=status, content_type=JSON, body=body, headers=headers or {})
 
 
+# The router's context key of the caller's workspace, which the preflight found (set on every request).
+_CALLER = "caller_workspace"
+
+
 def _workspace() -> str:
-    workspace = workspace_of(app.current_event.raw_event)
-    if workspace is None:  # the preflight already answered 401; this guards direct route use
+    workspace = app.context.get(_CALLER)
+    if not isinstance(workspace, str) or not workspace:  # the preflight already answered 401
         raise ApiError(401, "unauthorized", "A valid API key is required.")
     return workspace
 
@@ -393,6 +398,13 @@ app.not_found(_not_found)
 
 
 # ---------------------------------------------------------------------------- entry point
+def _find_workspace(authorization: str | None) -> str | None:
+    """The caller's workspace, from this environment's key store (and its cache)."""
+    if bearer_token(authorization) is None:
+        return None  # no key to look up: a 401 that needs no dependency
+    return resolve_workspace(dependencies.root.get().api_keys, authorization)
+
+
 def handle(event: Any, context: LambdaContext) -> dict[str, Any]:
     counted: list[RateDecision] = []
 
@@ -408,8 +420,10 @@ def handle(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         if not isinstance(event, dict):
             raise validation_error([{"field": "event", "message": "is not an API Gateway event"}])
-        event = check_request(event, check_rate)
-        response: dict[str, Any] = app.resolve(event, context)
+        checked = check_request(event, _find_workspace, check_rate)
+        # Set before every resolve (which clears it after), so no request sees another's caller.
+        app.context[_CALLER] = checked.workspace
+        response: dict[str, Any] = app.resolve(checked.event, context)
     except ApiError as error:
         response = error.to_lambda_response()
     except Exception:

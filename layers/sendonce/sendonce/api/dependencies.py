@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
+from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
@@ -17,6 +18,8 @@ from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api.answers import send_answer
 from sendonce.api.batch import BATCH_KEY_PREFIX, SendMany, run_once
 from sendonce.api.idempotency import SendOnce, StoredAnswer, idempotency_config, make_idempotent
+from sendonce.auth.api_keys import ApiKeyStore
+from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.aws_clients import client
 from sendonce.composition import Root
 from sendonce.errors import DependencyUnavailable
@@ -49,6 +52,8 @@ class ApiDependencies:
     send_once: SendOnce
     events: EventQueue
     webhooks: WebhookService
+    # The caller's API key -> its workspace, checked by the preflight before any route runs.
+    api_keys: ApiKeyStore
     # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
     webhook_secret: Secret = no_secret
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
@@ -84,6 +89,10 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
     messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
     batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits)
     config = idempotency_config(settings.idempotency_ttl_seconds)
+    api_keys = CachedApiKeyStore(
+        DynamoDbApiKeyStore(dynamodb, settings.api_keys_table),
+        ttl=timedelta(seconds=settings.api_key_cache_seconds),
+    )
 
     def send(*, request: dict[str, Any], command: SendCommand) -> StoredAnswer:
         """The once-only part: its answer is what an Idempotency-Key replays."""
@@ -96,6 +105,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         send_once=make_idempotent(send, settings.idempotency_table, dynamodb, config),
         events=SqsEventQueue(sqs, settings.events_queue_url),
         webhooks=_webhooks(settings, dynamodb, sqs),
+        api_keys=api_keys,
         webhook_secret=SecretsManagerSecret(
             settings.webhook_secret_arn,
             partial(client, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),

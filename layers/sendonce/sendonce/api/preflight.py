@@ -1,8 +1,13 @@
 """What is checked before a request reaches its route: the caller, the size and the media type.
 
 These run before any body validation and before anything is written, in the contract's order:
-401, then the workspace's request rate (429), then 413, then 415. Which requests need a key and
-which bodies are read come from the routes' declarations in `sendonce.api.routes`.
+401 (or 503), then the workspace's request rate (429), then 413, then 415. Which requests need a
+key and which bodies are read come from the routes' declarations in `sendonce.api.routes`.
+
+The caller is found here, in the API function, from the `Authorization` header: no authorizer runs
+before it. A route that takes a key gets a workspace or an answer, never both: no key, a malformed
+header, an unknown or a revoked key is 401; a key store that cannot be read is 503 with
+Retry-After, because an outage is never a bad key.
 """
 
 from __future__ import annotations
@@ -11,34 +16,45 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sendonce.api.errors import JSON, ApiError, unauthorized, unavailable
 from sendonce.api.routes import MAX_BODY_BYTES, Body, body_of, max_body_of, needs_key, size_text
-from sendonce.auth.api_keys import KEY_LOOKUP_FAILED
+from sendonce.observability import logger
 
-__all__ = ["MAX_BODY_BYTES", "check_request", "header", "raw_body", "workspace_of"]
+__all__ = ["MAX_BODY_BYTES", "Checked", "FindWorkspace", "check_request", "header", "raw_body"]
 _TOO_DEEP = {"field": "body", "message": "the body is not valid JSON: it is nested too deeply"}
 
-
-def _authorizer_context(event: dict[str, Any]) -> dict[str, Any]:
-    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
-    return context if isinstance(context, dict) else {}
-
-
-def workspace_of(event: dict[str, Any]) -> str | None:
-    """The workspace the authorizer resolved the API key to, if any."""
-    workspace = _authorizer_context(event).get("workspaceId")
-    return workspace if isinstance(workspace, str) and workspace else None
+# The `Authorization` header -> the workspace of its key; None: no key, or none good. It raises
+# when the key store cannot be read.
+FindWorkspace = Callable[[str | None], str | None]
 
 
-def key_lookup_failed(event: dict[str, Any]) -> bool:
-    """The authorizer could not read the key store: an outage, not a bad key."""
-    return _authorizer_context(event).get("keyLookup") == KEY_LOOKUP_FAILED
+class Checked(NamedTuple):
+    """A request that may reach its route: the event (its body decoded) and the caller."""
+
+    event: dict[str, Any]
+    workspace: str | None  # on a route that takes an API key, always set
+
+
+def _caller(event: dict[str, Any], find_workspace: FindWorkspace) -> str:
+    authorization = header(event, "authorization")
+    try:
+        workspace = find_workspace(authorization)
+    except Exception:
+        # Neither the header nor the key is logged: only that the store could not be read.
+        logger.exception("auth.key_lookup_failed", extra={"event": "auth.key_lookup_failed"})
+        raise unavailable("The API key could not be checked. It is safe to retry.") from None
+    if workspace is None:
+        logger.info("auth.key_rejected", extra={"event": "auth.key_rejected"})
+        raise unauthorized()
+    return workspace
 
 
 def header(event: dict[str, Any], name: str) -> str | None:
-    headers = event.get("headers") or {}
+    headers = event.get("headers")
+    if not isinstance(headers, dict):
+        return None
     for key, value in headers.items():
         if isinstance(key, str) and key.lower() == name:
             return value if isinstance(value, str) else None
@@ -72,33 +88,34 @@ def _is_json_media_type(content_type: str | None) -> bool:
     return True
 
 
-def check_request(event: dict[str, Any], check_rate: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Raise the answer for a request that must stop here; otherwise the event, body decoded.
+def check_request(
+    event: dict[str, Any],
+    find_workspace: FindWorkspace,
+    check_rate: Callable[[str], None] | None = None,
+) -> Checked:
+    """Raise the answer for a request that must stop here; otherwise the event, body decoded, and
+    the caller's workspace.
 
     `check_rate(workspace)` runs right after the API key is found good, and raises a refusal."""
     method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
     path = str(event.get("rawPath") or "")
-    # `$default` takes what no route matched: no authorizer ran, and the answer is 404 or 405.
+    # `$default` takes what no route matched: no key is looked up, and the answer is 404 or 405.
     matched = event.get("routeKey") != "$default"
-    if matched and needs_key(path) and workspace_of(event) is None:
-        if key_lookup_failed(event):
-            raise unavailable("The API key could not be checked. It is safe to retry.")
-        raise unauthorized()
-    workspace = workspace_of(event)
+    workspace = _caller(event, find_workspace) if matched and needs_key(path) else None
     if matched and check_rate is not None and workspace is not None and needs_key(path):
         check_rate(workspace)
     # Only the routes that take a body read one: any other answers its own 404 or 405.
     kind = body_of(method, path)
     if kind is Body.NONE:
-        return event
+        return Checked(event, workspace)
     body = raw_body(event)
     limit = max_body_of(method, path)  # the route's own: 1 MiB for a batch, 256 KiB for one message
     if len(body) > limit:
         raise ApiError(413, "payload_too_large", f"The body is over {size_text(limit)}.")
     if kind is Body.SIGNED:
-        return event  # signed raw bytes: the route reads them as they came
+        return Checked(event, workspace)  # signed raw bytes: the route reads them as they came
     if kind is Body.OPTIONAL_JSON and not body.strip():
-        return event
+        return Checked(event, workspace)
     if not _is_json_media_type(header(event, "content-type")):
         raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
     try:
@@ -113,4 +130,5 @@ def check_request(event: dict[str, Any], check_rate: Callable[[str], None] | Non
         pass  # the router answers it with the field details of a JSON error
     # The router's own body check compares the media type case-sensitively: hand it the checked one.
     headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
-    return {**event, "headers": {**headers, "content-type": JSON}, "body": text, "isBase64Encoded": False}
+    checked = {**event, "headers": {**headers, "content-type": JSON}, "body": text, "isBase64Encoded": False}
+    return Checked(checked, workspace)

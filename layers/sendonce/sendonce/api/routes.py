@@ -76,7 +76,7 @@ class Route:
     answers: Mapping[int, Any]  # the documented success answers
     # The errors the route itself answers; those its preflight answers are added (see error_statuses).
     errors: tuple[int, ...] = ()
-    public: bool = False  # no API key: `Auth: {Authorizer: NONE}` in template.yaml
+    public: bool = False  # no API key: the preflight looks none up
     body: Body = Body.NONE
     description: str | None = None
     tags: tuple[str, ...] = ()

@@ -11,8 +11,6 @@ import secrets
 from typing import Protocol
 
 KEY_PREFIX = "sk_"
-# What the authorizer tells the API when the key store could not be read: answer 503, not 401.
-KEY_LOOKUP_FAILED = "failed"
 
 
 def hash_api_key(api_key: str) -> str:
@@ -35,12 +33,16 @@ def bearer_token(authorization_header: str | None) -> str | None:
 
 
 class ApiKeyStore(Protocol):
-    def workspace_for(self, key_hash: str) -> str | None: ...
+    def workspace_for(self, key_hash: str) -> str | None:
+        """The workspace of a key's hash; None for an unknown or revoked key. Raises when the
+        store cannot be read: an outage is never a bad key."""
+        ...
 
     def save(self, key_hash: str, workspace_id: str) -> None: ...
 
 
 def resolve_workspace(store: ApiKeyStore, authorization_header: str | None) -> str | None:
+    """The workspace of the header's key; None for no key, a malformed header or a wrong key."""
     token = bearer_token(authorization_header)
     if token is None:
         return None
