@@ -25,7 +25,8 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     # auth.dependencies -> DynamoDbApiKeyStore.resolve
     "AuthorizerFunction": {"Allow": {"dynamodb:GetItem"}},
     # api.dependencies: DynamoDbSendingStore (create transaction of Puts, cancel, lock release, get,
-    # list on the two indexes), Powertools idempotency, SqsMessageQueue, SqsEventQueue (webhooks).
+    # list on the two keys-only indexes, then the items), Powertools idempotency, SqsMessageQueue,
+    # SqsEventQueue, DynamoDbWebhookStore (endpoints, events listed through their index).
     "ApiFunction": {
         "Allow": {
             "dynamodb:GetItem",
@@ -33,7 +34,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:Query",
-            "dynamodb:BatchGetItem",  # GET /v1/usage sums the day's quota shards
+            "dynamodb:BatchGetItem",  # a listing page's items; GET /v1/usage sums the quota shards
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }
