@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import islice
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sendonce import aws_clients
 from sendonce.adapters.dynamodb_items import Item
-from sendonce.adapters.dynamodb_listing import Chunk, ReadShard, first_read, newest_first
+from sendonce.adapters.dynamodb_listing import SHARD_READERS, Chunk, ReadShard, first_read, newest_first
 
 
 def _entry(entry_id: str) -> Item:
@@ -113,3 +115,11 @@ def test_a_first_read_covers_a_shards_share_of_a_page_with_room() -> None:
     assert first_read(101, 64) == 6
     assert first_read(2, 1) == 2  # one shard: the page itself
     assert first_read(101, 1) == 101
+
+
+def test_the_clients_pool_holds_a_connection_for_each_shard_read_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+    assert aws_clients.client("dynamodb").meta.config.max_pool_connections >= SHARD_READERS
