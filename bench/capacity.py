@@ -11,24 +11,70 @@ client of its own, which is neither hooked nor counted) and applies the rules:
 - each GSI: an item entering or leaving it is 1 write of its projected size; a change of the
   index's key is 2 (delete + put); a change of a projected attribute is 1;
 - a read: 1 RRU per started 4 KB (strongly consistent), half of that eventually consistent
-  (GSI queries always are), 2x in a transaction.
+  (GSI queries always are), 2x in a transaction; a BatchGetItem prices each item on its own;
+- an item deleted by TTL costs its table nothing, and each GSI an item leaves (as any delete).
+
+Each figure is also kept per partition (`PartitionUse`: the table or index and the value of its
+partition key), so `busiest_partitions` can tell, from the real item images of one message's life
+(`message_life`), what the busiest partition of each table and index takes when one workspace
+sends at a given rate, against DynamoDB's per-partition limits (1,000 WCU and 3,000 RCU a second).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import threading
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import boto3
 import botocore.session
+from moto import mock_aws
+from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
+from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_items import LISTING_SHARDS, OUTBOX_SHARDS
+from sendonce.adapters.dynamodb_limits import DynamoDbLimits
+from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
+from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.dynamodb_webhooks import ENDPOINT_COPIES, EVENT_SHARDS, DynamoDbWebhookStore
+from sendonce.api.idempotency import idempotency_config, make_idempotent
+from sendonce.auth.api_keys import hash_api_key
+from sendonce.dedup.identity import dedup_identity
+from sendonce.delivery.ports import ClaimedMessage
+from sendonce.idempotency.keys import tie_identity
+from sendonce.limits.model import MAX_DAILY_QUOTA, Limits, QuotaCharge, Window
+from sendonce.messages.ids import new_message_id
+from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.ports import Created, DedupClaim, KeyTie
+from sendonce.messages.service import handoff_due_at
+from sendonce.provider_events.model import EventType as ProviderEventType
+from sendonce.provider_events.model import ProviderEvent
+from sendonce.webhooks.model import (
+    Change,
+    Delivery,
+    Endpoint,
+    Event,
+    EventType,
+    SigningSecret,
+    new_endpoint_id,
+    new_secret,
+)
+from sendonce.webhooks.ports import Attempt
+
+from sendonce_local.emulator import create_tables
+from sendonce_local.template import load_template
 
 Item = dict[str, Any]
 WRITE_UNIT = 1024
 READ_UNIT = 4096
 WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems")
-READS = ("GetItem", "Query")
+READS = ("GetItem", "Query", "BatchGetItem")
 
 
 def value_size(value: dict[str, Any]) -> int:
@@ -73,16 +119,29 @@ class TableShape:
     indexes: tuple[Index, ...]
 
 
+@dataclass(frozen=True)
+class PartitionUse:
+    """Capacity taken on one partition: of `table`, or of its index `index`, by partition key value."""
+
+    table: str
+    index: str | None
+    partition: str
+    wcu: float = 0.0
+    rcu: float = 0.0
+
+
 @dataclass
 class Units:
     wru: float = 0.0
     rru: float = 0.0
     detail: list[str] = field(default_factory=list)
+    uses: list[PartitionUse] = field(default_factory=list)
 
     def add(self, other: Units) -> None:
         self.wru += other.wru
         self.rru += other.rru
         self.detail.extend(other.detail)
+        self.uses.extend(other.uses)
 
 
 def _projected(index: Index, table: TableShape, item: Item | None) -> Item | None:
@@ -94,23 +153,41 @@ def _projected(index: Index, table: TableShape, item: Item | None) -> Item | Non
     return {name: value for name, value in item.items() if name in names}
 
 
-def index_writes(index: Index, table: TableShape, old: Item | None, new: Item | None) -> float:
+def _partition(keys: tuple[str, ...], item: Item) -> str:
+    return str(next(iter(item[keys[0]].values())))
+
+
+def index_uses(
+    index: Index, table: TableShape, old: Item | None, new: Item | None
+) -> list[tuple[str, float]]:
+    """The writes a change of an item makes to `index`: (partition key value, WCU) of each."""
     before, after = _projected(index, table, old), _projected(index, table, new)
     if before is None and after is None:
-        return 0
+        return []
     if before is None or after is None:
-        return math.ceil(item_size(before or after) / WRITE_UNIT)
+        entry = before or after
+        return [(_partition(index.keys, entry), math.ceil(item_size(entry) / WRITE_UNIT))]  # type: ignore[arg-type]
     if any(old[key] != new[key] for key in index.keys):  # type: ignore[index]
-        return math.ceil(item_size(before) / WRITE_UNIT) + math.ceil(item_size(after) / WRITE_UNIT)
+        return [  # out of its old place, into its new one
+            (_partition(index.keys, before), math.ceil(item_size(before) / WRITE_UNIT)),
+            (_partition(index.keys, after), math.ceil(item_size(after) / WRITE_UNIT)),
+        ]
     if before != after:
-        return math.ceil(max(item_size(before), item_size(after)) / WRITE_UNIT)
-    return 0
+        return [
+            (_partition(index.keys, after), math.ceil(max(item_size(before), item_size(after)) / WRITE_UNIT))
+        ]
+    return []
+
+
+def index_writes(index: Index, table: TableShape, old: Item | None, new: Item | None) -> float:
+    return sum(units for _, units in index_uses(index, table, old, new))
 
 
 class CapacityProbe:
     """Hooks DynamoDB clients; while `active`, prices every call into `units`."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str | None) -> None:
+        """`endpoint`: the engine's (None: AWS's own, or moto's in process)."""
         session = botocore.session.get_session()
         self._client = session.create_client(
             "dynamodb",
@@ -137,7 +214,7 @@ class CapacityProbe:
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
         # A Query is priced from what it returned (after the call): no item is read before it.
-        if not self.active or model.name not in WRITES + READS or model.name == "Query":
+        if not self.active or model.name not in WRITES + READS or model.name in ("Query", "BatchGetItem"):
             return
         params = context.get("bench_params") or {}
         context["bench_old"] = [
@@ -152,13 +229,16 @@ class CapacityProbe:
         if model.name == "Query":
             self.units.add(self._query(params, parsed))
             return
+        if model.name == "BatchGetItem":
+            self.units.add(self._batch_get(params, parsed))
+            return
         targets = self._targets(model.name, params)
         transactional = model.name.startswith("Transact")
         for (table, key, old), (_, _, action, attempted) in zip(
             context.get("bench_old") or [], targets, strict=False
         ):
             if model.name == "GetItem":
-                self.units.add(self._read(table, old, bool(params.get("ConsistentRead"))))
+                self.units.add(self._read(table, old, bool(params.get("ConsistentRead")), key))
                 continue
             new = old if failed else self._get(table, key)
             self.units.add(self._write(table, action, old, new, attempted, failed, transactional))
@@ -177,19 +257,70 @@ class CapacityProbe:
         shape = self._shape(table)
         size = max(item_size(old), item_size(new), item_size(attempted) if failed else 0, 1)
         base = math.ceil(size / WRITE_UNIT) * (2 if transactional else 1)
-        gsi = 0.0 if failed else sum(index_writes(index, shape, old, new) for index in shape.indexes)
+        where = new or old or attempted or {}
+        uses = [PartitionUse(table, None, _partition(shape.keys, where) if where else "?", wcu=base)]
+        if not failed:
+            uses += [
+                PartitionUse(table, index.name, partition, wcu=units)
+                for index in shape.indexes
+                for partition, units in index_uses(index, shape, old, new)
+            ]
+        gsi = sum(use.wcu for use in uses[1:])
         outcome = "failed" if failed else "ok"
-        return Units(wru=base + gsi, detail=[f"{table} {action} {outcome} {size}B: {base} WRU + {gsi:g} GSI"])
+        return Units(
+            wru=base + gsi,
+            detail=[f"{table} {action} {outcome} {size}B: {base} WRU + {gsi:g} GSI"],
+            uses=uses,
+        )
 
-    def _read(self, table: str, item: Item | None, consistent: bool) -> Units:
+    def _read(self, table: str, item: Item | None, consistent: bool, key: Item | None = None) -> Units:
         units = math.ceil(max(item_size(item), 1) / READ_UNIT) * (1 if consistent else 0.5)
-        return Units(rru=units, detail=[f"{table} GetItem {item_size(item)}B: {units:g} RRU"])
+        partition = _partition(self._shape(table).keys, key or item or {"?": {"S": "?"}})
+        return Units(
+            rru=units,
+            detail=[f"{table} GetItem {item_size(item)}B: {units:g} RRU"],
+            uses=[PartitionUse(table, None, partition, rcu=units)],
+        )
 
     def _query(self, params: dict[str, Any], parsed: dict[str, Any]) -> Units:
         size = sum(item_size(item) for item in parsed.get("Items") or [])
         consistent = bool(params.get("ConsistentRead")) and not params.get("IndexName")
         units = math.ceil(max(size, 1) / READ_UNIT) * (1 if consistent else 0.5)
-        return Units(rru=units, detail=[f"{params.get('TableName')} Query {size}B: {units:g} RRU"])
+        table = str(params.get("TableName"))
+        use = PartitionUse(table, params.get("IndexName"), self._queried_partition(params), rcu=units)
+        return Units(rru=units, detail=[f"{table} Query {size}B: {units:g} RRU"], uses=[use])
+
+    def _batch_get(self, params: dict[str, Any], parsed: dict[str, Any]) -> Units:
+        out = Units()
+        for table, items in (parsed.get("Responses") or {}).items():
+            consistent = bool(((params.get("RequestItems") or {}).get(table) or {}).get("ConsistentRead"))
+            for item in items:
+                out.add(self._read(table, item, consistent))
+        out.detail = [f"BatchGetItem {len(out.uses)} items: {out.rru:g} RRU"]
+        return out
+
+    def _queried_partition(self, params: dict[str, Any]) -> str:
+        """The partition key value in a Query's key condition (`name = :value`)."""
+        shape = self._shape(str(params.get("TableName")))
+        index = next((i for i in shape.indexes if i.name == params.get("IndexName")), None)
+        hash_key = (index.keys if index else shape.keys)[0]
+        names = params.get("ExpressionAttributeNames") or {}
+        values = params.get("ExpressionAttributeValues") or {}
+        for name, value in re.findall(r"([#\w]+)\s*=\s*(:\w+)", params.get("KeyConditionExpression", "")):
+            if names.get(name, name) == hash_key and value in values:
+                return str(next(iter(values[value].values())))
+        return "?"
+
+    def expired(self, table: str, item: Item) -> Units:
+        """An item deleted by TTL: nothing on its table, each index it leaves as a delete."""
+        shape = self._shape(table)
+        uses = [
+            PartitionUse(table, index.name, partition, wcu=units)
+            for index in shape.indexes
+            for partition, units in index_uses(index, shape, item, None)
+        ]
+        wcu = sum(use.wcu for use in uses)
+        return Units(wru=wcu, detail=[f"{table} TTL delete: 0 WRU + {wcu:g} GSI"], uses=uses)
 
     # ------------------------------------------------------------------ items
     def _targets(self, operation: str, params: dict[str, Any]) -> list[tuple[str, Item, str, Item | None]]:
@@ -240,3 +371,316 @@ class CapacityProbe:
         finally:
             self.active = False
         return self.units
+
+
+# ---------------------------------------------------------------------------- one workspace, hot partitions
+PARTITION_WCU = 1000  # DynamoDB's per-partition limits, a second
+PARTITION_RCU = 3000
+WORKSPACE = "ws_busy"
+API_KEY = "sk_busy"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
+# The attribute each table's TTL reads (template.yaml); the idempotency table's is Powertools'.
+TTL_ATTRIBUTES = ("expiresAt", "expiration")
+EACH_ITS_OWN = "each message its own"
+
+
+def scaled(units: Units, weight: float) -> Units:
+    """`units` taken `weight` times (a call made once per batch of 100 is 0.01 of a message's)."""
+    return Units(
+        wru=units.wru * weight,
+        rru=units.rru * weight,
+        detail=[f"x{weight:g} {line}" for line in units.detail],
+        uses=[
+            PartitionUse(use.table, use.index, use.partition, use.wcu * weight, use.rcu * weight)
+            for use in units.uses
+        ],
+    )
+
+
+# The API function keeps a key it found good for SENDONCE_API_KEY_CACHE_SECONDS (60) per execution
+# environment; at ~50 ms a request, `sends_per_second * 0.05` environments each read it once a
+# minute: 0.05 / 60 reads a send, whatever the rate.
+API_SECONDS_PER_REQUEST = 0.05
+API_KEY_CACHE_SECONDS = 60
+CACHED_KEY_READS_PER_SEND = API_SECONDS_PER_REQUEST / API_KEY_CACHE_SECONDS
+
+
+def message_life(
+    *,
+    sends_per_second: int = 10_000,
+    endpoints: int = 1,
+    keyed: bool = True,
+    key_reads_per_send: float = CACHED_KEY_READS_PER_SEND,
+    changes_per_endpoints_read: int = 100,
+    body: str = "Your code is 123456. It expires in 10 minutes.",
+) -> Units:
+    """The DynamoDB capacity of one message's life, priced call by call on the real adapters against the
+    template's own tables (moto, in process), each call weighted by how often a message makes it: the
+    API key's read (`key_reads_per_send`: once a cache period per API execution environment,
+    CACHED_KEY_READS_PER_SEND; 1 without the cache); the rate check's lease (one in `lease_ceiling`
+    requests of a busy environment); the Idempotency-Key record (`keyed`); the create transaction with
+    its lock, key tie and quota unit; the dispatcher's claim and finish (`sent`); the provider's
+    `delivered`; the three status events (`queued`, `sent`, `delivered`), each with its `Applied` read
+    and written, the endpoints read once per `changes_per_endpoints_read` changes (once per workspace
+    per stream batch) and one delivery to each of `endpoints` endpoints (the event and the endpoint
+    read, the attempt recorded); and the expiry of every item (TTL). The workspace's limits allow
+    `sends_per_second`, all day; the message is an SMS of `body`."""
+    limits = _limits_at(sends_per_second)
+    life = Units()
+    with mock_aws():
+        client = boto3.session.Session().client(
+            "dynamodb", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        create_tables(client, load_template(TEMPLATE))
+        probe = CapacityProbe(None)
+        probe.hook(client)
+
+        def step(weight: float, run: Callable[[], object]) -> None:
+            life.add(scaled(probe.measure(run), weight))
+
+        keys = DynamoDbApiKeyStore(client, "ApiKeysTable")
+        keys.save(hash_api_key(API_KEY), WORKSPACE)
+        step(key_reads_per_send, lambda: keys.workspace_for(hash_api_key(API_KEY)))
+        counters = DynamoDbLimits(client, "LimitsTable", limits)
+        lease = limits.lease_ceiling
+        step(1 / lease, lambda: counters.take_lease(WORKSPACE, Window.at(NOW), 0, lease))
+        message = _send(client, counters, limits, keyed, body, step)
+        delivery = DynamoDbDeliveryStore(client, "MessagesTable")
+        claimed: list[ClaimedMessage] = []
+
+        def claim() -> None:
+            answer = delivery.claim(WORKSPACE, message.id, NOW, 25)
+            if not isinstance(answer, ClaimedMessage):
+                raise RuntimeError(f"the life's message was not claimed: {answer}")
+            claimed.append(answer)
+
+        step(1, claim)
+        step(1, lambda: delivery.finish_attempt(claimed[0], Status.SENT, NOW, provider_message_id="p-1"))
+        provider = DynamoDbProviderEventStore(client, "MessagesTable")
+        delivered = ProviderEvent("http", "provider-event-1", message.id, ProviderEventType.DELIVERED, "now")
+        step(1, lambda: provider.apply_provider_event(delivered, NOW))
+        _tell(client, message, endpoints, changes_per_endpoints_read, step)
+        for table in client.list_tables()["TableNames"]:
+            for item in client.scan(TableName=table, ConsistentRead=True).get("Items", []):
+                if any(name in item for name in TTL_ATTRIBUTES):
+                    life.add(probe.expired(table, item))
+    return life
+
+
+Step = Callable[[float, Callable[[], object]], None]
+
+
+def _limits_at(sends_per_second: int) -> Limits:
+    """Limits that allow `sends_per_second`, all day."""
+    return Limits(sends_per_second, min(MAX_DAILY_QUOTA, sends_per_second * 86_400))
+
+
+def _send(
+    client: Any, counters: DynamoDbLimits, limits: Limits, keyed: bool, body: str, step: Step
+) -> Message:
+    """The create transaction (under its Idempotency-Key record when `keyed`), as the API makes it."""
+    sending = DynamoDbSendingStore(client, "MessagesTable", retention=timedelta(days=90), quota=counters)
+    message = Message(
+        id=new_message_id(int(NOW.timestamp() * 1000)),
+        workspace_id=WORKSPACE,
+        channel=Channel("sms"),
+        to="+15550100000",
+        body=body,
+        status=Status.QUEUED,
+        created_at=NOW,
+        updated_at=NOW,
+        idempotency_key="order-1" if keyed else None,
+        metadata={"order": "1"},
+    )
+    claim = DedupClaim(dedup_identity(WORKSPACE, message.to, None, message.body), NOW + timedelta(minutes=15))
+    tie = KeyTie(tie_identity(WORKSPACE, "order-1", message.to), "fingerprint") if keyed else None
+
+    def create(request: dict[str, Any] | None = None) -> dict[str, Any]:
+        charge = QuotaCharge.of(WORKSPACE, limits, NOW)
+        outcome = sending.create(message, claim, tie, handoff_due_at(NOW, None), NOW, quota=charge)
+        if not isinstance(outcome, Created):
+            raise RuntimeError(f"the life's message was not created: {outcome}")
+        return {"status": 201}
+
+    if keyed:
+        send_once = make_idempotent(create, "IdempotencyTable", client, idempotency_config(86_400))
+        request = {"workspace": WORKSPACE, "key": "order-1", "payload": {"body": message.body}}
+        with warnings.catch_warnings():  # no Lambda context here to tell the time left
+            warnings.filterwarnings("ignore", message="Couldn't determine the remaining time left")
+            step(1, lambda: send_once(request=request))
+    else:
+        step(1, create)
+    return message
+
+
+def _tell(client: Any, message: Message, endpoints: int, changes_per_endpoints_read: int, step: Step) -> None:
+    """The message's three status events, recorded and delivered to each endpoint, as
+    MessageChangesFunction and WebhookDeliveryFunction do."""
+    webhooks = DynamoDbWebhookStore(client, "WebhooksTable")
+    endpoint_ids = []
+    for _ in range(endpoints):
+        endpoint = Endpoint(
+            id=new_endpoint_id(NOW),
+            workspace_id=WORKSPACE,
+            url="https://hooks.example.com/sendonce",
+            event_types=None,
+            description=None,
+            created_at=NOW,
+            secrets=(SigningSecret(new_secret()),),
+        )
+        webhooks.add_endpoint(endpoint, endpoints)
+        endpoint_ids.append(endpoint.id)
+    told = [
+        (Status.QUEUED, EventType.QUEUED),
+        (Status.SENT, EventType.SENT),
+        (Status.DELIVERED, EventType.DELIVERED),
+    ]
+    for sequence, (status, kind) in enumerate(told, start=1):
+        change = Change(message.with_status(status, NOW), kind, NOW, f"{sequence:040d}")
+        deliveries = tuple(Delivery(endpoint_id) for endpoint_id in endpoint_ids)
+        event = Event(
+            change.event_id, WORKSPACE, message.id, kind, NOW, change.message.to_api(), sequence, deliveries
+        )
+        previous = webhooks.applied(message.id)
+        step(1, lambda: webhooks.applied(message.id))
+        step(1 / changes_per_endpoints_read, lambda: webhooks.endpoints(WORKSPACE))
+        step(
+            1,
+            lambda event=event, change=change, previous=previous: webhooks.record(
+                event, change.position, previous
+            ),
+        )
+        for endpoint_id in endpoint_ids:
+            attempt = Attempt(NOW, 204, succeeded=True, final=True)
+            step(1, lambda event=event: webhooks.event(WORKSPACE, event.id))
+            step(1, lambda endpoint_id=endpoint_id: webhooks.endpoint(WORKSPACE, endpoint_id))
+            step(
+                1,
+                lambda event=event, endpoint_id=endpoint_id, attempt=attempt: webhooks.record_attempt(
+                    WORKSPACE, event.id, endpoint_id, attempt
+                ),
+            )
+
+
+@dataclass(frozen=True)
+class Family:
+    """The partitions one workspace's writes of one kind spread over: `label` names them, `spread`
+    is how many there are (None: each message, or key, has its own)."""
+
+    table: str
+    index: str | None
+    label: str
+    spread: int | None
+
+
+# The partitions of these (table, index) that one workspace's entries spread over: `<...>#<n>`.
+SHARDED = {
+    ("MessagesTable", "ByWorkspace"): LISTING_SHARDS,
+    ("MessagesTable", "ByWorkspaceStatus"): LISTING_SHARDS,
+    ("MessagesTable", "Outbox"): OUTBOX_SHARDS,  # shared by every workspace, spread all the same
+    ("WebhooksTable", "ByWorkspace"): EVENT_SHARDS,
+}
+
+
+def family_of(use: PartitionUse, rate_shards: int, quota_shards: int) -> Family:
+    """Which partitions a use belongs with, by the adapters' key formats: a workspace's shards of
+    one kind, a partition of its own (an API key), or one of each message's (or key's) own."""
+    table, index, partition = use.table, use.index, use.partition
+    if (table, index) in SHARDED:  # <workspace>[#<status>]#<n>, or the outbox's <n>
+        label = partition.rsplit("#", 1)[0] + "#<n>" if "#" in partition else "<n>"
+        return Family(table, index, label, SHARDED[(table, index)])
+    kind, _, rest = partition.partition("#")
+    if table == "LimitsTable" and kind in ("RATE", "QUOTA"):  # <kind>#<workspace>#<window or day>#<n>
+        when = "<window>" if kind == "RATE" else "<day>"
+        spread = rate_shards if kind == "RATE" else quota_shards
+        return Family(table, index, f"{kind}#{rest.rsplit('#', 2)[0]}#{when}#<n>", spread)
+    if table == "WebhooksTable" and kind == "WHEP":  # WHEP#<workspace>#<copy>
+        return Family(table, index, partition.rsplit("#", 1)[0] + "#<copy>", ENDPOINT_COPIES)
+    if table == "ApiKeysTable":
+        return Family(table, index, "<the workspace's API key>", 1)
+    if table == "IdempotencyTable":
+        return Family(table, index, "<key>", None)
+    if index == "ByMessage":
+        return Family(table, index, "<message id>", None)
+    if table in ("MessagesTable", "WebhooksTable") and kind in ("MSG", "DEDUP", "KEYTIE", "EVENT", "EVT"):
+        return Family(table, index, f"{kind}#<id>", None)
+    return Family(table, index, partition, 1)  # anything else: one partition, to be safe
+
+
+def busiest_partitions(
+    life: Units,
+    sends_per_second: int = 10_000,
+    rate_shards: int | None = None,
+    quota_shards: int | None = None,
+) -> dict[str, Any]:
+    """Per table and index, what its busiest partition takes a second when one workspace sends
+    `sends_per_second` messages, each living `life` (`message_life`), against 1,000 WCU and 3,000 RCU.
+
+    A kind of partition the workspace's messages spread over evenly (`spread` of them: listing and
+    outbox shards, rate and quota shards) takes `sends_per_second * per message / spread`. A partition
+    of one message or key alone takes at most what that message's life puts on it, counted as if
+    within one second. The rate and quota shard counts default to those of limits allowing
+    `sends_per_second` and a day of it."""
+    limits = _limits_at(sends_per_second)
+    rate = limits.rate_shards if rate_shards is None else rate_shards
+    quota = limits.quota_shards if quota_shards is None else quota_shards
+    per_family: dict[Family, dict[str, list[float]]] = {}
+    for use in life.uses:
+        family = family_of(use, rate, quota)
+        totals = per_family.setdefault(family, {}).setdefault(use.partition, [0.0, 0.0])
+        totals[0] += use.wcu
+        totals[1] += use.rcu
+    rows = []
+    for family, partitions in sorted(
+        per_family.items(), key=lambda kv: (kv[0].table, kv[0].index or "", kv[0].label)
+    ):
+        if family.spread is None:
+            wcu_each, rcu_each = (
+                max(p[0] for p in partitions.values()),
+                max(p[1] for p in partitions.values()),
+            )
+            wcu, rcu = wcu_each, rcu_each
+        else:
+            wcu_each = sum(p[0] for p in partitions.values())
+            rcu_each = sum(p[1] for p in partitions.values())
+            wcu = sends_per_second * wcu_each / family.spread
+            rcu = sends_per_second * rcu_each / family.spread
+        rows.append(
+            {
+                "table": family.table,
+                "index": family.index,
+                "partition": family.label,
+                "spread": EACH_ITS_OWN if family.spread is None else family.spread,
+                "wcu_per_message": round(wcu_each, 3),
+                "rcu_per_message": round(rcu_each, 3),
+                "wcu_per_second": round(wcu, 1),
+                "rcu_per_second": round(rcu, 1),
+                "under": wcu <= PARTITION_WCU and rcu <= PARTITION_RCU,
+            }
+        )
+    over = [
+        f"{row['table']}{'/' + row['index'] if row['index'] else ''} {row['partition']}"
+        for row in rows
+        if not row["under"]
+    ]
+    return {
+        "sends_per_second": sends_per_second,
+        "partition_limits": {"wcu": PARTITION_WCU, "rcu": PARTITION_RCU},
+        "partitions": rows,
+        "over": over,
+        "all_under": not over,
+    }
+
+
+def one_workspace(sends_per_second: int = 10_000, **life: Any) -> dict[str, Any]:
+    """`busiest_partitions` of one workspace at `sends_per_second`, its messages living as
+    `message_life(**life)` says, with the options of that life: what `make bench` records."""
+    figures = busiest_partitions(message_life(sends_per_second=sends_per_second, **life), sends_per_second)
+    defaults = {
+        "endpoints": 1,
+        "keyed": True,
+        "key_reads_per_send": CACHED_KEY_READS_PER_SEND,
+        "changes_per_endpoints_read": 100,
+    }
+    return {"life": {**defaults, **{k: v for k, v in life.items() if k != "body"}}, **figures}

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sendonce.adapters.dynamodb_webhooks import ENDPOINT_COPIES
 from standardwebhooks.webhooks import Webhook
 
 from tests.integration.conftest import ApiAnswer, ReceivedWebhook, Stack, WebhookReceiver
@@ -70,7 +71,7 @@ def event(stack: Stack, event_id: str) -> dict[str, Any]:
 
 
 def stored_events(stack: Stack) -> list[dict[str, Any]]:
-    return [item for item in stack.scan("WebhooksTable") if item["sk"]["S"].startswith("EVT#")]
+    return [item for item in stack.scan("WebhooksTable") if item["sk"]["S"] == "EVENT"]
 
 
 def verified(request: ReceivedWebhook, secret: str) -> dict[str, Any]:
@@ -379,7 +380,9 @@ def test_during_a_rotation_both_secrets_verify_every_delivery(stack: Stack, hook
     [request] = hooks.requests
     assert len(request.headers["webhook-signature"].split(" ")) == 2
     assert verified(request, endpoint["secret"]) == verified(request, rotated["secret"])
-    [item] = [i for i in stack.scan("WebhooksTable") if i["sk"]["S"] == f"WHEP#{endpoint['id']}"]
-    old = item["secrets"]["L"][1]["M"]
+    copies = [i for i in stack.scan("WebhooksTable") if i["sk"]["S"] == f"WHEP#{endpoint['id']}"]
+    assert len(copies) == ENDPOINT_COPIES
+    assert all(copy["secrets"] == copies[0]["secrets"] for copy in copies)  # rotated together
+    old = copies[0]["secrets"]["L"][1]["M"]
     until = datetime.fromisoformat(old["expiresAt"]["S"].replace("Z", "+00:00"))
     assert timedelta(hours=23, minutes=59) < until - datetime.now(UTC) <= timedelta(hours=24)

@@ -8,7 +8,9 @@ they stay in and fail, so the tier can never pass there without AWS's engine.
 
 moto's backends are not thread-safe, while each DynamoDB request is atomic: on moto, the client
 takes one lock for the span of each request, through botocore's public event hooks. The races
-still interleave the adapters' requests in every order.
+still interleave the adapters' requests in every order. moto's transactions are the local stack's
+(`sendonce_local.moto_transactions`: moto's own answers, without a copy of every table a
+transaction touches), so a transaction costs what it does on DynamoDB, not the table's size.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, CreateOutcome, DedupClaim, KeyTie
 
-from sendonce_local import dynamodb_local
+from sendonce_local import dynamodb_local, moto_transactions
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template
 
@@ -164,6 +166,7 @@ def engine_client(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
             server: dynamodb_local.DynamoDbLocal = request.getfixturevalue("dynamodb_local_server")
             yield DYNAMODB_LOCAL, _client(server.endpoint)
             return
+        moto_transactions.install()
         with mock_aws():
             client = _client()
             _one_request_at_a_time(client)

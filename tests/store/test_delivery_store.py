@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import lock_key, message_key
+from sendonce.adapters.dynamodb_items import LISTING_SHARDS, lock_key, message_key, shard_of
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.delivery.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
@@ -166,7 +166,7 @@ def test_given_an_unknown_message_settled_as_failed_then_failed_with_its_cause_a
     item = engine.item(message_key(message.id))
     assert item is not None
     assert item["status"]["S"] == "failed"
-    assert item["workspaceStatus"]["S"] == "ws_a#failed"
+    assert item["workspaceStatus"]["S"] == f"ws_a#failed#{shard_of(message.id, LISTING_SHARDS)}"
     assert item["error"]["M"]["code"]["S"] == "provider_timeout"  # the attempt's cause stays
     assert item["updatedAt"]["S"].startswith(later.strftime("%Y-%m-%dT%H:%M:%S"))
     assert engine.item(lock_key(message.dedup_lock_id)) is None  # a deliberate retry may send again
@@ -184,7 +184,8 @@ def test_given_an_unknown_message_settled_as_sent_then_sent_without_an_error_and
     assert (settled.status, settled.error) == (Status.SENT, None)
     item = engine.item(message_key(message.id))
     assert item is not None
-    assert (item["status"]["S"], item["workspaceStatus"]["S"]) == ("sent", "ws_a#sent")
+    shard = shard_of(message.id, LISTING_SHARDS)
+    assert (item["status"]["S"], item["workspaceStatus"]["S"]) == ("sent", f"ws_a#sent#{shard}")
     assert "error" not in item
     assert engine.item(lock_key(message.dedup_lock_id)) is not None
 

@@ -1,11 +1,13 @@
 """The webhook store's contract, on moto and on DynamoDB Local.
 
 Endpoints and events belong to one workspace: another workspace's id is not found. Of 30 endpoints
-added at once exactly 10 are kept, and the count beside them agrees. An event and its message's
-`Applied` are written together or not at all, once, whoever else records the same change; a record
-that read `Applied` before it moved on writes nothing. Listing gives every event once, newest first,
-whatever a filter or DynamoDB's 1 MB leaves out of one read. Attempts add up, and a failure never
-undoes a success. Events and `Applied` expire 30 days after the change.
+added at once exactly 10 are kept, and the count beside them agrees; every copy of an endpoint reads
+the same. An event and its message's `Applied` are written together or not at all, once, whoever
+else records the same change; a record that read `Applied` before it moved on writes nothing.
+Listing gives every event once, newest first, over every shard of the events' index, whatever a
+filter or DynamoDB's 1 MB leaves out of one read and whatever is recorded between two pages.
+Attempts add up, and a failure never undoes a success. Events and `Applied` expire 30 days after
+the change.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from typing import Any
 
 import pytest
 from sendonce.adapters import dynamodb_webhooks
-from sendonce.adapters.dynamodb_webhooks import COUNT_SK, DynamoDbWebhookStore
+from sendonce.adapters.dynamodb_items import shard_of
+from sendonce.adapters.dynamodb_webhooks import (
+    COUNT_SK,
+    ENDPOINT_COPIES,
+    EVENT_SHARDS,
+    DynamoDbWebhookStore,
+    event_item,
+)
 from sendonce.adapters.dynamodb_writes import MAX_ATTEMPTS
 from sendonce.errors import DependencyUnavailable, InvalidCursor
 from sendonce.messages.ids import new_message_id, ulid
@@ -218,6 +227,27 @@ def test_given_a_rotated_endpoint_then_replace_stores_it_and_after_delete_finds_
     assert webhooks.count("ws_a") == 0
 
 
+def test_every_copy_of_an_endpoint_reads_the_same_after_an_add_a_rotation_and_a_delete(
+    webhooks: Webhooks,
+) -> None:
+    copies = [
+        DynamoDbWebhookStore(webhooks.engine.client, TABLE, copy_of=lambda _, copy=copy: copy)
+        for copy in range(ENDPOINT_COPIES)
+    ]
+    endpoint = _endpoint()
+    rotated = endpoint.rotated(new_secret(), NOW + timedelta(minutes=1))
+
+    copies[0].add_endpoint(endpoint, LIMIT)
+    assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {endpoint}
+    assert all(store.endpoints("ws_a") == [endpoint] for store in copies)
+    assert copies[5].replace_endpoint(rotated) is True
+    assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {rotated}
+    assert copies[9].delete_endpoint("ws_a", endpoint.id) is True
+    assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {None}
+    assert all(store.endpoints("ws_a") == [] for store in copies)
+    assert webhooks.items() == [{"pk": {"S": "WS#ws_a"}, "sk": {"S": COUNT_SK}, "count": {"N": "0"}}]
+
+
 def test_given_30_endpoints_added_at_once_then_exactly_10_are_kept_and_counted(webhooks: Webhooks) -> None:
     store = webhooks.store
     endpoints = [_endpoint() for _ in range(CONTENDERS)]
@@ -414,9 +444,9 @@ def test_given_an_event_then_it_and_applied_expire_30_days_after_the_change(webh
     blocked = _recorded(webhooks, _event(kind=EventType.DUPLICATE_BLOCKED, sequence=None), _position(7))
     expected = int((NOW + timedelta(minutes=5)).timestamp()) + RETENTION_SECONDS
 
-    stored = webhooks.item("WS#ws_a", f"EVT#{event.id}")
+    stored = webhooks.item(f"EVT#{event.id}", "EVENT")
     applied = webhooks.item(f"MSG#{event.message_id}", "APPLIED")
-    stored_blocked = webhooks.item("WS#ws_a", f"EVT#{blocked.id}")
+    stored_blocked = webhooks.item(f"EVT#{blocked.id}", "EVENT")
     assert stored is not None
     assert applied is not None
     assert stored_blocked is not None
@@ -533,6 +563,84 @@ def test_given_events_larger_than_a_1_mb_read_then_pages_are_still_full(webhooks
     assert pages == [newest_first[0:5], newest_first[5:]]
     first = webhooks.store.events("ws_a", message_id=None, event_type=None, limit=5, cursor=None)
     assert all(event.message["body"] == body for event in first.events)
+
+
+def _events_on_every_shard(kinds: Sequence[EventType] = (EventType.SENT,)) -> list[Event]:
+    """Events a millisecond apart, oldest first, one on each shard of the ByWorkspace index, their
+    types taken in turn from `kinds`."""
+    events: list[Event] = []
+    taken: set[int] = set()
+    moment = int(NOW.timestamp() * 1000)
+    while len(taken) < EVENT_SHARDS:
+        moment += 1
+        candidate = _event(sequence=None, kind=kinds[len(events) % len(kinds)])
+        candidate = replace(candidate, id=EVENT_PREFIX + ulid(moment))
+        if shard_of(candidate.id, EVENT_SHARDS) not in taken:
+            taken.add(shard_of(candidate.id, EVENT_SHARDS))
+            events.append(candidate)
+    return events
+
+
+def _seed(webhooks: Webhooks, events: Sequence[Event]) -> None:
+    """Events as the store writes them (its own item images), 25 a request: many at once."""
+    for start in range(0, len(events), 25):
+        puts = [{"PutRequest": {"Item": event_item(event)}} for event in events[start : start + 25]]
+        webhooks.engine.client.batch_write_item(RequestItems={TABLE: puts})
+
+
+def test_given_events_on_every_shard_then_pages_are_newest_first_and_reach_each_once(
+    webhooks: Webhooks,
+) -> None:
+    events = _events_on_every_shard((EventType.SENT, EventType.SENT, EventType.DELIVERED))
+    _seed(webhooks, events)
+    newest_first = [event.id for event in reversed(events)]
+    delivered = [event.id for event in reversed(events) if event.type is EventType.DELIVERED]
+
+    pages = _page_through(webhooks, "ws_a", 50)
+    filtered = _page_through(webhooks, "ws_a", 20, event_type=EventType.DELIVERED)
+
+    assert [len(page) for page in pages] == [50, 50, EVENT_SHARDS - 100]
+    assert [event_id for page in pages for event_id in page] == newest_first
+    assert [len(page) for page in filtered[:-1]] == [20] * (len(filtered) - 1)
+    assert [event_id for page in filtered for event_id in page] == delivered
+    assert _page_through(webhooks, "ws_b", 50) == [[]]
+
+
+def test_given_events_recorded_between_pages_then_none_repeats_and_none_that_existed_is_missed(
+    webhooks: Webhooks,
+) -> None:
+    existing = _events_on_every_shard()
+    _seed(webhooks, existing)
+    seen: list[str] = []
+    later: list[str] = []
+    cursor: str | None = None
+    for page_number in range(100):
+        page = webhooks.store.events("ws_a", message_id=None, event_type=None, limit=30, cursor=cursor)
+        seen.extend(event.id for event in page.events)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+        for at in (NOW + timedelta(days=1), NOW - timedelta(days=1)):  # clocks ahead and behind
+            fresh = _recorded(webhooks, _event(at=at + timedelta(seconds=page_number), sequence=None), "0")
+            later.append(fresh.id)
+
+    assert len(seen) == len(set(seen)), "an event was listed twice"
+    assert {event.id for event in existing} <= set(seen), "an event that existed was missed"
+    assert seen == sorted(seen, reverse=True)
+    assert {event_id for event_id in later if event_id < existing[0].id} <= set(seen)
+
+
+def test_an_event_is_listed_through_its_shard_and_read_by_its_own_key(webhooks: Webhooks) -> None:
+    event = _recorded(webhooks, _event(), _position(1))
+
+    stored = webhooks.item(f"EVT#{event.id}", "EVENT")
+
+    assert stored is not None
+    assert stored["workspaceShard"]["S"] == f"ws_a#{shard_of(event.id, EVENT_SHARDS)}"
+    assert webhooks.store.event("ws_b", event.id) is None  # another workspace's event is not found
+    webhooks.store.record_attempt("ws_b", event.id, "whep_one", _succeeded(NOW))
+    assert webhooks.store.reopen("ws_b", event.id, ["whep_one"]) is None
+    assert _delivery(webhooks, event, "whep_one") == Delivery("whep_one")
 
 
 # ---------------------------------------------------------------------------- attempts

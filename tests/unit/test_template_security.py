@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 # Transactions need the action of each item: a Put needs PutItem, an Update UpdateItem.
 EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     # api.dependencies: DynamoDbApiKeyStore (the caller's key), DynamoDbSendingStore (create
-    # transaction of Puts, cancel, lock release, get, list on the two indexes), Powertools
-    # idempotency, SqsMessageQueue, SqsEventQueue (webhooks).
+    # transaction of Puts, cancel, lock release, get, list on the two keys-only indexes, then the
+    # items), Powertools idempotency, SqsMessageQueue, SqsEventQueue, DynamoDbWebhookStore
+    # (endpoints, events listed through their index).
     "ApiFunction": {
         "Allow": {
             "dynamodb:GetItem",
@@ -32,7 +33,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:Query",
-            "dynamodb:BatchGetItem",  # GET /v1/usage sums the day's quota shards
+            "dynamodb:BatchGetItem",  # a listing page's items; GET /v1/usage sums the quota shards
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }

@@ -18,5 +18,8 @@ def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: b
         # A provider call whose answer was lost must not be re-sent by the SDK behind our back.
         retries={"mode": "standard", "total_max_attempts": 3 if sdk_retries else 1},
         tcp_keepalive=True,
+        # A listing reads its index's shards 16 at a time (adapters/dynamodb_listing.SHARD_READERS),
+        # each on a connection of its own.
+        max_pool_connections=16,
     )
     return boto3.session.Session().client(service, config=config)

@@ -69,7 +69,7 @@ class DynamoDbDeliveryStore:
                 ":queued": {"S": Status.QUEUED.value},
                 ":accepted": {"S": Status.ACCEPTED.value},
                 ":scheduled": {"S": Status.SCHEDULED.value},
-                ":ws_sending": {"S": workspace_status(workspace_id, Status.SENDING)},
+                ":ws_sending": {"S": workspace_status(workspace_id, Status.SENDING, message_id)},
                 ":ws": {"S": workspace_id},
             },
             ReturnValues="ALL_NEW",
@@ -97,7 +97,7 @@ class DynamoDbDeliveryStore:
     ) -> bool:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
-            ":ws_status": {"S": workspace_status(message.workspace_id, status)},
+            ":ws_status": {"S": workspace_status(message.workspace_id, status, message.id)},
             ":now": {"S": rfc3339(now)},
             ":sending": {"S": Status.SENDING.value},
             ":attempts": {"N": str(message.attempts)},
@@ -138,7 +138,7 @@ class DynamoDbDeliveryStore:
             return SettleRefused(current=None)
         values: dict[str, Any] = {
             ":status": {"S": status.value},
-            ":ws_status": {"S": workspace_status(item["workspaceId"]["S"], status)},
+            ":ws_status": {"S": workspace_status(item["workspaceId"]["S"], status, message_id)},
             ":now": {"S": rfc3339(now)},
             ":unknown": {"S": Status.UNKNOWN.value},
         }

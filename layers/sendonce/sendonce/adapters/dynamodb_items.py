@@ -20,6 +20,12 @@ TIE_SK = "TIE"
 # Every message passes through the sparse Outbox index (create, claim, finish): enough shards that
 # 10,000 sends a second stay under the per-partition write limit; the sweep reads each shard.
 OUTBOX_SHARDS = 64
+# A workspace's entries in each listing index (ByWorkspace, ByWorkspaceStatus) are spread over this
+# many partitions, by the message id, and the listing merges them. Each partition of one workspace
+# takes two writes of 1 WCU a message (in, out: the indexes hold keys only), so one workspace at
+# 10,000 sends a second is about 310 WCU a second a shard, under a third of DynamoDB's 1,000
+# (docs/scaling.md, `bench/capacity.py`'s `busiest_partitions`).
+LISTING_SHARDS = 64
 
 
 def message_key(message_id: str) -> Item:
@@ -39,12 +45,28 @@ def event_key(provider: str, event_id: str) -> Item:
     return {"pk": {"S": f"EVENT#{provider}#{digest}"}, "sk": {"S": EVENT_SK}}
 
 
-def workspace_status(workspace_id: str, status: Status) -> str:
-    return f"{workspace_id}#{status.value}"
+def shard_of(item_id: str, shards: int) -> int:
+    """Where an item's entry goes among `shards` partitions: by a hash of its id, so evenly."""
+    return zlib.crc32(item_id.encode()) % shards
+
+
+def workspace_shard(workspace_id: str, shard: int) -> str:
+    """A ByWorkspace partition. Read from the right, it names one workspace: a shard has no `#`."""
+    return f"{workspace_id}#{shard}"
+
+
+def status_shard(workspace_id: str, status: Status, shard: int) -> str:
+    """A ByWorkspaceStatus partition: one workspace's messages in one status, one shard of them."""
+    return f"{workspace_id}#{status.value}#{shard}"
+
+
+def workspace_status(workspace_id: str, status: Status, message_id: str) -> str:
+    """The ByWorkspaceStatus partition of a message in `status`."""
+    return status_shard(workspace_id, status, shard_of(message_id, LISTING_SHARDS))
 
 
 def outbox_shard(message_id: str) -> str:
-    return str(zlib.crc32(message_id.encode()) % OUTBOX_SHARDS)
+    return str(shard_of(message_id, OUTBOX_SHARDS))
 
 
 def epoch_seconds(moment: datetime) -> dict[str, str]:
@@ -56,7 +78,8 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         **message_key(message.id),
         "id": {"S": message.id},
         "workspaceId": {"S": message.workspace_id},
-        "workspaceStatus": {"S": workspace_status(message.workspace_id, message.status)},
+        "workspaceShard": {"S": workspace_shard(message.workspace_id, shard_of(message.id, LISTING_SHARDS))},
+        "workspaceStatus": {"S": workspace_status(message.workspace_id, message.status, message.id)},
         "channel": {"S": message.channel.value},
         "to": {"S": message.to},
         "body": {"S": message.body},

@@ -100,7 +100,7 @@ class DynamoDbOutboxStore:
     ) -> dict[str, Any] | ConditionFailed:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
-            ":ws_status": {"S": workspace_status(entry.workspace_id, status)},
+            ":ws_status": {"S": workspace_status(entry.workspace_id, status, entry.id)},
             ":now": {"S": rfc3339(now)},
             ":seen_status": {"S": entry.status.value},
             ":seen_due": {"S": rfc3339(entry.due_at)},

@@ -79,7 +79,7 @@ def _status_change(event: ProviderEvent, current: Message, now: datetime) -> dic
     names = {"#status": "status"}
     values: dict[str, Any] = {
         ":status": {"S": status.value},
-        ":ws_status": {"S": workspace_status(current.workspace_id, status)},
+        ":ws_status": {"S": workspace_status(current.workspace_id, status, current.id)},
         ":now": {"S": rfc3339(now)},
         ":seen": {"S": current.status.value},
     }

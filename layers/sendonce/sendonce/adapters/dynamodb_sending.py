@@ -1,7 +1,9 @@
 """The sending context's store on DynamoDB: create, read, list and cancel messages.
 
 A new message, its dedup lock and its Idempotency-Key tie are written in one transaction, so a
-duplicate always finds the original, and a crash never leaves a lock without its message.
+duplicate always finds the original, and a crash never leaves a lock without its message. A
+message's entries in the listing indexes are spread over LISTING_SHARDS partitions of its workspace;
+the listing merges them newest first (`dynamodb_listing`).
 """
 
 from __future__ import annotations
@@ -20,17 +22,21 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
+    LISTING_SHARDS,
     Item,
     epoch_seconds,
     from_item,
     lock_key,
     message_key,
     parse_datetime,
+    status_shard,
     tie_key,
     to_item,
+    workspace_shard,
     workspace_status,
 )
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
+from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     MAX_ATTEMPTS,
@@ -548,7 +554,7 @@ class DynamoDbSendingStore:
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
                 ":accepted": {"S": Status.ACCEPTED.value},
-                ":ws_status": {"S": workspace_status(message.workspace_id, Status.ACCEPTED)},
+                ":ws_status": {"S": workspace_status(message.workspace_id, Status.ACCEPTED, message.id)},
                 ":now": {"S": rfc3339(now)},
                 ":queued": {"S": Status.QUEUED.value},
             },
@@ -570,7 +576,7 @@ class DynamoDbSendingStore:
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
                 ":canceled": {"S": Status.CANCELED.value},
-                ":ws_status": {"S": workspace_status(workspace_id, Status.CANCELED)},
+                ":ws_status": {"S": workspace_status(workspace_id, Status.CANCELED, message_id)},
                 ":now": {"S": rfc3339(now)},
                 ":ws": {"S": workspace_id},
                 ":accepted": {"S": Status.ACCEPTED.value},
@@ -613,40 +619,32 @@ class DynamoDbSendingStore:
         return from_item(item)
 
     def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+        """Newest first, over every shard of the listing index (`dynamodb_listing`); a page resumes
+        below its cursor, the last id of the page before."""
+        if cursor is not None and not looks_like_message_id(cursor):
+            raise InvalidCursor(cursor)
         if status is None:
-            index, partition_name, partition = "ByWorkspace", "workspaceId", workspace_id
+            index, partition_name = "ByWorkspace", "workspaceShard"
+            partitions = [workspace_shard(workspace_id, shard) for shard in range(LISTING_SHARDS)]
         else:
             index, partition_name = "ByWorkspaceStatus", "workspaceStatus"
-            partition = workspace_status(workspace_id, status)
-        query: dict[str, Any] = {
-            "IndexName": index,
-            "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": partition_name},
-            "ExpressionAttributeValues": {":p": {"S": partition}},
-            "ScanIndexForward": False,
-            "Limit": limit + 1,  # one more tells whether another page exists
-        }
-        if cursor is not None:
-            # The cursor is the last id of the page before: listing resumes after it, whatever became of it.
-            if not looks_like_message_id(cursor):
-                raise InvalidCursor(cursor)
-            query["ExclusiveStartKey"] = {
-                **message_key(cursor),
-                partition_name: {"S": partition},
-                "id": {"S": cursor},
-            }
-        items: list[Item] = []
-        while True:
-            # DynamoDB ends a query at 1 MB whatever its Limit: read on until the page is full.
-            answer = self._table.query(**query)
-            items.extend(answer.get("Items", []))
-            if len(items) > limit or "LastEvaluatedKey" not in answer:
-                break
-            query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
-            query["Limit"] = limit + 1 - len(items)
-        messages = [from_item(item) for item in items[:limit]]
-        next_cursor = messages[-1].id if len(items) > limit and messages else None
-        return Page(messages=messages, next_cursor=next_cursor)
+            partitions = [status_shard(workspace_id, status, shard) for shard in range(LISTING_SHARDS)]
+        entries = newest_first(
+            partitions,
+            query_shard(self._table, index, partition_name, below=cursor),
+            first=first_read(limit + 1, LISTING_SHARDS),  # one more tells whether another page exists
+        )
+
+        def keep(item: Item) -> bool:
+            # The index lags its table a little: a message that moved to another status since is left
+            # out of this status's listing (it is in its new status's).
+            return item["workspaceId"]["S"] == workspace_id and (
+                status is None or item["status"]["S"] == status.value
+            )
+
+        items, more = fetch_page(self._table, entries, limit, keep)
+        messages = [from_item(item) for item in items]
+        return Page(messages=messages, next_cursor=messages[-1].id if more and messages else None)
 
 
 def _chunks(

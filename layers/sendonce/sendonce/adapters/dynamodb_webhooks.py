@@ -1,9 +1,15 @@
 """Webhook endpoints and events on DynamoDB (the WebhooksTable), every read and write scoped by workspace.
 
-A workspace's endpoints and events share its partition (`WS#<workspace>`), so another workspace's
-id is simply not found. An event and its message's `Applied` (`MSG#<id>`, `APPLIED`) are written in
-one transaction, conditional on `Applied` as it was read, so a change is told once. The endpoint
-count is kept beside the endpoints and moved in the same transaction as each add or delete, so
+A workspace's endpoints are kept whole in each of ENDPOINT_COPIES partitions of its own
+(`WHEP#<workspace>#<copy>`), every copy written and deleted in one transaction, so a consistent read
+of any copy sees every change, and the reads of a busy workspace's deliveries spread over them.
+Another workspace's endpoint id is simply not found. Events are keyed by their own id
+(`EVT#<event id>`), so however many events one workspace makes, no partition is hot; each names its
+workspace, checked on every read and write, and the `ByWorkspace` index lists them: a workspace's
+events spread over EVENT_SHARDS partitions of it (`<workspace>#<n>`), merged newest first when
+listed (`dynamodb_listing`). An event and its message's `Applied` (`MSG#<id>`, `APPLIED`) are
+written in one transaction, conditional on `Applied` as it was read, so a change is told once. The
+endpoint count (`WS#<workspace>`) is moved in the same transaction as each add or delete, so
 concurrent adds never pass the limit. A transaction canceled by another one on the same item is
 tried again, and then meets that one's write as a failed condition: of the copies of one change
 recorded at once, exactly one is told it wrote the event.
@@ -12,10 +18,12 @@ recorded at once, exactly one is told it wrote the event.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime
+from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime, shard_of, workspace_shard
+from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     Cancellation,
@@ -41,6 +49,17 @@ from sendonce.webhooks.ports import Applied, Attempt, EventPage, TooManyEndpoint
 
 COUNT_SK = "WHEPCOUNT"
 APPLIED_SK = "APPLIED"
+EVENT_SK = "EVENT"
+# A workspace's events are listed through this many partitions of the ByWorkspace index. Each
+# message makes three events (queued, sent, delivered), each an entry written in and, at expiry,
+# out, of 1 WCU (the index holds keys and the type only): one workspace at 10,000 sends a second is
+# about 470 WCU a second a shard, under half of DynamoDB's 1,000 (docs/scaling.md).
+EVENT_SHARDS = 128
+# Every delivery reads its endpoint, and the stream's consumer a workspace's endpoints once a batch:
+# in one partition, one workspace at 10,000 sends a second (three events, one endpoint) would read
+# 30,000 RCU a second of it. Each endpoint is kept whole in this many partitions, all written in one
+# transaction, and each read takes one at random: about 950 RCU a second each (docs/scaling.md).
+ENDPOINT_COPIES = 32
 # A type filter drops what it reads: read at least this many events at a time while filling a page.
 FILTERED_READ = 100
 
@@ -49,12 +68,14 @@ def _workspace(workspace_id: str) -> dict[str, str]:
     return {"S": f"WS#{workspace_id}"}
 
 
-def _endpoint_key(workspace_id: str, endpoint_id: str) -> Item:
-    return {"pk": _workspace(workspace_id), "sk": {"S": f"WHEP#{endpoint_id}"}}
+def _endpoint_key(workspace_id: str, endpoint_id: str, copy: int) -> Item:
+    """One copy of an endpoint: a workspace's endpoints are kept whole in each of ENDPOINT_COPIES
+    partitions (`WHEP#<workspace>#<copy>`)."""
+    return {"pk": {"S": f"WHEP#{workspace_id}#{copy}"}, "sk": {"S": f"WHEP#{endpoint_id}"}}
 
 
-def _event_key(workspace_id: str, event_id: str) -> Item:
-    return {"pk": _workspace(workspace_id), "sk": {"S": f"EVT#{event_id}"}}
+def _event_key(event_id: str) -> Item:
+    return {"pk": {"S": f"EVT#{event_id}"}, "sk": {"S": EVENT_SK}}
 
 
 def _applied_key(message_id: str) -> Item:
@@ -71,9 +92,9 @@ def _conflicted(canceled: Cancellation) -> bool:
 
 
 # ---------------------------------------------------------------------------- items
-def _endpoint_item(endpoint: Endpoint) -> Item:
+def _endpoint_item(endpoint: Endpoint, copy: int) -> Item:
     item: Item = {
-        **_endpoint_key(endpoint.workspace_id, endpoint.id),
+        **_endpoint_key(endpoint.workspace_id, endpoint.id, copy),
         "id": {"S": endpoint.id},
         "workspaceId": {"S": endpoint.workspace_id},
         "url": {"S": endpoint.url},
@@ -139,11 +160,12 @@ def _delivery(endpoint_id: str, value: Item) -> Delivery:
     )
 
 
-def _event_item(event: Event) -> Item:
+def event_item(event: Event) -> Item:
     return {
-        **_event_key(event.workspace_id, event.id),
+        **_event_key(event.id),
         "id": {"S": event.id},
         "workspaceId": {"S": event.workspace_id},
+        "workspaceShard": {"S": workspace_shard(event.workspace_id, shard_of(event.id, EVENT_SHARDS))},
         "messageId": {"S": event.message_id},
         "type": {"S": event.type.value},
         "timestamp": {"S": rfc3339(event.timestamp)},
@@ -171,8 +193,12 @@ def _event(item: Item) -> Event:
 
 # ---------------------------------------------------------------------------- the store
 class DynamoDbWebhookStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(
+        self, client: Any, table_name: str, copy_of: Callable[[int], int] = random.randrange
+    ) -> None:
+        """`copy_of(n)`: which of an endpoint's n copies a read takes."""
         self._table = DynamoDbTable(client, table_name)
+        self._copy_of = copy_of
 
     # -- endpoints
     def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
@@ -190,12 +216,15 @@ class DynamoDbWebhookStore:
                         "ExpressionAttributeValues": {":one": {"N": "1"}, ":limit": {"N": str(limit)}},
                     }
                 },
-                {
-                    "Put": {
-                        "Item": _endpoint_item(endpoint),
-                        "ConditionExpression": "attribute_not_exists(pk)",
+                *(
+                    {
+                        "Put": {
+                            "Item": _endpoint_item(endpoint, copy),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
                     }
-                },
+                    for copy in range(ENDPOINT_COPIES)
+                ),
             ]
         )
         if canceled is not None:
@@ -206,9 +235,10 @@ class DynamoDbWebhookStore:
             raise DependencyUnavailable(f"the endpoint could not be added: {canceled.codes}")
 
     def endpoints(self, workspace_id: str) -> list[Endpoint]:
+        partition = _endpoint_key(workspace_id, "", self._copy_of(ENDPOINT_COPIES))["pk"]
         query: dict[str, Any] = {
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": _workspace(workspace_id), ":prefix": {"S": "WHEP#"}},
+            "ExpressionAttributeValues": {":pk": partition, ":prefix": {"S": "WHEP#"}},
             "ConsistentRead": True,
         }
         items: list[Item] = []
@@ -220,7 +250,7 @@ class DynamoDbWebhookStore:
             query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None:
-        item = self._table.get(_endpoint_key(workspace_id, endpoint_id))
+        item = self._table.get(_endpoint_key(workspace_id, endpoint_id, self._copy_of(ENDPOINT_COPIES)))
         return _endpoint(item) if item else None
 
     def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
@@ -231,12 +261,15 @@ class DynamoDbWebhookStore:
     def _delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
         canceled = self._table.transact(
             [
-                {
-                    "Delete": {
-                        "Key": _endpoint_key(workspace_id, endpoint_id),
-                        "ConditionExpression": "attribute_exists(pk)",
+                *(
+                    {
+                        "Delete": {
+                            "Key": _endpoint_key(workspace_id, endpoint_id, copy),
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
                     }
-                },
+                    for copy in range(ENDPOINT_COPIES)
+                ),
                 {
                     "Update": {
                         "Key": {"pk": _workspace(workspace_id), "sk": {"S": COUNT_SK}},
@@ -249,17 +282,36 @@ class DynamoDbWebhookStore:
         )
         if canceled is None:
             return True
-        if canceled.failed(0):
-            return False
+        if any(canceled.failed(copy) for copy in range(ENDPOINT_COPIES)):
+            return False  # no such endpoint: its copies are written and deleted together
         if _conflicted(canceled):
             raise TryAgain
         raise DependencyUnavailable(f"the endpoint could not be deleted: {canceled.codes}")
 
     def replace_endpoint(self, endpoint: Endpoint) -> bool:
-        written = self._table.write(
-            "put_item", Item=_endpoint_item(endpoint), ConditionExpression="attribute_exists(pk)"
-        )
-        return not isinstance(written, ConditionFailed)
+        """Every copy, or none: not one of a deleted endpoint brought back."""
+
+        def attempt() -> bool:
+            canceled = self._table.transact(
+                [
+                    {
+                        "Put": {
+                            "Item": _endpoint_item(endpoint, copy),
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    }
+                    for copy in range(ENDPOINT_COPIES)
+                ]
+            )
+            if canceled is None:
+                return True
+            if any(canceled.failed(copy) for copy in range(ENDPOINT_COPIES)):
+                return False
+            if _conflicted(canceled):
+                raise TryAgain
+            raise DependencyUnavailable(f"the endpoint could not be replaced: {canceled.codes}")
+
+        return with_retries(attempt, "the endpoint stayed contended")
 
     # -- events
     def applied(self, message_id: str) -> Applied | None:
@@ -270,7 +322,7 @@ class DynamoDbWebhookStore:
 
     def record(self, event: Event, position: str, previous: Applied | None) -> bool:
         items: list[dict[str, Any]] = [
-            {"Put": {"Item": _event_item(event), "ConditionExpression": "attribute_not_exists(pk)"}}
+            {"Put": {"Item": event_item(event), "ConditionExpression": "attribute_not_exists(pk)"}}
         ]
         if event.sequence is not None:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
@@ -310,8 +362,10 @@ class DynamoDbWebhookStore:
     def event(self, workspace_id: str, event_id: str) -> Event | None:
         if not looks_like_event_id(event_id):
             return None
-        item = self._table.get(_event_key(workspace_id, event_id))
-        return _event(item) if item else None
+        item = self._table.get(_event_key(event_id))
+        if item is None or item["workspaceId"]["S"] != workspace_id:
+            return None  # another workspace's event does not exist for this one
+        return _event(item)
 
     def events(
         self,
@@ -322,33 +376,56 @@ class DynamoDbWebhookStore:
         limit: int,
         cursor: str | None,
     ) -> EventPage:
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {":ws": _workspace(workspace_id), ":prefix": {"S": "EVT#"}}
-        # One more than the page tells whether another page exists.
-        least = FILTERED_READ if event_type is not None else 0
-        query: dict[str, Any] = {"ScanIndexForward": False, "Limit": max(limit + 1, least)}
-        filters: list[str] = []
+        """Newest first; a page resumes below its cursor, the last id of the page before."""
+        if cursor is not None and not looks_like_event_id(cursor):
+            raise InvalidCursor(cursor)
         if message_id is not None:
-            query["IndexName"] = "ByMessage"
-            query["KeyConditionExpression"] = "messageId = :message AND begins_with(sk, :prefix)"
-            values[":message"] = {"S": message_id}
-            filters.append("pk = :ws")  # another workspace's message has no events here
-        else:
-            query["KeyConditionExpression"] = "pk = :ws AND begins_with(sk, :prefix)"
+            return self._events_of_message(workspace_id, message_id, event_type, limit, cursor)
+        extra: dict[str, Any] = {}
+        if event_type is not None:  # the index holds each event's type: filtered as it is read
+            extra = {
+                "FilterExpression": "#type = :type",
+                "ExpressionAttributeNames": {"#type": "type"},
+                "ExpressionAttributeValues": {":type": {"S": event_type.value}},
+            }
+        entries = newest_first(
+            [workspace_shard(workspace_id, shard) for shard in range(EVENT_SHARDS)],
+            query_shard(self._table, "ByWorkspace", "workspaceShard", below=cursor, extra=extra),
+            first=first_read(limit + 1, EVENT_SHARDS),  # one more tells whether another page exists
+        )
+        items, more = fetch_page(
+            self._table, entries, limit, lambda item: item["workspaceId"]["S"] == workspace_id
+        )
+        events = [_event(item) for item in items]
+        return EventPage(events, events[-1].id if more and events else None)
+
+    def _events_of_message(
+        self, workspace_id: str, message_id: str, event_type: EventType | None, limit: int, cursor: str | None
+    ) -> EventPage:
+        """One message's events: one partition of the ByMessage index, whose entries are whole events."""
+        names = {"#ws": "workspaceId"}
+        values: dict[str, Any] = {":message": {"S": message_id}, ":ws": {"S": workspace_id}}
+        condition = "messageId = :message"
+        if cursor is not None:
+            condition += " AND #id < :below"
+            names["#id"] = "id"
+            values[":below"] = {"S": cursor}
+        filters = ["#ws = :ws"]  # another workspace's message has no events here
         if event_type is not None:
             names["#type"] = "type"
             values[":type"] = {"S": event_type.value}
             filters.append("#type = :type")
-        if cursor is not None:
-            if not looks_like_event_id(cursor):
-                raise InvalidCursor(cursor)
-            start = _event_key(workspace_id, cursor)
-            query["ExclusiveStartKey"] = {**start, "messageId": {"S": message_id}} if message_id else start
-        if filters:
-            query["FilterExpression"] = " AND ".join(filters)
-        if names:
-            query["ExpressionAttributeNames"] = names
-        query["ExpressionAttributeValues"] = values
+        # One more than the page tells whether another page exists.
+        least = FILTERED_READ if event_type is not None else 0
+        query: dict[str, Any] = {
+            "IndexName": "ByMessage",
+            "KeyConditionExpression": condition,
+            "FilterExpression": " AND ".join(filters),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "Limit": max(limit + 1, least),
+        }
         items: list[Item] = []
         while True:
             # A filter and DynamoDB's 1 MB both end a page early: read on until it is full.
@@ -378,14 +455,15 @@ class DynamoDbWebhookStore:
             sets.append("#d.#e.lastResponseStatus = :code")
             values[":code"] = {"N": str(attempt.response_status)}
         # A failure never overrides a success of a concurrent copy of the same delivery.
-        condition = "attribute_exists(#d.#e)" + (
+        condition = "workspaceId = :ws AND attribute_exists(#d.#e)" + (
             "" if attempt.succeeded else " AND #d.#e.#status <> :succeeded"
         )
         if attempt.succeeded:
             values.pop(":succeeded")
+        values[":ws"] = {"S": workspace_id}
         self._table.write(
             "update_item",
-            Key=_event_key(workspace_id, event_id),
+            Key=_event_key(event_id),
             UpdateExpression="SET " + ", ".join(sets),
             ConditionExpression=condition,
             ExpressionAttributeNames={"#d": "deliveries", "#e": endpoint_id, "#status": "status"},
@@ -403,24 +481,25 @@ class DynamoDbWebhookStore:
             # A delivery the event never had starts at zero attempts; one it had keeps its count.
             sets.append(f"#d.#e{index} = if_not_exists(#d.#e{index}, :fresh)")
         values[":fresh"] = {"M": {"status": {"S": DeliveryStatus.PENDING.value}, "attempts": {"N": "0"}}}
+        workspace = {":ws": {"S": workspace_id}}  # and so, the event exists
         first = self._table.write(
             "update_item",
-            Key=_event_key(workspace_id, event_id),
+            Key=_event_key(event_id),
             UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression="attribute_exists(pk)",
+            ConditionExpression="workspaceId = :ws",
             ExpressionAttributeNames={k: v for k, v in names.items() if k != "#status"},
-            ExpressionAttributeValues={":fresh": values[":fresh"]},
+            ExpressionAttributeValues={":fresh": values[":fresh"], **workspace},
         )
         if isinstance(first, ConditionFailed):
             return None
         answer = self._table.write(
             "update_item",
-            Key=_event_key(workspace_id, event_id),
+            Key=_event_key(event_id),
             UpdateExpression="SET "
             + ", ".join(f"#d.#e{i}.#status = :pending" for i in range(len(endpoint_ids))),
-            ConditionExpression="attribute_exists(pk)",
+            ConditionExpression="workspaceId = :ws",
             ExpressionAttributeNames=names,
-            ExpressionAttributeValues={":pending": values[":pending"]},
+            ExpressionAttributeValues={":pending": values[":pending"], **workspace},
             ReturnValues="ALL_NEW",
         )
         if isinstance(answer, ConditionFailed):

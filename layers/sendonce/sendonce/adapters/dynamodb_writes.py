@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,6 +20,8 @@ Item = dict[str, dict[str, Any]]
 T = TypeVar("T")
 
 CONDITION_FAILED = "ConditionalCheckFailed"
+# BatchGetItem reads at most 100 keys a call.
+BATCH_GET_KEYS = 100
 CONFLICT = "TransactionConflict"
 # Two transactions on one item at once: one wins, the other is canceled with a conflict and
 # tried again here, then meets the winner's write as a failed condition.
@@ -89,6 +91,31 @@ class DynamoDbTable:
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error
         return response
+
+    def batch_get(self, keys: Sequence[Item], sleep: Callable[[float], None] = time.sleep) -> dict[str, Item]:
+        """The items of `keys` that exist, by their `pk`, each read strongly consistent. Keys left
+        unprocessed (DynamoDB's 16 MB answer, or throttling) are asked again, a bounded number of
+        times with jittered waits; still unread, DependencyUnavailable."""
+        found: dict[str, Item] = {}
+        for start in range(0, len(keys), BATCH_GET_KEYS):
+            request = {
+                self.name: {"Keys": list(keys[start : start + BATCH_GET_KEYS]), "ConsistentRead": True}
+            }
+            for tries in range(1, MAX_ATTEMPTS + 1):
+                try:
+                    response = self.client.batch_get_item(RequestItems=request)
+                except Exception as error:
+                    raise DependencyUnavailable(str(error)) from error
+                for item in response.get("Responses", {}).get(self.name, []):
+                    found[item["pk"]["S"]] = item
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                if tries < MAX_ATTEMPTS:
+                    sleep(random.uniform(0.005, 0.02) * tries)
+            if request:
+                raise DependencyUnavailable("DynamoDB left keys of a BatchGetItem unread")
+        return found
 
     def write(self, operation: str, **request: Any) -> dict[str, Any] | ConditionFailed:
         """`put_item`, `update_item` or `delete_item` with a condition: the response, or why not."""
