@@ -24,7 +24,7 @@ from sendonce import composition  # noqa: E402
 from bench.auth_lookup import fresh_key_store, look_up, measure_key_lookups  # noqa: E402
 from bench.baseline import BaselineHandler  # noqa: E402
 from bench.batch import run_batch_bench  # noqa: E402
-from bench.capacity import CapacityProbe, Units  # noqa: E402
+from bench.capacity import CapacityProbe, Units, one_workspace  # noqa: E402
 from bench.cold_start import cold_starts, import_time_top  # noqa: E402
 from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
 from bench.latency import run_latency  # noqa: E402
@@ -288,6 +288,21 @@ def main(argv: list[str] | None = None) -> int:
             details["batch"] = {"error": repr(error)}
             print(f"batch failed: {error!r}", file=sys.stderr)
 
+    # One workspace at 10,000 sends a second, partition by partition (DynamoDB's billing rules on the
+    # item images of one message's life).
+    at_10k = one_workspace(10_000)
+    busiest = max(
+        at_10k["partitions"], key=lambda row: max(row["wcu_per_second"] / 1000, row["rcu_per_second"] / 3000)
+    )
+    partitions = {
+        "all_under": at_10k["all_under"],
+        "over": at_10k["over"],
+        "busiest": f"{busiest['table']} {busiest['index'] or ''} {busiest['partition']}".replace("  ", " "),
+        "busiest_wcu_per_second": round(busiest["wcu_per_second"], 1),
+        "busiest_rcu_per_second": round(busiest["rcu_per_second"], 1),
+    }
+    details["partitions_at_10k"] = at_10k
+
     outbox_peak = None
     if not args.no_outbox_peak:
         peak = run_outbox_peak(args.outbox_peak)
@@ -309,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": batch,
         "cost_usd_per_million_sends": figures["cost"],
         "limits": figures["limits"],
+        "partitions_at_10k_sends_per_second": partitions,
     }
     details["checks"] = [vars(check) for check in checks(results)]
     details["mode"] = "quick" if args.quick else "full"

@@ -118,6 +118,17 @@ def checks(results: dict[str, Any]) -> list[Check]:
                         share <= BATCH_SHARE_TARGET,
                     )
                 )
+    partitions = results.get("partitions_at_10k_sends_per_second")
+    if partitions:
+        out.append(
+            Check(
+                "partitions_at_10k_sends_per_second.all_under",
+                f"busiest {partitions['busiest']}: {partitions['busiest_wcu_per_second']} WCU/s, "
+                f"{partitions['busiest_rcu_per_second']} RCU/s",
+                "<= 1,000 WCU/s and 3,000 RCU/s",
+                bool(partitions["all_under"]),
+            )
+        )
     peak = results.get("outbox_peak")
     if peak:
         out.append(
