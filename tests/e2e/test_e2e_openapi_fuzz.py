@@ -31,6 +31,9 @@ CHECKS = ",".join(
 )
 
 
+# As long as the run itself may take (below): each listing page queries every shard of its index
+# (64 for messages, 128 for events), and moto answers each query in some milliseconds.
+@pytest.mark.timeout(600)
 def test_every_answer_to_generated_requests_is_one_the_document_declares(
     stack: LocalStack, tmp_path: Path
 ) -> None:
