@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -74,13 +75,19 @@ def test_the_request_rate_answers_429_with_retry_after(narrowed: LocalStack) -> 
     stack = narrowed
     assert set_limits(stack, "--rate", "1").returncode == 0
     time.sleep(CACHE_SECONDS)
-    next_window()
 
-    answers = [usage(stack) for _ in range(5)]
+    # Six requests at once, from the start of a window: more than its 2, however slow each answer.
+    answers: list[requests.Response] = []
+    for _ in range(3):  # a burst that straddled two windows anyway is tried again
+        next_window()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            answers = list(pool.map(lambda _: usage(stack), range(6)))
+        if any(answer.status_code == 429 for answer in answers):
+            break
 
     statuses = [answer.status_code for answer in answers]
-    assert statuses[:2] == [200, 200]
     assert 429 in statuses
+    assert set(statuses) <= {200, 429}
     refused = next(answer for answer in answers if answer.status_code == 429)
     assert error_code(refused) == "rate_limited"
     assert 1 <= int(refused.headers["Retry-After"]) <= WINDOW_SECONDS

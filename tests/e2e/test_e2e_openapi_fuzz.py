@@ -52,6 +52,10 @@ def test_every_answer_to_generated_requests_is_one_the_document_declares(
             "25",
             "--seed",
             "20261130",
+            # A listing page reads every shard of its index from moto, one query at a time there:
+            # seconds on a busy machine, never a network error.
+            "--request-timeout",
+            "60",
         ],
         cwd=tmp_path,  # its example database stays out of the repository
         capture_output=True,
