@@ -56,7 +56,7 @@ def fakes() -> Iterator[tuple[InMemoryStore, FakeQueue]]:
             idempotency_config=idempotency_config(86_400),
             send_once=never,
             events=FakeEventQueue(),
-            webhooks=fake_webhooks(),
+            build_webhooks=fake_webhooks,
         )
     )
     yield store, queue

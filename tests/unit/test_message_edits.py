@@ -347,7 +347,7 @@ def api_store() -> Iterator[tuple[InMemoryStore, ManualClock]]:
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
             events=FakeEventQueue(),
-            webhooks=fake_webhooks(),
+            build_webhooks=fake_webhooks,
         )
     )
     yield store, clock

@@ -9,18 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
-from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
-from sendonce.adapters.sqs_queue import SqsMessageQueue, SqsRedelivery
+from sendonce.adapters.sqs_queue import SqsRedelivery
 from sendonce.aws_clients import client
 from sendonce.clock import Clock, utc_now
 from sendonce.composition import Root
 from sendonce.delivery.dispatcher import Dispatcher
-from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.delivery.ports import Provider, Redelivery
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.settings import DispatcherSettings
+
+if TYPE_CHECKING:  # imported when the outbox's root is built (build_outbox), not with this module
+    from sendonce.delivery.outbox import OutboxSweeper
 
 # A claim outlives the provider's timeout by this much before the outbox may call it stranded.
 CLAIM_MARGIN_SECONDS = 60
@@ -108,6 +110,11 @@ def dispatcher_root(channel: str) -> Root[DispatcherDependencies]:
 
 
 def build_outbox(settings: DispatcherSettings | None = None, clock: Clock = utc_now) -> OutboxSweeper:
+    # Only the outbox function sweeps: a dispatcher's cold start skips the sending use cases.
+    from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore  # noqa: PLC0415
+    from sendonce.adapters.sqs_queue import SqsMessageQueue  # noqa: PLC0415
+    from sendonce.delivery.outbox import OutboxSweeper  # noqa: PLC0415
+
     settings = settings or DispatcherSettings.from_environment()
     return OutboxSweeper(
         store=DynamoDbOutboxStore(client("dynamodb"), settings.messages_table),
