@@ -10,6 +10,12 @@ SAM := $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 CHECKOV_VERSION := 3.3.30
+# `sam build` builds the functions and the layer with their runtime's Python (template.yaml, Globals:
+# Runtime): the PATH's, else pyenv's where it is installed but not selected. Worked out only when used.
+RUNTIME = $(shell sed -n 's/^    Runtime: //p' template.yaml)
+RUNTIME_BIN = $(firstword $(shell $(RUNTIME) -c 'import sys; print(sys.prefix + "/bin")' 2>/dev/null) \
+	$(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(RUNTIME:python%=%).*/bin))
+WITH_RUNTIME = $(if $(RUNTIME_BIN),PATH="$(RUNTIME_BIN):$$PATH")
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
@@ -78,7 +84,7 @@ store: install
 
 # `sam build` without a container proves the layer and the functions build for Lambda.
 build-check: $(SAM_VENV)/.installed
-	$(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
+	$(WITH_RUNTIME) $(SAM) build --build-dir .aws-sam/build-check --template template.yaml > .aws-sam-build-check.log 2>&1 \
 		|| (cat .aws-sam-build-check.log; exit 1)
 
 # The tiers that run in this process (unit, integration, store).
@@ -102,7 +108,7 @@ bench: install
 	$(PY) -m bench
 
 build: $(SAM_VENV)/.installed
-	$(SAM) build
+	$(WITH_RUNTIME) $(SAM) build
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(DYNAMODB_LOCAL)/node_modules

@@ -1,8 +1,8 @@
 """Exact counts of AWS calls, by botocore `before-call` hooks on every client that boto3 builds.
 
-`sendonce.aws_clients.client` builds its clients through `boto3.session.Session().client`, each
-on a fresh botocore session, so a hook on one default session would miss them. Instead,
-`install()` wraps `boto3.session.Session.client` once: every client built afterwards gets the
+`sendonce.aws_clients.client` builds its clients through `boto3.session.Session.client`, on a
+session of its own (not boto3's default one), so a hook on the default session would miss them.
+Instead, `install()` wraps `boto3.session.Session.client` once: every client built afterwards gets the
 hooks on its own event emitter. Only calls made inside `counting()` are recorded.
 """
 

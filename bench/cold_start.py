@@ -2,18 +2,36 @@
 
 Timed inside the child (interpreter start-up itself is the same for every function and the
 baseline, and is left out), median over several runs, next to `import boto3` plus one client.
+
+`cold_starts` measures in this environment. `cold_starts_by_runtime` measures as the layer ships,
+under each Lambda runtime whose interpreter is on this machine: the layer's dependencies, and the
+boto3 that Lambda's runtime would bring, installed for that interpreter (once, under
+build/cold_start/), the `sendonce` package copied afresh, all compiled ahead as the layer's build
+compiles them, nothing else importable (`-S`: no site-packages), and no bytecode written at run
+time, as on Lambda's read-only file system.
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.metadata
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from sendonce_local.template import FunctionSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYER = ROOT / "layers" / "sendonce"
+BUILD_DIR = ROOT / "build" / "cold_start"
+RUNTIMES = ("python3.11", "python3.12", "python3.13")
+# As layers/sendonce/Makefile compiles the layer: each .pyc is used whatever its source's mtime.
+COMPILE = ["-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"]
 
 # What each function builds on its first invocation: its composition root, which every function's
 # module exposes as `root`. A dispatcher builds its SQS client (redelivery) only when a record must
@@ -21,11 +39,13 @@ from sendonce_local.template import FunctionSpec
 BUILD_ROOT = "_module.root.get()"
 BASELINE_SCRIPT = "import boto3; boto3.client('dynamodb')"
 
+# Wall-clock time (what a cold start costs), and the process's own CPU time, which other work on a
+# shared machine disturbs far less.
 TIMER = """
 import time, json
-_t0 = time.perf_counter()
+_t0, _c0 = time.perf_counter(), time.process_time()
 {body}
-print(json.dumps({{"ms": (time.perf_counter() - _t0) * 1000}}))
+print(json.dumps({{"ms": (time.perf_counter() - _t0) * 1000, "cpu_ms": (time.process_time() - _c0) * 1000}}))
 """
 
 IMPORT_BY_PATH = """
@@ -116,3 +136,155 @@ def import_time_top(
             str(row["module"]): round(float(str(row["cumulative_ms"])), 1) for row in heaviest
         },
     }
+
+
+# ---------------------------------------------------------------------------- by runtime, as shipped
+def interpreter(runtime: str) -> Path | None:
+    """This machine's interpreter for a Lambda runtime ("python3.12"): on the PATH, or pyenv's."""
+    version = runtime.removeprefix("python")
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [
+        shutil.which(runtime),
+        *sorted(glob.glob(f"{pyenv_root}/versions/{version}.*/bin/{runtime}")),
+    ]
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        # A pyenv shim exists for every installed version, but runs only the selected ones.
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == version:
+            return Path(candidate)
+    return None
+
+
+def layer_requirements() -> list[str]:
+    """What the layer ships (its distribution's dependencies) and what Lambda's runtime brings (boto3)."""
+    project = tomllib.loads((LAYER / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return [*project["dependencies"], f"boto3=={importlib.metadata.version('boto3')}"]
+
+
+def shipped_layer(runtime: str, python: Path) -> Path:
+    """The layer's python/ directory for this runtime: dependencies installed once, `sendonce` anew."""
+    requirements = layer_requirements()
+    stamp_text = "\n".join([str(python), *requirements])
+    target = BUILD_DIR / runtime / "python"
+    stamp = BUILD_DIR / runtime / "installed"
+    if not stamp.exists() or stamp.read_text(encoding="utf-8") != stamp_text:
+        shutil.rmtree(BUILD_DIR / runtime, ignore_errors=True)
+        target.mkdir(parents=True)
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-compile",
+                "--target",
+                str(target),
+                *requirements,
+            ],
+            check=True,
+            timeout=900,
+        )
+        subprocess.run([str(python), *COMPILE, str(target)], check=True, timeout=900)
+        stamp.write_text(stamp_text, encoding="utf-8")
+    package = target / "sendonce"
+    shutil.rmtree(package, ignore_errors=True)
+    shutil.copytree(LAYER / "sendonce", package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([str(python), *COMPILE, str(package)], check=True, timeout=300)
+    return target
+
+
+def _run_shipped(python: Path, body: str, environment: dict[str, str], cwd: Path) -> dict[str, float]:
+    completed = subprocess.run(
+        [str(python), "-S", "-c", TIMER.format(body=body)],
+        env=environment,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    times: dict[str, float] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return times
+
+
+def _shipped_environment(environment: dict[str, str], layer: Path) -> dict[str, str]:
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION"))
+    }
+    return {**inherited, **environment, "PYTHONPATH": str(layer), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def cold_starts_by_runtime(
+    functions: dict[str, FunctionSpec],
+    environment: dict[str, str],
+    cwd: Path,
+    runs: int,
+    runtimes: tuple[str, ...] = RUNTIMES,
+) -> dict[str, dict[str, object]]:
+    """Per runtime: the baseline's median ms, and each function's median ms and its ratio to it,
+    in wall-clock time and in the process's CPU time.
+
+    The runs go round by round (each runtime's baseline, then its functions, once a round), so a
+    change in the machine's load weighs on all of them alike, and the runtimes' own figures compare.
+    The first round is not counted (the file system's caches warm up). A runtime whose interpreter
+    is not on this machine, or for which the layer cannot be installed, is reported so.
+    """
+    results: dict[str, dict[str, object]] = {}
+    scripts = {"baseline": BASELINE_SCRIPT}
+    scripts.update({name: function_script(spec) for name, spec in functions.items()})
+    ready: dict[str, tuple[Path, dict[str, str]]] = {}
+    for runtime in runtimes:
+        python = interpreter(runtime)
+        if python is None:
+            results[runtime] = {"error": f"no {runtime} interpreter on this machine"}
+            continue
+        try:
+            layer = shipped_layer(runtime, python)
+        except subprocess.CalledProcessError as error:  # e.g. no pip for that interpreter
+            results[runtime] = {"error": f"the layer could not be installed for {runtime}: {error}"}
+            continue
+        ready[runtime] = (python, _shipped_environment(environment, layer))
+    samples: dict[str, dict[str, list[dict[str, float]]]] = {
+        runtime: {name: [] for name in scripts} for runtime in ready
+    }
+    for round_number in range(runs + 1):
+        for runtime, (python, env) in ready.items():
+            for name, body in scripts.items():
+                times = _run_shipped(python, body, env, cwd)
+                if round_number > 0:
+                    samples[runtime][name].append(times)
+    for runtime, (python, _) in ready.items():
+        wall = {name: statistics.median(t["ms"] for t in taken) for name, taken in samples[runtime].items()}
+        cpu = {
+            name: statistics.median(t["cpu_ms"] for t in taken) for name, taken in samples[runtime].items()
+        }
+        results[runtime] = {
+            "python": _full_version(python),
+            "baseline_ms": round(wall["baseline"], 1),
+            "baseline_cpu_ms": round(cpu["baseline"], 1),
+            "functions": {
+                name: {
+                    "ms": round(wall[name], 1),
+                    "ratio": round(wall[name] / wall["baseline"], 2),
+                    "cpu_ms": round(cpu[name], 1),
+                    "cpu_ratio": round(cpu[name] / cpu["baseline"], 2),
+                }
+                for name in functions
+            },
+        }
+    return {runtime: results[runtime] for runtime in runtimes}
+
+
+def _full_version(python: Path) -> str:
+    probe = [str(python), "-c", "import platform; print(platform.python_version())"]
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()

@@ -11,4 +11,4 @@ from sendonce.provider_events.sqs_batch import handle_batch
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return handle_batch(root.get(), event, context)
+    return handle_batch(root.get(), event)

@@ -13,4 +13,4 @@ __all__ = ["handler", "root"]
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return handle_delivery_batch(root.get(), event, context)
+    return handle_delivery_batch(root.get(), event)

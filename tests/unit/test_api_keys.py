@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
@@ -22,7 +21,7 @@ from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import hash_api_key, issue_api_key
 from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.messages.service import MessageService
-from sendonce.settings import ApiSettings
+from sendonce.settings import ApiSettings, InvalidSettings
 
 from tests.unit.unit_fakes import (
     FakeEventQueue,
@@ -210,7 +209,7 @@ def api(keys: InMemoryApiKeys, clock: ManualClock) -> Iterator[InMemoryStore]:
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
             events=FakeEventQueue(),
-            webhooks=fake_webhooks(),
+            build_webhooks=fake_webhooks,
             api_keys=_cache(keys, clock),
         )
     )
@@ -338,12 +337,12 @@ def test_the_api_root_checks_keys_through_a_cache_of_the_settings_period(
 
 @pytest.mark.parametrize("value", ["-1", "301", "soon"])
 def test_a_cache_period_outside_0_to_300_seconds_is_refused(value: str) -> None:
-    with pytest.raises(ValidationError, match="SENDONCE_API_KEY_CACHE_SECONDS"):
+    with pytest.raises(InvalidSettings, match="SENDONCE_API_KEY_CACHE_SECONDS"):
         ApiSettings.from_environment({**SETTINGS, "SENDONCE_API_KEY_CACHE_SECONDS": value})
 
 
 def test_the_api_settings_need_the_key_table() -> None:
     without = {name: value for name, value in SETTINGS.items() if name != "API_KEYS_TABLE"}
 
-    with pytest.raises(ValidationError, match="API_KEYS_TABLE"):
+    with pytest.raises(InvalidSettings, match="API_KEYS_TABLE"):
         ApiSettings.from_environment(without)

@@ -20,7 +20,7 @@ from sendonce.channels import ChannelSpec
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.recipients import normalise_phone
 from sendonce.messages.service import MessageService, SendCommand
-from sendonce.settings import ApiSettings, DispatcherSettings
+from sendonce.settings import ApiSettings, DispatcherSettings, InvalidSettings
 
 from sendonce_local.template import Template, load_template
 from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock, hand_off
@@ -116,12 +116,12 @@ def test_a_fourth_channel_has_its_settings_named_after_it(pager: ChannelSpec) ->
         **{spec.queue_url_setting: f"https://queue/{spec.name}" for spec in channels.all_specs()},
     }
     assert ApiSettings.from_environment(environ).queue_urls["pager"] == "https://queue/pager"
-    with pytest.raises(ValidationError, match="PAGER_QUEUE_URL"):
+    with pytest.raises(InvalidSettings, match="PAGER_QUEUE_URL"):
         ApiSettings.from_environment({k: v for k, v in environ.items() if k != "PAGER_QUEUE_URL"})
     dispatcher = DispatcherSettings.from_environment(environ)
     assert dispatcher.provider_for("pager") == "http"
     assert dispatcher.queue_url("pager") == "https://queue/pager"
-    with pytest.raises(ValidationError, match="SENDONCE_PAGER_PROVIDER"):
+    with pytest.raises(InvalidSettings, match="SENDONCE_PAGER_PROVIDER"):
         DispatcherSettings.from_environment({**environ, "SENDONCE_PAGER_PROVIDER": "sns"})
 
 

@@ -7,6 +7,7 @@ preflight and the use case are the real ones, only the object the composition ro
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -58,7 +59,7 @@ def fakes() -> Iterator[tuple[InMemoryStore, FakeQueue]]:
             idempotency_config=idempotency_config(86_400),
             send_once=never,
             events=FakeEventQueue(),
-            webhooks=fake_webhooks(),
+            build_webhooks=fake_webhooks,
             api_keys=InMemoryApiKeys.of(),
         )
     )
@@ -97,3 +98,14 @@ def test_reset_all_forgets_every_root() -> None:
     assert root.get() == 1  # kept for the life of the execution environment
     composition.reset_all()
     assert root.get() == 2  # built again from the settings, as after a redeploy
+
+
+def test_a_root_is_built_on_a_random_sequence_of_its_own() -> None:
+    """Environments resumed from one SnapStart snapshot share its `random` state until a root is built."""
+    random.seed(15)
+    from_the_snapshot = [random.random() for _ in range(3)]
+
+    random.seed(15)
+    drawn = composition.Root(lambda: [random.random() for _ in range(3)]).get()
+
+    assert drawn != from_the_snapshot

@@ -351,7 +351,7 @@ def api_store() -> Iterator[tuple[InMemoryStore, ManualClock]]:
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
             events=FakeEventQueue(),
-            webhooks=fake_webhooks(),
+            build_webhooks=fake_webhooks,
             api_keys=InMemoryApiKeys.of(WS),
         )
     )

@@ -174,7 +174,7 @@ def test_settings_hold_the_secrets_names_never_their_values() -> None:
 
     assert api.webhook_secret_arn == SECRET_ARN
     assert dispatcher.http_provider_token_arn == "arn:token"
-    assert "a value" not in repr(api.model_dump()) + repr(dispatcher.model_dump())
+    assert "a value" not in repr(api) + repr(dispatcher)
 
 
 # ---------------------------------------------------------------- the HTTP provider's token
@@ -263,7 +263,7 @@ def events(secrets_manager: FakeSecretsManager) -> Iterator[FakeEventQueue]:
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
             events=queue,
-            webhooks=fake_webhooks(),
+            build_webhooks=fake_webhooks,
             api_keys=InMemoryApiKeys.of(),
             webhook_secret=SecretsManagerSecret(SECRET_ARN, ClientFactory(secrets_manager)),
         )

@@ -230,3 +230,37 @@ def test_an_hour_of_throttling_fits_in_a_channel_queues_receives(
         waited += max(1, ceiling / 2)
     redrive = template.resources[f"{spec.resource_name}Queue"]["Properties"]["RedrivePolicy"]
     assert redrive["maxReceiveCount"] > receives + 1
+
+
+# ------------------------------------------------------------------------------------ runtime
+# Lambda runs SnapStart for Python from 3.12 on.
+SNAPSTART_PYTHONS = {"python3.12", "python3.13"}
+
+
+def test_the_layer_is_built_and_compiled_for_the_functions_runtime(template: Template) -> None:
+    runtime = template.globals["Function"]["Runtime"]
+    layer = template.resources["SendonceLayer"]["Properties"]
+    makefile = (REPO / "layers" / "sendonce" / "Makefile").read_text(encoding="utf-8")
+
+    assert layer["CompatibleRuntimes"] == [runtime]
+    assert f"PYTHON_VERSION := {runtime.removeprefix('python')}\n" in makefile
+    # A .pyc used whatever the modification times the zip and Lambda's file system leave its source.
+    assert "--invalidation-mode unchecked-hash" in makefile
+    for resource in template.resources.values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            assert "Runtime" not in resource["Properties"], "every function runs the one runtime"
+
+
+def test_snapstart_is_a_parameter_off_by_default_for_every_function(template: Template) -> None:
+    parameter = template.parameters["SnapStart"]
+    function_globals = template.globals["Function"]
+
+    assert parameter["Default"] == "off"
+    assert set(parameter["AllowedValues"]) == {"on", "off"}
+    assert template.conditions["SnapStartOn"] == {"Fn::Equals": [{"Ref": "SnapStart"}, "on"]}
+    assert function_globals["SnapStart"] == {
+        "ApplyOn": {"Fn::If": ["SnapStartOn", "PublishedVersions", "None"]}
+    }
+    assert function_globals["Runtime"] in SNAPSTART_PYTHONS
+    # A snapshot serves published versions only: every event source and route invokes the alias.
+    assert function_globals["AutoPublishAlias"]

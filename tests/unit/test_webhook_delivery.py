@@ -37,7 +37,7 @@ from sendonce.webhooks.model import (
 from sendonce.webhooks.ports import Attempt, DeliveryTask
 from standardwebhooks.webhooks import Webhook
 
-from tests.unit.unit_fakes import FakeLambdaContext, InMemoryWebhookStore, ManualClock
+from tests.unit.unit_fakes import InMemoryWebhookStore, ManualClock
 
 WS = "ws_1"
 EVENT_ID = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
@@ -322,7 +322,7 @@ def test_a_delivered_record_is_done_and_a_retry_is_postponed_and_reported() -> N
     dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=redelivery)
     batch = sqs_event(task_body(TASK), task_body(DeliveryTask(WS, EVENT_ID, "whep_2")))
 
-    answer = handle_delivery_batch(dependencies, batch, FakeLambdaContext())  # type: ignore[arg-type]
+    answer = handle_delivery_batch(dependencies, batch)
 
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
     assert redelivery.postponed == [("rh1", 5)]
@@ -332,7 +332,7 @@ def test_a_retry_whose_postponement_fails_is_still_reported() -> None:
     s = setup(Answer(500))
     dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=FakeRedelivery(fail=True))
 
-    answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)), FakeLambdaContext())  # type: ignore[arg-type]
+    answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)))
 
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
 
@@ -342,7 +342,7 @@ def test_an_unreadable_record_is_reported_and_sends_nothing(body: str) -> None:
     s = setup()
     dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=FakeRedelivery())
 
-    answer = handle_delivery_batch(dependencies, sqs_event(body), FakeLambdaContext())  # type: ignore[arg-type]
+    answer = handle_delivery_batch(dependencies, sqs_event(body))
 
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     assert s.receiver.calls == []
@@ -352,7 +352,7 @@ def test_a_final_failure_is_done_with_its_record() -> None:
     s = setup(Answer(500), schedule=())
     dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=FakeRedelivery())
 
-    answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)), FakeLambdaContext())  # type: ignore[arg-type]
+    answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)))
 
     assert answer == {"batchItemFailures": []}
     assert s.delivery().status is DeliveryStatus.FAILED

@@ -117,7 +117,7 @@ def fakes() -> Iterator[Fakes]:
             idempotency_config=idempotency_config(86_400),
             send_once=lambda **_: {},
             events=FakeEventQueue(),
-            webhooks=built.service,
+            build_webhooks=lambda: built.service,
             api_keys=InMemoryApiKeys.of(WS, OTHER_WS),
         )
     )

@@ -1,15 +1,30 @@
 """boto3 clients, configured as sendonce needs them. Composition roots build them and keep them.
 
 boto3 is imported here, lazily, so a cold start pays for it only when a client is needed.
+
+Every client of the process comes from one boto3 session: a session reads and keeps the SDK's
+endpoint rules and service descriptions, so a second session would read them all again (on a cold
+start, as long as a client). A session is not safe to share between threads while it builds a
+client (its clients are), so clients are built one at a time.
 """
 
 from __future__ import annotations
 
+import threading
+from functools import cache
 from typing import Any
+
+_BUILDING = threading.Lock()
+
+
+@cache
+def _session() -> Any:
+    import boto3  # noqa: PLC0415
+
+    return boto3.session.Session()
 
 
 def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: bool = True) -> Any:
-    import boto3  # noqa: PLC0415
     from botocore.config import Config  # noqa: PLC0415
 
     config = Config(
@@ -22,4 +37,5 @@ def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: b
         # each on a connection of its own.
         max_pool_connections=16,
     )
-    return boto3.session.Session().client(service, config=config)
+    with _BUILDING:
+        return _session().client(service, config=config)

@@ -4,10 +4,14 @@ A function has one `Root`. `get()` builds its object on first use, so a cold sta
 what the first request needs, and keeps it for the life of the execution environment, as Lambda
 keeps module state. Tests replace the object with `use(...)`, one call, and `reset_all()` forgets
 every root, as a redeploy with new settings would.
+
+Built on a first request, a root is built after Lambda SnapStart resumed its environment from a
+snapshot (taken after the imports): nothing built there is shared between resumed environments.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -29,6 +33,9 @@ class Root(Generic[T]):
         if value is None:
             with self._lock:  # concurrent first requests (locally, threads) build it once
                 if self._value is None:
+                    # Environments resumed from one snapshot would share its `random` sequence
+                    # (retry jitter, quota shards): each draws its own from the OS first.
+                    random.seed()
                     self._value = self._build()
                 value = self._value
         return value

@@ -2,28 +2,60 @@
 
 Failures are reported per record (ReportBatchItemFailures): one bad record never holds back
 the rest of its batch, and an event with no records is an empty batch, not an error.
+
+A record handler raises to fail its record; whatever it returns is its outcome, for the logs.
+This is the whole of partial batch responses for SQS: a library's batch utility would bring in its
+every event source's models on each cold start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sendonce.observability import logger
 
 LambdaHandler = Callable[[Any, LambdaContext], dict[str, Any]]
 
 
-def process_batch(
-    event: Any, context: LambdaContext, handle_record: Callable[[SQSRecord], str]
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SqsRecord:
+    """What a handler reads of one SQS record of the event."""
+
+    message_id: str
+    body: str
+    receipt_handle: str
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> SqsRecord:
+        return cls(
+            message_id=record["messageId"],
+            body=record.get("body") or "",
+            receipt_handle=record.get("receiptHandle") or "",
+        )
+
+
+def process_batch(event: Any, handle_record: Callable[[SqsRecord], str]) -> dict[str, Any]:
+    """Each record through `handle_record`; the records that raised, as Lambda's `batchItemFailures`.
+
+    A record without a `messageId` cannot be reported on its own: the invocation fails instead,
+    and SQS brings the whole batch back.
+    """
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list) or not records:
         return {"batchItemFailures": []}
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    result = process_partial_response(
-        event={"Records": records}, record_handler=handle_record, processor=processor, context=context
-    )
-    return dict(result)
+    failures: list[dict[str, str]] = []
+    for raw in records:
+        record = SqsRecord.of(raw)
+        try:
+            handle_record(record)
+        except Exception as error:  # the record fails alone; its handler has logged what it knows
+            logger.debug(
+                "sqs.record_failed",
+                extra={"sqs_message_id": record.message_id, "error": f"{type(error).__name__}: {error}"},
+            )
+            failures.append({"itemIdentifier": record.message_id})
+    return {"batchItemFailures": failures}

@@ -37,7 +37,6 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
-from sendonce.api.openapi import docs_page, openapi_document
 from sendonce.api.preflight import check_request, header, raw_body
 from sendonce.api.routes import (
     ADD_WEBHOOK_ENDPOINT,
@@ -81,7 +80,6 @@ from sendonce.messages.model import Status
 from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
-from sendonce.provider_events.webhook_body import HttpProviderEvent
 from sendonce.secret_values import SecretUnavailable
 from sendonce.webhooks.model import EventType
 
@@ -323,6 +321,9 @@ def provider_webhook(provider: str) -> Response[Any]:
         verify_signature(header(raw_event, "x-sendonce-signature"), body, secret, time.time())
     except InvalidSignature as error:
         raise ApiError(401, "unauthorized", f"The webhook signature is not valid: {error}.") from None
+    # A provider's webhook is not a send: its body's model loads with the first one.
+    from sendonce.provider_events.webhook_body import HttpProviderEvent  # noqa: PLC0415
+
     try:
         event = HttpProviderEvent.model_validate_json(body)
     except ValidationError as error:
@@ -359,11 +360,15 @@ def health() -> Response[Any]:
 
 @route(OPENAPI)
 def openapi_json() -> Response[Any]:
+    from sendonce.api.openapi import openapi_document  # noqa: PLC0415  (the document's models: off a send's path)
+
     return _json_response(200, openapi_document(app))
 
 
 @route(DOCS)
 def docs() -> Response[Any]:
+    from sendonce.api.openapi import docs_page  # noqa: PLC0415  (the document's models: off a send's path)
+
     return Response(status_code=200, content_type="text/html; charset=utf-8", body=docs_page(app))
 
 

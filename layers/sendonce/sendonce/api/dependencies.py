@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
@@ -31,7 +31,7 @@ from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
 
-if TYPE_CHECKING:  # imported when the root is built (_webhooks), not with this module
+if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
     from sendonce.webhooks.service import WebhookService
 
 
@@ -43,7 +43,7 @@ def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
 SECRET_READ_TIMEOUT_SECONDS = 3
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ApiDependencies:
     settings: ApiSettings
     messages: MessageService
@@ -51,7 +51,8 @@ class ApiDependencies:
     # `send_once(request={"workspace", "key", "payload"}, command=...)`: at most once per key.
     send_once: SendOnce
     events: EventQueue
-    webhooks: WebhookService
+    # The status webhooks' use cases, built on first use (`webhooks`): a send never needs them.
+    build_webhooks: Callable[[], WebhookService]
     # The caller's API key -> its workspace, checked by the preflight before any route runs.
     api_keys: ApiKeyStore
     # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
@@ -65,6 +66,10 @@ class ApiDependencies:
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
+
+    @cached_property
+    def webhooks(self) -> WebhookService:
+        return self.build_webhooks()
 
 
 def build(settings: ApiSettings | None = None) -> ApiDependencies:
@@ -104,7 +109,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         idempotency_config=config,
         send_once=make_idempotent(send, settings.idempotency_table, dynamodb, config),
         events=SqsEventQueue(sqs, settings.events_queue_url),
-        webhooks=_webhooks(settings, dynamodb, sqs),
+        build_webhooks=partial(_webhooks, settings, dynamodb, sqs),
         api_keys=api_keys,
         webhook_secret=SecretsManagerSecret(
             settings.webhook_secret_arn,
@@ -119,6 +124,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
 
 
 def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:
+    # Loaded with the first request about webhooks: a send never needs these modules.
     from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore  # noqa: PLC0415
     from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue  # noqa: PLC0415
     from sendonce.webhooks.dependencies import target_checker  # noqa: PLC0415

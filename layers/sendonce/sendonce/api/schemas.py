@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API, as pydantic models (they also make the OpenAPI)."""
+"""Request and response bodies of the HTTP API, as pydantic models (they also make the OpenAPI).
+
+A model is built (its validator and serializer) when it is defined, or, with `defer_build`, when it
+first validates a body: only what a send needs is built on a cold start.
+"""
 
 from __future__ import annotations
 
@@ -114,7 +118,7 @@ class EditMessageRequest(BaseModel):
     other field, or an explicit null, is refused. Whether a subject is allowed is the message's
     channel's to say: the edit checks it against the stored message."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     body: str | None = Field(default=None, min_length=1, max_length=10_000)
     subject: str | None = Field(default=None, min_length=1, max_length=998, description="Email only")
@@ -152,7 +156,7 @@ class EditMessageRequest(BaseModel):
 class AddWebhookEndpointRequest(BaseModel):
     """POST /v1/webhook-endpoints."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     url: str = Field(
         min_length=1, max_length=2048, description="https:// (http:// only where private targets are allowed)"
@@ -178,7 +182,7 @@ class AddWebhookEndpointRequest(BaseModel):
 class RedeliverRequest(BaseModel):
     """POST /v1/events/{id}/redeliver: one endpoint, or every endpoint the event had."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     endpointId: str | None = Field(default=None, min_length=1, max_length=64)
 
@@ -330,7 +334,7 @@ class BatchRequest(BaseModel):
     """POST /v1/messages/batch: the envelope. Its handler checks each item on its own, as a body of
     POST /v1/messages, so that a bad item gets its own Result."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     messages: list[Any] = Field(
         min_length=1,

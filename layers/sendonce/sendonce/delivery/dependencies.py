@@ -10,19 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
-from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
-from sendonce.adapters.sqs_queue import SqsMessageQueue, SqsRedelivery
+from sendonce.adapters.sqs_queue import SqsRedelivery
 from sendonce.aws_clients import client
 from sendonce.clock import Clock, utc_now
 from sendonce.composition import Root
 from sendonce.delivery.dispatcher import Dispatcher
-from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.delivery.ports import Provider, Redelivery
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.messages.ports import MessageQueue
 from sendonce.settings import DispatcherSettings, HandoffSettings
+
+if TYPE_CHECKING:  # imported when the outbox's root is built (build_outbox), not with this module
+    from sendonce.delivery.outbox import OutboxSweeper
 
 # A claim outlives the provider's timeout by this much before the outbox may call it stranded.
 CLAIM_MARGIN_SECONDS = 60
@@ -110,6 +112,11 @@ def dispatcher_root(channel: str) -> Root[DispatcherDependencies]:
 
 
 def build_outbox(settings: DispatcherSettings | None = None, clock: Clock = utc_now) -> OutboxSweeper:
+    # Only the outbox function sweeps: a dispatcher's cold start skips the sending use cases.
+    from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore  # noqa: PLC0415
+    from sendonce.adapters.sqs_queue import SqsMessageQueue  # noqa: PLC0415
+    from sendonce.delivery.outbox import OutboxSweeper  # noqa: PLC0415
+
     settings = settings or DispatcherSettings.from_environment()
     return OutboxSweeper(
         store=DynamoDbOutboxStore(client("dynamodb"), settings.messages_table),
@@ -124,6 +131,8 @@ outbox_root: Root[OutboxSweeper] = Root(build_outbox)
 
 def build_handoff(settings: HandoffSettings | None = None) -> MessageQueue:
     """HandoffFunction's: the channels' queues, which each new message from the stream goes to."""
+    from sendonce.adapters.sqs_queue import SqsMessageQueue  # noqa: PLC0415  (the dispatchers' path needs none)
+
     settings = settings or HandoffSettings.from_environment()
     return SqsMessageQueue(client("sqs"), settings.queue_urls)
 

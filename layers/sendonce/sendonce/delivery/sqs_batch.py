@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sendonce import channels
@@ -24,7 +23,7 @@ from sendonce.delivery.dependencies import DispatcherDependencies, dispatcher_ro
 from sendonce.delivery.dispatcher import DeliveryRequest, RetryLater
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.observability import logger, metrics
-from sendonce.sqs_batches import LambdaHandler, process_batch
+from sendonce.sqs_batches import LambdaHandler, SqsRecord, process_batch
 
 # Time a record needs beyond the provider's own timeout: the connection (botocore allows 3 s), the
 # claim before the call and the write after it.
@@ -56,7 +55,7 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
     needed_millis = (dependencies.settings.provider_timeout_seconds + PROVIDER_CALL_MARGIN_SECONDS) * 1000
     handed_back: list[str] = []
 
-    def handle_record(record: SQSRecord) -> str:
+    def handle_record(record: SqsRecord) -> str:
         # Once out of time, stay out: every later record goes back too, whatever the clock says.
         if handed_back or context.get_remaining_time_in_millis() < needed_millis:
             handed_back.append(record.message_id)
@@ -78,7 +77,7 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
                 logger.warning("message.dispatch.postpone_failed", extra={"message_id": request.message_id})
             raise
 
-    result = process_batch(event, context, handle_record)
+    result = process_batch(event, handle_record)
     if handed_back:
         metrics.add_metric(name="DispatchHandedBack", unit="Count", value=len(handed_back))
         logger.warning(

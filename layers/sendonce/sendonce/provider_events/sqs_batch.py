@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from sendonce.observability import logger
 from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
 from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
-from sendonce.sqs_batches import process_batch
+from sendonce.sqs_batches import SqsRecord, process_batch
 
 
 class UnreadableEvent(ValueError):
@@ -31,8 +28,8 @@ def provider_event(body: str) -> ProviderEvent | None:
         raise UnreadableEvent(str(error)) from None
 
 
-def handle_batch(store: ProviderEventStore, event: Any, context: LambdaContext) -> dict[str, Any]:
-    def handle_record(record: SQSRecord) -> str:
+def handle_batch(store: ProviderEventStore, event: Any) -> dict[str, Any]:
+    def handle_record(record: SqsRecord) -> str:
         try:
             parsed = provider_event(record.body)
         except UnreadableEvent:
@@ -45,4 +42,4 @@ def handle_batch(store: ProviderEventStore, event: Any, context: LambdaContext) 
             return "not_ours"
         return apply_event(store, parsed).value
 
-    return process_batch(event, context, handle_record)
+    return process_batch(event, handle_record)

@@ -18,14 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.sqs_webhook_queue import parse_task
 from sendonce.observability import logger, metrics
 from sendonce.side_by_side import side_by_side
-from sendonce.sqs_batches import process_batch
+from sendonce.sqs_batches import SqsRecord, process_batch
 from sendonce.webhooks.delivery import RetryLater
 from sendonce.webhooks.dependencies import DeliveryDependencies
 from sendonce.webhooks.events import EventRecorder
@@ -96,10 +93,8 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
     return {"batchItemFailures": [{"itemIdentifier": _sequence_number(r)} for r in handed_back]}
 
 
-def handle_delivery_batch(
-    dependencies: DeliveryDependencies, event: Any, context: LambdaContext
-) -> dict[str, Any]:
-    def handle_record(record: SQSRecord) -> str:
+def handle_delivery_batch(dependencies: DeliveryDependencies, event: Any) -> dict[str, Any]:
+    def handle_record(record: SqsRecord) -> str:
         try:
             task = parse_task(record.body)
         except ValueError:
@@ -117,4 +112,4 @@ def handle_delivery_batch(
                 logger.warning("webhook.delivery.postpone_failed", extra={"event_id": task.event_id})
             raise
 
-    return process_batch(event, context, handle_record)
+    return process_batch(event, handle_record)

@@ -1,0 +1,51 @@
+"""SQS batches, each record alone: a record that raises fails by itself (ReportBatchItemFailures),
+the others stand, and an event without records is an empty batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sendonce.sqs_batches import SqsRecord, process_batch
+
+
+def _event(*bodies: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {"messageId": f"m{i}", "receiptHandle": f"rh{i}", "body": body, "eventSource": "aws:sqs"}
+            for i, body in enumerate(bodies)
+        ]
+    }
+
+
+def test_only_the_records_that_raise_are_reported() -> None:
+    seen: list[SqsRecord] = []
+
+    def handle(record: SqsRecord) -> str:
+        seen.append(record)
+        if record.body == "bad":
+            raise ValueError("unreadable")
+        return "done"
+
+    answer = process_batch(_event("ok", "bad", "ok", "bad"), handle)
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "m1"}, {"itemIdentifier": "m3"}]}
+    assert [record.message_id for record in seen] == ["m0", "m1", "m2", "m3"]
+    assert seen[0] == SqsRecord(message_id="m0", body="ok", receipt_handle="rh0")
+
+
+def test_every_record_may_fail_without_failing_the_invocation() -> None:
+    def handle(record: SqsRecord) -> str:
+        raise RuntimeError("down")
+
+    assert process_batch(_event("a", "b"), handle) == {
+        "batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m1"}]
+    }
+
+
+@pytest.mark.parametrize("event", [{}, {"Records": []}, {"Records": None}, [], None, "nonsense"])
+def test_an_event_without_records_is_an_empty_batch(event: Any) -> None:
+    def handle(record: SqsRecord) -> str:
+        raise AssertionError("no record to handle")
+
+    assert process_batch(event, handle) == {"batchItemFailures": []}
