@@ -25,7 +25,7 @@ from bench.auth_lookup import fresh_key_store, look_up, measure_key_lookups  # n
 from bench.baseline import BaselineHandler  # noqa: E402
 from bench.batch import run_batch_bench  # noqa: E402
 from bench.capacity import CapacityProbe, Units, one_workspace  # noqa: E402
-from bench.cold_start import cold_starts, import_time_top  # noqa: E402
+from bench.cold_start import cold_starts, cold_starts_by_runtime, import_time_top  # noqa: E402
 from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
 from bench.latency import run_latency  # noqa: E402
 from bench.local_stack import DYNAMODB_LOCAL, ROOT, BenchStack, dynamodb_engine, start_stack  # noqa: E402
@@ -220,7 +220,9 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
     return figures, details
 
 
-def measure_cold_starts(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:
+def measure_cold_starts(
+    args: argparse.Namespace,
+) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
     from bench.local_stack import TEMPLATE, free_ports  # noqa: PLC0415
     from sendonce_local.template import load_template  # noqa: PLC0415
 
@@ -228,7 +230,10 @@ def measure_cold_starts(args: argparse.Namespace) -> tuple[dict[str, float], dic
     environment = function_environment(template, free_ports())
     print(f"cold start: {args.cold_runs} fresh interpreters per function ...", file=sys.stderr, flush=True)
     cold = cold_starts(template.functions, environment, ROOT, args.cold_runs)
-    return cold, import_time_top(template.functions["ApiFunction"], environment, ROOT)
+    print("cold start by runtime, the layer as it ships ...", file=sys.stderr, flush=True)
+    by_runtime = cold_starts_by_runtime(template.functions, environment, ROOT, args.cold_runs)
+    by_runtime["deployed"] = str(template.globals.get("Function", {}).get("Runtime", ""))
+    return cold, by_runtime, import_time_top(template.functions["ApiFunction"], environment, ROOT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
     figures, details = measure_in_process(args)
-    cold, importtime = measure_cold_starts(args)
+    cold, by_runtime, importtime = measure_cold_starts(args)
     details["importtime_api_function"] = importtime
     storm = None
     if not args.no_storm:
@@ -318,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         "handoff": figures["handoff"],
         "cold_start_ms": cold,
         "cold_start_ratio": cold_start_ratios(cold),
+        "cold_start_by_runtime": by_runtime,
         "storm": storm,
         "outbox_peak": outbox_peak,
         "webhooks": webhooks,

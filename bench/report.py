@@ -56,6 +56,18 @@ def checks(results: dict[str, Any]) -> list[Check]:
         Check(f"cold_start_ratio.{name}", ratio, f"<= {COLD_START_TARGET}", ratio <= COLD_START_TARGET)
         for name, ratio in results["cold_start_ratio"].items()
     ]
+    by_runtime = results.get("cold_start_by_runtime") or {}
+    deployed = by_runtime.get(str(by_runtime.get("deployed")))
+    if isinstance(deployed, dict) and "functions" in deployed:
+        out += [
+            Check(
+                f"cold_start_by_runtime[{by_runtime['deployed']}].{name}",
+                figures["ratio"],
+                f"<= {COLD_START_TARGET}",
+                figures["ratio"] <= COLD_START_TARGET,
+            )
+            for name, figures in deployed["functions"].items()
+        ]
     local = results.get("ratio_dynamodb_local")
     if local:
         out.append(
