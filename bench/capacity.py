@@ -23,6 +23,7 @@ sends at a given rate, against DynamoDB's per-partition limits (1,000 WCU and 3,
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 import warnings
@@ -32,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import boto3
 import botocore.session
@@ -428,9 +430,18 @@ def message_life(
     `sends_per_second`, all day; the message is an SMS of `body`."""
     limits = _limits_at(sends_per_second)
     life = Units()
-    with mock_aws():
+    # Every client here talks to moto's mock, none to an endpoint the environment names (the bench's
+    # emulator, stopped by now).
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("AWS_ENDPOINT_URL")}
+    with patch.dict(os.environ, clean, clear=True), mock_aws():
+        # DynamoDB's own address, which moto's mock answers: never an endpoint the environment names
+        # (the bench's emulator, stopped by now).
         client = boto3.session.Session().client(
-            "dynamodb", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+            "dynamodb",
+            region_name="us-east-1",
+            endpoint_url="https://dynamodb.us-east-1.amazonaws.com",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
         )
         create_tables(client, load_template(TEMPLATE))
         probe = CapacityProbe(None)
