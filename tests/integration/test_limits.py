@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -165,12 +166,21 @@ def test_given_a_batch_key_and_items_past_the_quota_then_the_answer_is_not_store
 def test_given_a_rate_then_requests_past_it_get_429_with_the_ratelimit_fields(limited: Stack) -> None:
     set_limits(rate=1)  # 2 requests a 2-second window
 
-    answers = [
-        limited.call(limited.event("api_get_message.json", path="/v1/messages", query={})) for _ in range(5)
-    ]
+    # Six cheap requests at once (an unknown message: one read past the rate check), so however
+    # slow the machine they fall in one or two windows of two; tried again if they straddled more.
+    def burst() -> list[Any]:
+        event = limited.event("api_get_message.json", path="/v1/messages/msg_00000000000000000000000000")
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            return list(pool.map(lambda _: limited.call(event), range(6)))
+
+    for _ in range(3):
+        answers = burst()
+        if any(answer.status == 429 for answer in answers):
+            break
 
     statuses = [answer.status for answer in answers]
-    assert statuses.count(429) >= 1  # five requests span at most two windows of two
+    assert statuses.count(429) >= 1
+    assert set(statuses) <= {404, 429}
     refused = next(answer for answer in answers if answer.status == 429)
     assert refused.json["error"]["code"] == "rate_limited"
     assert 1 <= int(refused.header("Retry-After") or 0) <= 2
