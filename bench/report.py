@@ -43,41 +43,32 @@ def cold_start_ratios(cold: dict[str, float]) -> dict[str, float]:
     return {name: round(ms / cold["baseline"], 2) for name, ms in cold.items() if name != "baseline"}
 
 
+def at_most(name: str, value: Any, limit: float) -> Check:
+    """A figure against its ceiling; a missing figure fails."""
+    return Check(name, value, f"<= {limit}", value is not None and value <= limit)
+
+
 def checks(results: dict[str, Any]) -> list[Check]:
-    out = [
-        Check(f"calls.{path}", results["calls"][path], f"<= {limit}", results["calls"][path] <= limit)
-        for path, limit in CALL_TARGETS.items()
-    ]
+    out = [at_most(f"calls.{path}", results["calls"][path], limit) for path, limit in CALL_TARGETS.items()]
+    out += [at_most(f"ratio.{name}", results["ratio"][name], limit) for name, limit in RATIO_TARGETS.items()]
+    local = results.get("ratio_dynamodb_local")  # the same run's paths on DynamoDB's own engine
+    if local:
+        out.append(
+            at_most("ratio_dynamodb_local.send_new_p50", local["send_new_p50"], RATIO_TARGETS["send_new_p50"])
+        )
     out += [
-        Check(f"ratio.{name}", results["ratio"][name], f"<= {limit}", results["ratio"][name] <= limit)
-        for name, limit in RATIO_TARGETS.items()
-    ]
-    out += [
-        Check(f"cold_start_ratio.{name}", ratio, f"<= {COLD_START_TARGET}", ratio <= COLD_START_TARGET)
+        at_most(f"cold_start_ratio.{name}", ratio, COLD_START_TARGET)
         for name, ratio in results["cold_start_ratio"].items()
     ]
     by_runtime = results.get("cold_start_by_runtime") or {}
     deployed = by_runtime.get(str(by_runtime.get("deployed")))
     if isinstance(deployed, dict) and "functions" in deployed:
         out += [
-            Check(
-                f"cold_start_by_runtime[{by_runtime['deployed']}].{name}",
-                figures["ratio"],
-                f"<= {COLD_START_TARGET}",
-                figures["ratio"] <= COLD_START_TARGET,
+            at_most(
+                f"cold_start_by_runtime[{by_runtime['deployed']}].{name}", figures["ratio"], COLD_START_TARGET
             )
             for name, figures in deployed["functions"].items()
         ]
-    local = results.get("ratio_dynamodb_local")
-    if local:
-        out.append(
-            Check(
-                "ratio_dynamodb_local.send_new_p50",
-                local["send_new_p50"],
-                f"<= {RATIO_TARGETS['send_new_p50']}",
-                local["send_new_p50"] <= RATIO_TARGETS["send_new_p50"],
-            )
-        )
     storm = results.get("storm")
     if storm:
         out.append(
@@ -90,46 +81,25 @@ def checks(results: dict[str, Any]) -> list[Check]:
         )
         to_provider = storm.get("paced_created_to_provider_ms") or {}
         out += [
-            Check(
-                f"storm.paced_created_to_provider_ms.{name}",
-                to_provider.get(name),
-                f"<= {limit}",
-                to_provider.get(name) is not None and to_provider[name] <= limit,
-            )
+            at_most(f"storm.paced_created_to_provider_ms.{name}", to_provider.get(name), limit)
             for name, limit in TO_PROVIDER_TARGETS_MS.items()
         ]
     limits = results.get("limits")
     if limits:
         out += [
-            Check(
-                f"limits.extra_calls.{path}",
-                extra,
-                f"<= {LIMITS_EXTRA_CALLS_TARGET}",
-                extra <= LIMITS_EXTRA_CALLS_TARGET,
-            )
+            at_most(f"limits.extra_calls.{path}", extra, LIMITS_EXTRA_CALLS_TARGET)
             for path, extra in limits["extra_calls"].items()
         ]
     batch = results.get("batch")
     if batch:
-        out.append(
-            Check(
-                "batch.batch100_calls",
-                batch["batch100_calls"],
-                f"<= {BATCH_CALLS_TARGET}",
-                batch["batch100_calls"] <= BATCH_CALLS_TARGET,
+        out.append(at_most("batch.batch100_calls", batch["batch100_calls"], BATCH_CALLS_TARGET))
+        out += [
+            at_most(
+                f"batch.share_of_singles[{engine}]", figures["batch100_share_of_singles"], BATCH_SHARE_TARGET
             )
-        )
-        for engine, figures in (("moto", batch), ("dynamodb-local", batch.get("dynamodb-local"))):
-            if figures:
-                share = figures["batch100_share_of_singles"]
-                out.append(
-                    Check(
-                        f"batch.share_of_singles[{engine}]",
-                        share,
-                        f"<= {BATCH_SHARE_TARGET}",
-                        share <= BATCH_SHARE_TARGET,
-                    )
-                )
+            for engine, figures in (("moto", batch), ("dynamodb-local", batch.get("dynamodb-local")))
+            if figures
+        ]
     partitions = results.get("partitions_at_10k_sends_per_second")
     if partitions:
         out.append(
@@ -172,6 +142,10 @@ def _flat(figures: dict[str, Any], prefix: str = "") -> list[list[Any]]:
         else:
             rows.append([f"{prefix}{name}", value])
     return rows
+
+
+def _section(title: str, figures: dict[str, Any] | None, absent: str) -> str:
+    return _rows([title, "value"], _flat(figures)) if figures else f"{title}: {absent}"
 
 
 def table(results: dict[str, Any], details: dict[str, Any]) -> str:
@@ -219,24 +193,11 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
             [[name, value] for name, value in (results.get("ratio_dynamodb_local") or {}).items()],
         ),
         _rows(["cold start", "median ms", "ratio"], cold_rows),
-        _rows(["storm", "value"], _flat(storm)) if storm else "storm: not run",
-        _rows(
-            ["outbox peak", "value"],
-            [[name, value] for name, value in (results.get("outbox_peak") or {}).items()],
-        )
-        if results.get("outbox_peak")
-        else "outbox peak: not run",
-        _rows(
-            ["webhooks", "value"], [[name, value] for name, value in (results.get("webhooks") or {}).items()]
-        )
-        if results.get("webhooks")
-        else "webhooks: not run",
-        _rows(["batch", "value"], _flat(results.get("batch") or {}))
-        if results.get("batch")
-        else "batch: not run",
-        _rows(["limits", "value"], _flat(results.get("limits") or {}))
-        if results.get("limits")
-        else "limits: off",
+        _section("storm", storm, "not run"),
+        _section("outbox peak", results.get("outbox_peak"), "not run"),
+        _section("webhooks", results.get("webhooks"), "not run"),
+        _section("batch", results.get("batch"), "not run"),
+        _section("limits", results.get("limits"), "off"),
         f"cost on AWS per million sends (infrastructure, excluding provider charges): "
         f"${results['cost_usd_per_million_sends']:.2f}",
         _rows(

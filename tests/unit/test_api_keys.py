@@ -17,20 +17,19 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import hash_api_key, issue_api_key
 from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.messages.service import MessageService
 from sendonce.settings import ApiSettings, InvalidSettings
 
 from tests.unit.unit_fakes import (
-    FakeEventQueue,
+    API_SETTINGS,
     FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
-    fake_webhooks,
+    fake_api_dependencies,
     key_of,
 )
 
@@ -185,14 +184,7 @@ def test_the_cache_holds_key_hashes_never_keys(keys: InMemoryApiKeys, clock: Man
 
 
 # ---------------------------------------------------------------------------- through the handler
-SETTINGS = {
-    "MESSAGES_TABLE": "MessagesTable",
-    "IDEMPOTENCY_TABLE": "IdempotencyTable",
-    "API_KEYS_TABLE": "ApiKeysTable",
-    "SMS_QUEUE_URL": "https://queue/sms",
-    "IMESSAGE_QUEUE_URL": "https://queue/imessage",
-    "EMAIL_QUEUE_URL": "https://queue/email",
-}
+SETTINGS = API_SETTINGS
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
@@ -201,16 +193,9 @@ def api(keys: InMemoryApiKeys, clock: ManualClock) -> Iterator[InMemoryStore]:
     """The API's real handler on in-memory fakes, its key store behind the real cache."""
     store = InMemoryStore()
     dependencies.root.use(
-        dependencies.ApiDependencies(
-            settings=ApiSettings.from_environment(SETTINGS),
-            messages=MessageService(
-                store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock
-            ),
-            idempotency_config=idempotency_config(86_400),
-            send_once=lambda **_: {},
-            events=FakeEventQueue(),
-            build_webhooks=fake_webhooks,
-            api_keys=_cache(keys, clock),
+        fake_api_dependencies(
+            MessageService(store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock),
+            _cache(keys, clock),
         )
     )
     yield store

@@ -17,29 +17,18 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.api.idempotency import idempotency_config
 from sendonce.messages.service import MessageService
-from sendonce.settings import ApiSettings
 
 from tests.unit.unit_fakes import (
-    FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
-    fake_webhooks,
+    fake_api_dependencies,
 )
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-SETTINGS = {
-    "MESSAGES_TABLE": "MessagesTable",
-    "IDEMPOTENCY_TABLE": "IdempotencyTable",
-    "API_KEYS_TABLE": "ApiKeysTable",
-    "SMS_QUEUE_URL": "https://queue/sms",
-    "IMESSAGE_QUEUE_URL": "https://queue/imessage",
-    "EMAIL_QUEUE_URL": "https://queue/email",
-}
 
 
 @pytest.fixture
@@ -52,17 +41,7 @@ def fakes() -> Iterator[tuple[InMemoryStore, FakeQueue]]:
     def never(**_: Any) -> dict[str, Any]:
         raise AssertionError("no key was sent")
 
-    dependencies.root.use(
-        dependencies.ApiDependencies(
-            settings=ApiSettings.from_environment(SETTINGS),
-            messages=messages,
-            idempotency_config=idempotency_config(86_400),
-            send_once=never,
-            events=FakeEventQueue(),
-            build_webhooks=fake_webhooks,
-            api_keys=InMemoryApiKeys.of(),
-        )
-    )
+    dependencies.root.use(fake_api_dependencies(messages, InMemoryApiKeys.of(), send_once=never))
     yield store, queue
     composition.reset_all()
 

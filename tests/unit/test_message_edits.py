@@ -14,7 +14,6 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.api.idempotency import idempotency_config
 from sendonce.channels import normalise_recipient
 from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DuplicateContent, InvalidEdit, MessageNotEditable, MessageNotFound
@@ -24,28 +23,18 @@ from sendonce.messages.handoff import MAX_QUEUE_DELAY, handoff_due_at
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import EditRaced, MessageEdit
 from sendonce.messages.service import MessageService, SendCommand
-from sendonce.settings import ApiSettings
 
 from tests.unit.unit_fakes import (
-    FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
-    fake_webhooks,
+    fake_api_dependencies,
     key_of,
 )
 
 WS = "ws_a"
-SETTINGS = {
-    "MESSAGES_TABLE": "MessagesTable",
-    "IDEMPOTENCY_TABLE": "IdempotencyTable",
-    "API_KEYS_TABLE": "ApiKeysTable",
-    "SMS_QUEUE_URL": "https://queue/sms",
-    "IMESSAGE_QUEUE_URL": "https://queue/imessage",
-    "EMAIL_QUEUE_URL": "https://queue/email",
-}
 HOUR = timedelta(hours=1)
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -344,17 +333,7 @@ _BASE = json.loads((EVENTS / "api_get_message.json").read_text(encoding="utf-8")
 @pytest.fixture
 def api_store() -> Iterator[tuple[InMemoryStore, ManualClock]]:
     store, clock = InMemoryStore(), ManualClock(datetime.now(UTC))
-    dependencies.root.use(
-        dependencies.ApiDependencies(
-            settings=ApiSettings.from_environment(SETTINGS),
-            messages=_service(store, FakeQueue(), clock),
-            idempotency_config=idempotency_config(86_400),
-            send_once=lambda **_: {},
-            events=FakeEventQueue(),
-            build_webhooks=fake_webhooks,
-            api_keys=InMemoryApiKeys.of(WS),
-        )
-    )
+    dependencies.root.use(fake_api_dependencies(_service(store, FakeQueue(), clock), InMemoryApiKeys.of(WS)))
     yield store, clock
     composition.reset_all()
 

@@ -23,7 +23,6 @@ from sendonce import composition
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.api.idempotency import idempotency_config
 from sendonce.delivery.dependencies import PROVIDERS
 from sendonce.errors import TransientFailure
 from sendonce.messages.model import Channel, Message, Status
@@ -40,7 +39,7 @@ from tests.unit.unit_fakes import (
     InMemoryApiKeys,
     InMemoryStore,
     ManualClock,
-    fake_webhooks,
+    fake_api_dependencies,
 )
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -252,19 +251,16 @@ def test_the_http_provider_is_built_without_reading_its_token() -> None:
 def events(secrets_manager: FakeSecretsManager) -> Iterator[FakeEventQueue]:
     queue = FakeEventQueue()
     dependencies.root.use(
-        dependencies.ApiDependencies(
-            settings=ApiSettings.from_environment(API_SETTINGS),
-            messages=MessageService(
+        fake_api_dependencies(
+            MessageService(
                 store=InMemoryStore(),
                 queue=FakeQueue(),
                 dedup_window=timedelta(minutes=15),
                 clock=ManualClock(),
             ),
-            idempotency_config=idempotency_config(86_400),
-            send_once=lambda **_: {},
+            InMemoryApiKeys.of(),
+            settings=API_SETTINGS,
             events=queue,
-            build_webhooks=fake_webhooks,
-            api_keys=InMemoryApiKeys.of(),
             webhook_secret=SecretsManagerSecret(SECRET_ARN, ClientFactory(secrets_manager)),
         )
     )

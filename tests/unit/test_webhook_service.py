@@ -24,11 +24,9 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.api.idempotency import idempotency_config
 from sendonce.errors import EndpointNotFound, EventNotFound, InvalidEndpoint
 from sendonce.messages.ids import ulid
 from sendonce.messages.service import MessageService
-from sendonce.settings import ApiSettings
 from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer
 from sendonce.webhooks.dependencies import target_checker
 from sendonce.webhooks.model import (
@@ -47,27 +45,19 @@ from sendonce.webhooks.service import WebhookService
 from tests.unit.unit_fakes import (
     T0,
     FakeDeliveryQueue,
-    FakeEventQueue,
     FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,
     InMemoryWebhookStore,
     ManualClock,
+    fake_api_dependencies,
     key_of,
 )
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 WS = "ws_local"  # the workspace of the events/ files' API key
 OTHER_WS = "ws_other"
-SETTINGS = {
-    "MESSAGES_TABLE": "MessagesTable",
-    "IDEMPOTENCY_TABLE": "IdempotencyTable",
-    "API_KEYS_TABLE": "ApiKeysTable",
-    "SMS_QUEUE_URL": "https://queue/sms",
-    "IMESSAGE_QUEUE_URL": "https://queue/imessage",
-    "EMAIL_QUEUE_URL": "https://queue/email",
-}
 HOOK = "https://hooks.example.com/sendonce"
 # What the fake DNS answers: public names resolve to a public address, the rest to what they spell.
 DNS = {
@@ -106,19 +96,15 @@ def build(allow_private: bool = False) -> Fakes:
 def fakes() -> Iterator[Fakes]:
     built = build()
     dependencies.root.use(
-        dependencies.ApiDependencies(
-            settings=ApiSettings.from_environment(SETTINGS),
-            messages=MessageService(
+        fake_api_dependencies(
+            MessageService(
                 store=InMemoryStore(),
                 queue=FakeQueue(),
                 dedup_window=timedelta(minutes=15),
                 clock=ManualClock(),
             ),
-            idempotency_config=idempotency_config(86_400),
-            send_once=lambda **_: {},
-            events=FakeEventQueue(),
+            InMemoryApiKeys.of(WS, OTHER_WS),
             build_webhooks=lambda: built.service,
-            api_keys=InMemoryApiKeys.of(WS, OTHER_WS),
         )
     )
     yield built

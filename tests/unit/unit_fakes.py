@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import to_item
-from sendonce.auth.api_keys import hash_api_key
+from sendonce.api.dependencies import ApiDependencies
+from sendonce.api.idempotency import idempotency_config
+from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
 from sendonce.clock import Clock
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.delivery.stream_handoff import hand_off_batch
@@ -37,7 +39,9 @@ from sendonce.messages.ports import (
     QuotaSpent,
     TiedToKey,
 )
+from sendonce.messages.service import MessageService
 from sendonce.provider_events.model import ProviderEvent
+from sendonce.settings import ApiSettings
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
 from sendonce.webhooks.service import WebhookService
@@ -530,3 +534,36 @@ class FakeLimits:
         if charge is None or self.store is None:
             return 0
         return self.store.quota_used.get((workspace_id, charge.day), 0)
+
+
+# What an API unit test's settings name: the tables and queues the fakes stand in for.
+API_SETTINGS: dict[str, str] = {
+    "MESSAGES_TABLE": "MessagesTable",
+    "IDEMPOTENCY_TABLE": "IdempotencyTable",
+    "API_KEYS_TABLE": "ApiKeysTable",
+    "SMS_QUEUE_URL": "https://queue/sms",
+    "IMESSAGE_QUEUE_URL": "https://queue/imessage",
+    "EMAIL_QUEUE_URL": "https://queue/email",
+}
+
+
+def fake_api_dependencies(
+    messages: MessageService,
+    api_keys: ApiKeyStore,
+    settings: dict[str, str] | None = None,
+    **overrides: Any,
+) -> ApiDependencies:
+    """The API's composition root on fakes: the real handler runs on it once `root.use`d.
+
+    Keyed sends answer `{}` unless `send_once` is given; webhooks run on in-memory stores.
+    """
+    parts: dict[str, Any] = {
+        "settings": ApiSettings.from_environment(settings or API_SETTINGS),
+        "messages": messages,
+        "idempotency_config": idempotency_config(86_400),
+        "send_once": lambda **_: {},
+        "events": FakeEventQueue(),
+        "build_webhooks": fake_webhooks,
+        "api_keys": api_keys,
+    }
+    return ApiDependencies(**(parts | overrides))

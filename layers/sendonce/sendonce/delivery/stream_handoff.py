@@ -19,11 +19,7 @@ from sendonce.clock import Clock, utc_now
 from sendonce.messages.handoff import handoff_of
 from sendonce.messages.ports import Handoff, MessageQueue
 from sendonce.observability import logger, metrics
-
-
-def _sequence_number(record: Any) -> str:
-    dynamodb = record.get("dynamodb") if isinstance(record, dict) else None
-    return str((dynamodb or {}).get("SequenceNumber", ""))
+from sendonce.stream_records import sequence_number
 
 
 def hand_off_batch(queue: MessageQueue, event: Any, clock: Clock = utc_now) -> dict[str, Any]:
@@ -42,7 +38,7 @@ def hand_off_batch(queue: MessageQueue, event: Any, clock: Clock = utc_now) -> d
                 "message.handoff.unreadable_record",
                 extra={
                     "event": "message.handoff.unreadable_record",
-                    "sequence_number": _sequence_number(record),
+                    "sequence_number": sequence_number(record),
                 },
             )
             unreadable += 1
@@ -63,4 +59,4 @@ def hand_off_batch(queue: MessageQueue, event: Any, clock: Clock = utc_now) -> d
         metrics.add_metric(name="HandedOff", unit="Count", value=len(owed) - len(failed))
     if unreadable:
         metrics.add_metric(name="HandoffRecordsUnreadable", unit="Count", value=unreadable)
-    return {"batchItemFailures": [{"itemIdentifier": _sequence_number(records[index])} for index in failed]}
+    return {"batchItemFailures": [{"itemIdentifier": sequence_number(records[index])} for index in failed]}

@@ -21,6 +21,7 @@ from typing import Any
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.sqs_webhook_queue import parse_task
 from sendonce.observability import logger, metrics
+from sendonce.stream_records import sequence_number
 from sendonce.side_by_side import side_by_side
 from sendonce.sqs_batches import SqsRecord, process_batch
 from sendonce.webhooks.delivery import RetryLater
@@ -34,11 +35,6 @@ STREAM_WORKERS = 8
 def _item(record: Any) -> str:
     keys = (record.get("dynamodb") or {}).get("Keys") if isinstance(record, dict) else None
     return json.dumps(keys, sort_keys=True)
-
-
-def _sequence_number(record: Any) -> str:
-    dynamodb = record.get("dynamodb") if isinstance(record, dict) else None
-    return str((dynamodb or {}).get("SequenceNumber", ""))
 
 
 def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STREAM_WORKERS) -> dict[str, Any]:
@@ -62,7 +58,7 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
                     "webhook.stream.unreadable_record",
                     extra={
                         "event": "webhook.stream.unreadable_record",
-                        "sequence_number": _sequence_number(records[index]),
+                        "sequence_number": sequence_number(records[index]),
                     },
                 )
                 unreadable.append(index)
@@ -75,7 +71,7 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
                     "webhook.stream.record_failed",
                     extra={
                         "event": "webhook.stream.record_failed",
-                        "sequence_number": _sequence_number(records[index]),
+                        "sequence_number": sequence_number(records[index]),
                     },
                 )
                 failed.append(index)
@@ -90,7 +86,7 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
         return {"batchItemFailures": []}
     handed_back = records[min(failed) :]
     metrics.add_metric(name="StreamRecordsHandedBack", unit="Count", value=len(handed_back))
-    return {"batchItemFailures": [{"itemIdentifier": _sequence_number(r)} for r in handed_back]}
+    return {"batchItemFailures": [{"itemIdentifier": sequence_number(r)} for r in handed_back]}
 
 
 def handle_delivery_batch(dependencies: DeliveryDependencies, event: Any) -> dict[str, Any]:
