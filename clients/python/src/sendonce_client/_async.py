@@ -14,8 +14,7 @@ import httpx
 
 from sendonce_client import _operations as ops
 from sendonce_client._retry import RetryPolicy
-from sendonce_client._sync import USER_AGENT, headers_of, settings
-from sendonce_client.errors import ConnectionFailed
+from sendonce_client._sync import http_options, no_answer, request_of
 from sendonce_client.models import BatchResult, Event, Message, SendResult, Usage, WebhookEndpoint
 
 T = TypeVar("T")
@@ -34,13 +33,8 @@ class AsyncClient:
         retry_policy: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        key, url = settings(api_key, base_url)
         self.policy = retry_policy or RetryPolicy(deadline=deadline, attempt_timeout=attempt_timeout)
-        self._http = httpx.AsyncClient(
-            base_url=url,
-            headers={"Authorization": f"Bearer {key}", "User-Agent": USER_AGENT},
-            transport=transport,
-        )
+        self._http = httpx.AsyncClient(transport=transport, **http_options(api_key, base_url))
         self.messages = AsyncMessages(self)
         self.webhook_endpoints = AsyncWebhookEndpoints(self)
         self.events = AsyncEvents(self)
@@ -52,20 +46,10 @@ class AsyncClient:
             async for attempt in self.policy.async_retrying(call, ends_at):
                 with attempt:
                     attempts += 1
-                    response = await self._http.request(
-                        call.method,
-                        call.path,
-                        params=call.params,
-                        content=call.content,
-                        headers=headers_of(call),
-                        timeout=self.policy.timeout_left(ends_at),
-                    )
+                    response = await self._http.request(**request_of(call, self.policy, ends_at))
                     answer = ops.answer_of(response, attempts)
         except httpx.TransportError as error:
-            raise ConnectionFailed(
-                f"{call.method} {call.path}: no answer after {attempts} attempt(s): {error!r}",
-                call.idempotency_key,
-            ) from error
+            raise no_answer(call, attempts, error) from error
         return operation.read(answer)
 
     async def usage(self) -> Usage:

@@ -19,21 +19,37 @@ LOCAL_STACK = "http://127.0.0.1:3000"
 USER_AGENT = "sendonce-client-python/0.1.0"
 
 
-def settings(api_key: str | None, base_url: str | None) -> tuple[str, str]:
-    """The key and the API's address: as given, else `SENDONCE_API_KEY` and `SENDONCE_API_URL`."""
+def http_options(api_key: str | None, base_url: str | None) -> dict[str, Any]:
+    """The httpx client's address and headers: the key and URL as given, else `SENDONCE_API_KEY`
+    and `SENDONCE_API_URL` (the local stack's address by default)."""
     key = api_key or os.environ.get("SENDONCE_API_KEY")
     if not key:
         raise ValueError("an API key is needed: api_key=..., or SENDONCE_API_KEY")
-    return key, (base_url or os.environ.get("SENDONCE_API_URL") or LOCAL_STACK).rstrip("/")
+    url = (base_url or os.environ.get("SENDONCE_API_URL") or LOCAL_STACK).rstrip("/")
+    return {"base_url": url, "headers": {"Authorization": f"Bearer {key}", "User-Agent": USER_AGENT}}
 
 
-def headers_of(call: Call) -> dict[str, str]:
+def request_of(call: Call, policy: RetryPolicy, ends_at: float) -> dict[str, Any]:
+    """One attempt's request: the call's very bytes and key, and the time the deadline leaves it."""
     headers = {"Accept": "application/json"}
     if call.content is not None:
         headers["Content-Type"] = "application/json"
     if call.idempotency_key is not None:
         headers["Idempotency-Key"] = call.idempotency_key
-    return headers
+    return {
+        "method": call.method,
+        "url": call.path,
+        "params": call.params,
+        "content": call.content,
+        "headers": headers,
+        "timeout": policy.timeout_left(ends_at),
+    }
+
+
+def no_answer(call: Call, attempts: int, error: httpx.TransportError) -> ConnectionFailed:
+    return ConnectionFailed(
+        f"{call.method} {call.path}: no answer after {attempts} attempt(s): {error!r}", call.idempotency_key
+    )
 
 
 class Client:
@@ -53,13 +69,8 @@ class Client:
         retry_policy: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        key, url = settings(api_key, base_url)
         self.policy = retry_policy or RetryPolicy(deadline=deadline, attempt_timeout=attempt_timeout)
-        self._http = httpx.Client(
-            base_url=url,
-            headers={"Authorization": f"Bearer {key}", "User-Agent": USER_AGENT},
-            transport=transport,
-        )
+        self._http = httpx.Client(transport=transport, **http_options(api_key, base_url))
         self.messages = Messages(self)
         self.webhook_endpoints = WebhookEndpoints(self)
         self.events = Events(self)
@@ -71,20 +82,10 @@ class Client:
             for attempt in self.policy.retrying(call, ends_at):
                 with attempt:
                     attempts += 1
-                    response = self._http.request(
-                        call.method,
-                        call.path,
-                        params=call.params,
-                        content=call.content,
-                        headers=headers_of(call),
-                        timeout=self.policy.timeout_left(ends_at),
-                    )
+                    response = self._http.request(**request_of(call, self.policy, ends_at))
                     answer = ops.answer_of(response, attempts)
         except httpx.TransportError as error:
-            raise ConnectionFailed(
-                f"{call.method} {call.path}: no answer after {attempts} attempt(s): {error!r}",
-                call.idempotency_key,
-            ) from error
+            raise no_answer(call, attempts, error) from error
         return operation.read(answer)
 
     def usage(self) -> Usage:
