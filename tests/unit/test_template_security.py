@@ -34,6 +34,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:DeleteItem",
             "dynamodb:Query",
             "dynamodb:BatchGetItem",  # a listing page's items; GET /v1/usage sums the quota shards
+            "dynamodb:ConditionCheckItem",  # a send's recipient not suppressed, in its create transaction
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }

@@ -41,8 +41,8 @@ from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
-from sendonce.messages.batch import BatchOutcome, Suppressed
-from sendonce.messages.ports import NotWritten, QuotaSpent
+from sendonce.messages.batch import BatchOutcome
+from sendonce.messages.ports import NotWritten, QuotaSpent, Suppressed
 from sendonce.messages.service import SendCommand, lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500

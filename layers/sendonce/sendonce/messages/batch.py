@@ -12,7 +12,6 @@ A command to a suppressed recipient is Suppressed and written not at all (one re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sendonce.clock import Clock, utc_now
@@ -29,6 +28,7 @@ from sendonce.messages.ports import (
     NotWritten,
     QuotaSpent,
     SendingStore,
+    Suppressed,
 )
 from sendonce.messages.service import (
     SendCommand,
@@ -40,14 +40,6 @@ from sendonce.messages.service import (
 )
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.ports import SuppressionCheck
-
-
-@dataclass(frozen=True, slots=True)
-class Suppressed:
-    """The recipient is on the workspace's suppression list: nothing was written."""
-
-    reason: str
-
 
 BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed
 

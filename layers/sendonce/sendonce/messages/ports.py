@@ -54,7 +54,14 @@ class QuotaSpent:
     """The workspace's daily quota is used up: nothing was written, and the identity is free."""
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent
+@dataclass(frozen=True, slots=True)
+class Suppressed:
+    """The recipient is on the workspace's suppression list (`reason`): nothing was written."""
+
+    reason: str
+
+
+CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +145,15 @@ class SendingStore(DedupLocks, Protocol):
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
+        unless_suppressed: bool = False,
     ) -> CreateOutcome:
         """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
         of them. A held lock or tie is answered before the quota: a duplicate or a replay is never
         QuotaSpent.
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
+        `unless_suppressed`: write nothing (Suppressed) while the message's recipient is suppressed for
+        its workspace, checked in the same write; answered before anything else.
         """
         ...
 

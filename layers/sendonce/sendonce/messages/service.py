@@ -2,10 +2,10 @@
 
 A new send is one write: the message with its dedup lock (and key tie, and quota), all or
 nothing. Its hand-off to the queue follows from that write's record in the table's stream
-(`sendonce.messages.handoff`), so the request makes no second call for it. Before it, one read
-asks whether the recipient is suppressed (`sendonce.suppressions`): then nothing is written, and
-the refusal is raised inside the key's record, so it is never stored under an Idempotency-Key. A
-suppression that lands after that read is caught by the dispatcher, which checks again.
+(`sendonce.messages.handoff`), so the request makes no second call for it. The same write refuses
+a recipient on the workspace's suppression list (`sendonce.suppressions`): then nothing is written,
+and the refusal is raised inside the key's record, so it is never stored under an Idempotency-Key.
+A suppression that lands after the write is caught by the dispatcher, which checks again.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from sendonce.messages.ports import (
     Page,
     QuotaSpent,
     SendingStore,
+    Suppressed,
 )
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
@@ -95,16 +96,21 @@ def suppressed(
         commands[0].workspace_id, {command.recipient.dedup_form for command in commands}
     )
     if found:
-        metrics.add_metric(name="RecipientSuppressed", unit="Count", value=len(found))
-        logger.info(
-            "message.api.recipient_suppressed",
-            extra={
-                "event": "message.api.recipient_suppressed",
-                "workspace_id": commands[0].workspace_id,
-                "reasons": sorted({entry.reason.value for entry in found.values()}),
-            },
-        )
+        refused(commands[0].workspace_id, [entry.reason.value for entry in found.values()])
     return found
+
+
+def refused(workspace_id: str, reasons: Sequence[str]) -> None:
+    """Sends refused for their suppressed recipients: counted, and logged without the recipients."""
+    metrics.add_metric(name="RecipientSuppressed", unit="Count", value=len(reasons))
+    logger.info(
+        "message.api.recipient_suppressed",
+        extra={
+            "event": "message.api.recipient_suppressed",
+            "workspace_id": workspace_id,
+            "reasons": sorted(set(reasons)),
+        },
+    )
 
 
 def new_message(command: SendCommand, now: datetime) -> Message:
@@ -135,21 +141,18 @@ class MessageService:
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
         *,
-        suppressions: SuppressionCheck | None = None,
+        refuse_suppressed: bool = False,
     ) -> None:
-        """`limits`: where a workspace's daily quota is read; None counts no quota. `suppressions`:
-        the recipients never to send to; None checks none."""
+        """`limits`: where a workspace's daily quota is read; None counts no quota. `refuse_suppressed`:
+        a send to a recipient on the workspace's suppression list writes nothing (RecipientSuppressed)."""
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
-        self._suppressions = suppressions
+        self._refuse_suppressed = refuse_suppressed
 
     def send(self, command: SendCommand) -> SendResult:
-        entry = suppressed(self._suppressions, [command]).get(command.recipient.dedup_form)
-        if entry is not None:
-            raise RecipientSuppressed(entry.reason.value)
         now = self._clock()
         message = new_message(command, now)
         claim = DedupClaim(lock_id=lock_of(command), expires_at=now + self._dedup_window)
@@ -163,7 +166,13 @@ class MessageService:
         try:
             quota = quota_charge(self._limits, command.workspace_id, now)
             outcome = self._store.create(
-                message, claim, tie, handoff_due_at(now, command.send_at), now, quota=quota
+                message,
+                claim,
+                tie,
+                handoff_due_at(now, command.send_at),
+                now,
+                quota=quota,
+                unless_suppressed=self._refuse_suppressed,
             )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.
@@ -176,6 +185,9 @@ class MessageService:
         if isinstance(outcome, Created):
             # Handed to its queue from the table's stream once the write committed: no second call.
             return SendResult(message=outcome.message, created=True)
+        if isinstance(outcome, Suppressed):
+            refused(command.workspace_id, [outcome.reason])
+            raise RecipientSuppressed(outcome.reason)
         if isinstance(outcome, QuotaSpent):
             # Raised inside the key's record, so no 429 is ever stored under a key.
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
