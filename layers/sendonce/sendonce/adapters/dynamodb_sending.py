@@ -279,6 +279,10 @@ class DynamoDbSendingStore:
     ) -> CreateOutcome | None:
         """What a canceled create met, the suppression first (nothing is sent to a suppressed
         recipient, not even a duplicate's answer); None when only contention canceled it."""
+        if guard is not None and canceled.failed(_MESSAGE):
+            # A new id's item exists only as our own committed write, met again by a retry: a
+            # suppression since then is the dispatcher's to catch.
+            return Created(message)
         if guard is not None:
             reason = guard.explain(canceled, checks_at)
             if reason is not None:
