@@ -39,7 +39,7 @@ from sendonce.adapters.dynamodb_writes import (
 )
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor
-from sendonce.suppressions.model import Reason, Suppression
+from sendonce.suppressions.model import Reason, Suppression, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
 
 SUPPRESSION_SK = "SUPPRESSION"
@@ -149,6 +149,8 @@ class SendGuard:
             own["ExpressionAttributeValues"] = {":cleared": {"S": cleared}}
             shared["ConditionExpression"] = "createdAt = :created"
             shared["ExpressionAttributeValues"] = {":created": {"S": created}}
+        if not shares_opt_outs(self.workspace_id):
+            return [{"ConditionCheck": own}]
         return [{"ConditionCheck": own}, {"ConditionCheck": shared}]
 
     @property
@@ -159,14 +161,16 @@ class SendGuard:
     def explain(self, canceled: Cancellation, at: int) -> str | None:
         """The reason the recipient is suppressed when a check at `at` (own), `at + 1` (shared)
         failed; None when neither did. Raises TryAgain when the next try may write (a removal met)."""
-        own_failed, shared_failed = canceled.failed(at), canceled.failed(at + 1)
+        shared_checked = shares_opt_outs(self.workspace_id)
+        own_failed, shared_failed = canceled.failed(at), shared_checked and canceled.failed(at + 1)
         if not (own_failed or shared_failed):
             return None
         own = self.table.get(suppression_key(self.workspace_id, self.key))
         if own_failed and own is not None and _is_entry(own):
             return str(own["reason"]["S"])
         shared = canceled.item(at + 1) if shared_failed else None
-        shared = shared or self.table.get(suppression_key(None, self.key))
+        if shared is None and shared_checked:
+            shared = self.table.get(suppression_key(None, self.key))
         entry = in_force(own, shared)
         if entry is not None:
             return str(entry["reason"]["S"])
@@ -204,11 +208,15 @@ class DynamoDbSuppressionStore:
 
     def _read(self, workspace_id: str, keys: Collection[str]) -> dict[str, tuple[Item | None, Item | None]]:
         """Each key's (own item, shared item), in one BatchGetItem (strongly consistent) up to 50 keys."""
-        wanted = {key: (suppression_key(workspace_id, key), suppression_key(None, key)) for key in keys}
-        found = self._table.batch_get([item_key for pair in wanted.values() for item_key in pair])
+        shared = shares_opt_outs(workspace_id)
+        wanted = {
+            key: (suppression_key(workspace_id, key), suppression_key(None, key) if shared else None)
+            for key in keys
+        }
+        found = self._table.batch_get([item_key for pair in wanted.values() for item_key in pair if item_key])
         return {
-            key: (found.get(own["pk"]["S"]), found.get(shared["pk"]["S"]))
-            for key, (own, shared) in wanted.items()
+            key: (found.get(own["pk"]["S"]), found.get(other["pk"]["S"]) if other else None)
+            for key, (own, other) in wanted.items()
         }
 
     def find_many(self, workspace_id: str, keys: Collection[str]) -> dict[str, Suppression]:
@@ -275,8 +283,11 @@ class DynamoDbSuppressionStore:
     def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
         below = decode_cursor(cursor) if cursor is not None else None
         shared_partition = listing_partition(None)
+        partitions = [listing_partition(workspace_id)]
+        if shares_opt_outs(workspace_id):
+            partitions.append(shared_partition)
         entries = newest_first(
-            [listing_partition(workspace_id), shared_partition],
+            partitions,
             query_shard(self._table, "ByWorkspace", "workspaceShard", below=below),
             first=limit + 1,
         )

@@ -54,6 +54,12 @@ def recipient_of(raw: str) -> Recipient:
     return normalise_phone_or_email(raw)
 
 
+def shares_opt_outs(workspace_id: str) -> bool:
+    """Whether an opt-out that names no message (a STOP to the shared sending number) applies to this
+    workspace: every live workspace sends from that number. The one place that says which do."""
+    return bool(workspace_id)
+
+
 # CTIA's opt-out words, as carriers and Twilio honour them: alone in the body, any case.
 STOP_KEYWORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"})
 
