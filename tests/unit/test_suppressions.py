@@ -209,8 +209,7 @@ def test_given_a_suppressed_recipient_then_a_send_is_refused_and_nothing_is_writ
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock, suppressions: InMemorySuppressions
 ) -> None:
     suppressions.put(WS, Suppression(PHONE, Reason.OPTED_OUT, T0, "msg_0"))
-    store.suppressions = suppressions
-    messages = MessageService(store, queue, timedelta(minutes=15), clock, refuse_suppressed=True)
+    messages = MessageService(store, queue, timedelta(minutes=15), clock, suppressions=suppressions)
 
     with pytest.raises(RecipientSuppressed) as refused:
         messages.send(_command(to="+1 (555) 010-0000", channel="imessage"))
@@ -218,15 +217,14 @@ def test_given_a_suppressed_recipient_then_a_send_is_refused_and_nothing_is_writ
     assert refused.value.reason == "opted_out"
     assert store.messages == {}
     assert store.locks == {}
-    assert suppressions.reads == 0  # checked inside the create's one write
+    assert suppressions.reads == 1  # one read, before the write that never happened
 
 
 def test_given_a_recipient_suppressed_only_in_another_workspace_then_the_send_goes_through(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock, suppressions: InMemorySuppressions
 ) -> None:
     suppressions.put(OTHER_WS, Suppression(PHONE, Reason.MANUAL, T0))
-    store.suppressions = suppressions
-    messages = MessageService(store, queue, timedelta(minutes=15), clock, refuse_suppressed=True)
+    messages = MessageService(store, queue, timedelta(minutes=15), clock, suppressions=suppressions)
 
     result = messages.send(_command())
 
@@ -268,8 +266,7 @@ class CountingProvider:
 def test_given_a_queued_message_whose_recipient_is_suppressed_then_failed_at_its_claim_and_never_sent(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock, suppressions: InMemorySuppressions
 ) -> None:
-    store.suppressions = suppressions
-    messages = MessageService(store, queue, timedelta(minutes=15), clock, refuse_suppressed=True)
+    messages = MessageService(store, queue, timedelta(minutes=15), clock, suppressions=suppressions)
     sent = messages.send(_command(send_at=T0 + timedelta(hours=1))).message
     assert sent is not None
     assert sent.status is Status.SCHEDULED
@@ -362,8 +359,8 @@ _BASE = json.loads(
 
 @pytest.fixture
 def api(suppressions: InMemorySuppressions, clock: ManualClock) -> Iterator[InMemoryStore]:
-    store = InMemoryStore(suppressions=suppressions)
-    messages = MessageService(store, FakeQueue(), timedelta(minutes=15), clock, refuse_suppressed=True)
+    store = InMemoryStore()
+    messages = MessageService(store, FakeQueue(), timedelta(minutes=15), clock, suppressions=suppressions)
     dependencies.root.use(
         fake_api_dependencies(
             messages,

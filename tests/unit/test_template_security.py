@@ -33,8 +33,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:Query",
-            "dynamodb:BatchGetItem",  # a listing page's items; GET /v1/usage sums the quota shards
-            "dynamodb:ConditionCheckItem",  # a send's recipient not suppressed, in its create transaction
+            "dynamodb:BatchGetItem",  # listing pages; quota shards summed; a send's recipient suppressed?
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }

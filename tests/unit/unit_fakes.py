@@ -37,13 +37,12 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
-    Suppressed,
     TiedToKey,
 )
 from sendonce.messages.service import MessageService
 from sendonce.provider_events.model import ProviderEvent
 from sendonce.settings import ApiSettings
-from sendonce.suppressions.model import Suppression, recipient_key
+from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.ports import SuppressionPage
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
@@ -94,8 +93,6 @@ class InMemoryStore:
     quota_used: dict[tuple[str, str], int] = field(default_factory=dict)  # (workspace, day): units taken
     # The table's stream of creations, as HandoffFunction reads it: the real item image of each.
     stream: list[dict[str, Any]] = field(default_factory=list)
-    # The suppression list a create checks when asked to (`unless_suppressed`), as the adapter does.
-    suppressions: InMemorySuppressions | None = None
 
     def _created(self, message: Message, handoff_due_at: datetime) -> None:
         image = to_item(message, handoff_due_at)
@@ -114,13 +111,8 @@ class InMemoryStore:
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
-        unless_suppressed: bool = False,
     ) -> CreateOutcome:
         message = replace(message, dedup_lock_id=claim.lock_id)
-        if unless_suppressed and self.suppressions is not None:
-            entry = self.suppressions.find_in_write(message.workspace_id, recipient_key(message.to))
-            if entry is not None:
-                return Suppressed(entry.reason.value)
         if tie is not None and tie.tie_id in self.ties:
             message_id, fingerprint = self.ties[tie.tie_id]
             return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
@@ -580,10 +572,6 @@ class InMemorySuppressions:
         if shared is None or (isinstance(own, datetime) and own >= shared.created_at):
             return None
         return shared
-
-    def find_in_write(self, workspace_id: str, key: str) -> Suppression | None:
-        """What a create's own checks see: no read is counted (they ride in its one write)."""
-        return self._in_force(workspace_id, key)
 
     def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
         self.reads += 1

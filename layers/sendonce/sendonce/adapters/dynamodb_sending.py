@@ -1,9 +1,7 @@
 """The sending context's store on DynamoDB: create, read, list and cancel messages.
 
 A new message, its dedup lock and its Idempotency-Key tie are written in one transaction, so a
-duplicate always finds the original, and a crash never leaves a lock without its message. A send
-that must not reach a suppressed recipient checks the suppression list in that same transaction
-(`dynamodb_suppressions.SendGuard`): the refusal costs no call of its own. A
+duplicate always finds the original, and a crash never leaves a lock without its message. A
 message's entries in the listing indexes are spread over LISTING_SHARDS partitions of its workspace;
 the listing merges them newest first (`dynamodb_listing`).
 """
@@ -39,7 +37,6 @@ from sendonce.adapters.dynamodb_items import (
 )
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
-from sendonce.adapters.dynamodb_suppressions import SendGuard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     MAX_ATTEMPTS,
@@ -71,11 +68,9 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
-    Suppressed,
     TiedToKey,
 )
 from sendonce.side_by_side import side_by_side
-from sendonce.suppressions.model import recipient_key
 
 
 class _Shard(Enum):
@@ -126,14 +121,8 @@ class DynamoDbSendingStore:
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
-        unless_suppressed: bool = False,
     ) -> CreateOutcome:
         message = replace(message, dedup_lock_id=claim.lock_id)
-        guard = (
-            SendGuard(self._table, message.workspace_id, recipient_key(message.to))
-            if unless_suppressed
-            else None
-        )
         items: list[dict[str, Any]] = [
             {
                 "Put": {
@@ -175,15 +164,13 @@ class DynamoDbSendingStore:
             )
 
         if quota is not None:
-            return self._create_charged(message, tie, items, quota, guard)
+            return self._create_charged(message, tie, items, quota)
 
         def attempt() -> CreateOutcome:
-            checks = guard.items() if guard is not None else []
-            suffix = guard.token_suffix if guard is not None else ""
-            canceled = self._table.transact([*items, *checks], token=message.id + suffix)
+            canceled = self._table.transact(items, token=message.id)
             if canceled is None:
                 return Created(message)
-            outcome = self._explain(message, tie, canceled, guard, len(items))
+            outcome = self._explain(message, tie, canceled)
             if outcome is not None:
                 return outcome
             if canceled.contended:
@@ -193,12 +180,7 @@ class DynamoDbSendingStore:
         return with_retries(attempt, "the dedup lock stayed contended")
 
     def _create_charged(
-        self,
-        message: Message,
-        tie: KeyTie | None,
-        items: list[dict[str, Any]],
-        quota: QuotaCharge,
-        guard: SendGuard | None = None,
+        self, message: Message, tie: KeyTie | None, items: list[dict[str, Any]], quota: QuotaCharge
     ) -> CreateOutcome:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
         room. QuotaSpent only once every shard was found full; a shard busy with another transaction
@@ -214,7 +196,7 @@ class DynamoDbSendingStore:
             while to_try:
                 shard = to_try.popleft()
                 outcome = with_retries(
-                    partial(self._try_charged, message, tie, items, quota, shard, guard=guard),
+                    partial(self._try_charged, message, tie, items, quota, shard),
                     "the dedup lock stayed contended",
                 )
                 if outcome is _Shard.BUSY:
@@ -243,17 +225,13 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]],
         quota: QuotaCharge,
         shard: int,
-        *,
-        guard: SendGuard | None = None,
     ) -> CreateOutcome | _Shard:
-        checks = guard.items() if guard is not None else []
-        counter = len(items) + len(checks)
-        charged = [*items, *checks, self._require_quota().charge_item(quota, shard, 1)]
-        suffix = guard.token_suffix if guard is not None else ""
-        canceled = self._table.transact(charged, token=f"{message.id}.{shard}{suffix}")
+        counter = len(items)
+        charged = [*items, self._require_quota().charge_item(quota, shard, 1)]
+        canceled = self._table.transact(charged, token=f"{message.id}.{shard}")
         if canceled is None:
             return Created(message)
-        outcome = self._explain(message, tie, canceled, guard, len(items))
+        outcome = self._explain(message, tie, canceled)
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
@@ -269,24 +247,7 @@ class DynamoDbSendingStore:
             raise ValueError("a charged create needs the store built with its quota's table")
         return self._quota
 
-    def _explain(
-        self,
-        message: Message,
-        tie: KeyTie | None,
-        canceled: Cancellation,
-        guard: SendGuard | None = None,
-        checks_at: int = 0,
-    ) -> CreateOutcome | None:
-        """What a canceled create met, the suppression first (nothing is sent to a suppressed
-        recipient, not even a duplicate's answer); None when only contention canceled it."""
-        if guard is not None and canceled.failed(_MESSAGE):
-            # A new id's item exists only as our own committed write, met again by a retry: a
-            # suppression since then is the dispatcher's to catch.
-            return Created(message)
-        if guard is not None:
-            reason = guard.explain(canceled, checks_at)
-            if reason is not None:
-                return Suppressed(reason)
+    def _explain(self, message: Message, tie: KeyTie | None, canceled: Cancellation) -> CreateOutcome | None:
         if tie is not None and canceled.failed(_TIE):
             tie_item = canceled.item(_TIE) or self._table.get(tie_key(tie.tie_id))
             if tie_item is None:
@@ -428,8 +389,8 @@ class DynamoDbSendingStore:
         """In order, each entry as `create` writes it with its unit of quota."""
         for index, message, pair in pending:
             outcome = self._create_charged(message, None, pair, quota)
-            if isinstance(outcome, TiedToKey | Suppressed):  # no tie nor check in bulk: never met
-                raise DependencyUnavailable("a bulk entry met a key tie or a suppression check")
+            if isinstance(outcome, TiedToKey):  # no tie is written in bulk: never met
+                raise DependencyUnavailable("a bulk entry met a key tie")
             outcomes[index] = outcome
 
     def _explain_bulk(self, message: Message, canceled: Cancellation, first: int) -> CreateManyOutcome | None:

@@ -8,9 +8,10 @@ workspace's checks spread over as many partitions as it has recipients:
 - a workspace's removal of the shared entry: `clearedAt`, and no `reason`. The shared entry is in
   force for that workspace again only once it is newer than the removal (a new STOP).
 
-A single send checks the recipient's two items (the workspace's, the shared one) inside its create
-transaction, as two ConditionChecks (`SendGuard`): no call of its own. A batch and a dispatcher read
-them, in one BatchGetItem for up to 50 recipients.
+A send, a batch and a dispatcher read a recipient's two items (the workspace's, the shared one) in
+one strongly consistent BatchGetItem (up to 50 recipients a call). Reads, not ConditionChecks in
+the send's transaction: a ConditionCheck takes part in transaction conflicts, so every concurrent
+send to one recipient, of any workspace (the shared item), would conflict with the others.
 Entries (not removals) are in the ByWorkspace index under `<workspace>#suppressions` (the shared
 ones under `#suppressions`, a name no workspace's partition can take: a messages' partition ends in
 a shard number), sorted by `id` = `<createdAt>#<key>`, so a listing merges the two newest first.
@@ -23,22 +24,15 @@ import binascii
 import hashlib
 import json
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import Item, parse_datetime
 from sendonce.adapters.dynamodb_listing import newest_first, query_shard
-from sendonce.adapters.dynamodb_writes import (
-    Cancellation,
-    ConditionFailed,
-    DynamoDbTable,
-    TryAgain,
-    with_retries,
-)
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, TryAgain, with_retries
 from sendonce.clock import rfc3339
-from sendonce.errors import DependencyUnavailable, InvalidCursor
+from sendonce.errors import InvalidCursor
 from sendonce.suppressions.model import Reason, Suppression, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
 
@@ -118,69 +112,6 @@ def in_force(own: Item | None, shared: Item | None) -> Item | None:
         return None
     cleared = own.get("clearedAt", {}).get("S") if own is not None else None
     return shared if cleared is None or cleared < shared["createdAt"]["S"] else None
-
-
-@dataclass
-class SendGuard:
-    """The ConditionChecks that let a create transaction write only while its recipient is not
-    suppressed for its workspace: no entry of the workspace's own, and no shared entry. A shared
-    entry the workspace removed is learnt when the check meets it (a rare read), and the next try
-    checks that both are still as read: the removal, and the shared entry not renewed since."""
-
-    table: DynamoDbTable
-    workspace_id: str
-    key: str
-    removed: tuple[str, str] | None = field(default=None)  # (own clearedAt, shared createdAt) as read
-
-    def items(self) -> list[dict[str, Any]]:
-        own: dict[str, Any] = {
-            "Key": suppression_key(self.workspace_id, self.key),
-            "ConditionExpression": "attribute_not_exists(reason)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-        shared: dict[str, Any] = {
-            "Key": suppression_key(None, self.key),
-            "ConditionExpression": "attribute_not_exists(reason)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-        if self.removed is not None:
-            cleared, created = self.removed
-            own["ConditionExpression"] = "attribute_not_exists(reason) AND clearedAt = :cleared"
-            own["ExpressionAttributeValues"] = {":cleared": {"S": cleared}}
-            shared["ConditionExpression"] = "createdAt = :created"
-            shared["ExpressionAttributeValues"] = {":created": {"S": created}}
-        if not shares_opt_outs(self.workspace_id):
-            return [{"ConditionCheck": own}]
-        return [{"ConditionCheck": own}, {"ConditionCheck": shared}]
-
-    @property
-    def token_suffix(self) -> str:
-        """A create's transaction token differs with its checks: a token names one request."""
-        return "" if self.removed is None else ".removed"
-
-    def explain(self, canceled: Cancellation, at: int) -> str | None:
-        """The reason the recipient is suppressed when a check at `at` (own), `at + 1` (shared)
-        failed; None when neither did. Raises TryAgain when the next try may write (a removal met)."""
-        shared_checked = shares_opt_outs(self.workspace_id)
-        own_failed, shared_failed = canceled.failed(at), shared_checked and canceled.failed(at + 1)
-        if not (own_failed or shared_failed):
-            return None
-        own = self.table.get(suppression_key(self.workspace_id, self.key))
-        if own_failed and own is not None and _is_entry(own):
-            return str(own["reason"]["S"])
-        shared = canceled.item(at + 1) if shared_failed else None
-        if shared is None and shared_checked:
-            shared = self.table.get(suppression_key(None, self.key))
-        entry = in_force(own, shared)
-        if entry is not None:
-            return str(entry["reason"]["S"])
-        if shared is not None and own is not None and "clearedAt" in own:
-            self.removed = (own["clearedAt"]["S"], shared["createdAt"]["S"])
-        elif self.removed is None:
-            raise DependencyUnavailable("a suppression check failed on items that suppress nothing")
-        else:
-            self.removed = None  # the shared entry is gone: the plain checks hold again
-        raise TryAgain
 
 
 def encode_cursor(listing_id: str) -> str:

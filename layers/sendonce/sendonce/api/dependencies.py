@@ -97,7 +97,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
     suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
     messages = MessageService(
-        store=store, queue=queue, dedup_window=dedup_window, limits=limits, refuse_suppressed=True
+        store=store, queue=queue, dedup_window=dedup_window, limits=limits, suppressions=suppressions
     )
     batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
     config = idempotency_config(settings.idempotency_ttl_seconds)

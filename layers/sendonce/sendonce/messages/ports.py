@@ -56,12 +56,12 @@ class QuotaSpent:
 
 @dataclass(frozen=True, slots=True)
 class Suppressed:
-    """The recipient is on the workspace's suppression list (`reason`): nothing was written."""
+    """A batch entry whose recipient is on the workspace's suppression list (`reason`): not written."""
 
     reason: str
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed
+CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +145,12 @@ class SendingStore(DedupLocks, Protocol):
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
-        unless_suppressed: bool = False,
     ) -> CreateOutcome:
         """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
         of them. A held lock or tie is answered before the quota: a duplicate or a replay is never
         QuotaSpent.
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
-        `unless_suppressed`: write nothing (Suppressed) while the message's recipient is suppressed for
-        its workspace, checked in the same write; answered before anything else.
         """
         ...
 

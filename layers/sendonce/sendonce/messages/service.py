@@ -2,10 +2,13 @@
 
 A new send is one write: the message with its dedup lock (and key tie, and quota), all or
 nothing. Its hand-off to the queue follows from that write's record in the table's stream
-(`sendonce.messages.handoff`), so the request makes no second call for it. The same write refuses
-a recipient on the workspace's suppression list (`sendonce.suppressions`): then nothing is written,
-and the refusal is raised inside the key's record, so it is never stored under an Idempotency-Key.
-A suppression that lands after the write is caught by the dispatcher, which checks again.
+(`sendonce.messages.handoff`), so the request makes no second call for it. Before it, one read
+asks whether the recipient is on the workspace's suppression list (`sendonce.suppressions`): then
+nothing is written, and the refusal is raised inside the key's record, so it is never stored under
+an Idempotency-Key. A read, not a check inside the write: a ConditionCheck takes part in DynamoDB's
+transaction conflicts, so concurrent sends to one recipient (of any workspace, through the shared
+opt-out) would conflict; reads never do. A suppression that lands between the read and the write is
+caught by the dispatcher, which checks again after its claim.
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ from sendonce.messages.ports import (
     Page,
     QuotaSpent,
     SendingStore,
-    Suppressed,
 )
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
@@ -141,18 +143,21 @@ class MessageService:
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
         *,
-        refuse_suppressed: bool = False,
+        suppressions: SuppressionCheck | None = None,
     ) -> None:
-        """`limits`: where a workspace's daily quota is read; None counts no quota. `refuse_suppressed`:
-        a send to a recipient on the workspace's suppression list writes nothing (RecipientSuppressed)."""
+        """`limits`: where a workspace's daily quota is read; None counts no quota. `suppressions`:
+        the recipients never to send to; None checks none."""
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
-        self._refuse_suppressed = refuse_suppressed
+        self._suppressions = suppressions
 
     def send(self, command: SendCommand) -> SendResult:
+        entry = suppressed(self._suppressions, [command]).get(command.recipient.dedup_form)
+        if entry is not None:
+            raise RecipientSuppressed(entry.reason.value)
         now = self._clock()
         message = new_message(command, now)
         claim = DedupClaim(lock_id=lock_of(command), expires_at=now + self._dedup_window)
@@ -172,7 +177,6 @@ class MessageService:
                 handoff_due_at(now, command.send_at),
                 now,
                 quota=quota,
-                unless_suppressed=self._refuse_suppressed,
             )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.
@@ -185,9 +189,6 @@ class MessageService:
         if isinstance(outcome, Created):
             # Handed to its queue from the table's stream once the write committed: no second call.
             return SendResult(message=outcome.message, created=True)
-        if isinstance(outcome, Suppressed):
-            refused(command.workspace_id, [outcome.reason])
-            raise RecipientSuppressed(outcome.reason)
         if isinstance(outcome, QuotaSpent):
             # Raised inside the key's record, so no 429 is ever stored under a key.
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
