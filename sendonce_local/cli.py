@@ -1,4 +1,5 @@
-"""The `sendonce` command: `run`, `invoke`, `create-api-key`, `release-lock` and `resolve`."""
+"""The `sendonce` command: `run`, `invoke`, `create-api-key`, `release-lock`, `resolve`, `workspace
+set-limits` and `suppressions list|add|remove`."""
 
 from __future__ import annotations
 
@@ -192,6 +193,56 @@ Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), tabl
 Deployed stack: pass --aws (your default boto3 session) and --table <the stack's LimitsTableName>."""
 
 
+def _suppressions(args: argparse.Namespace) -> int:
+    from sendonce.channels import UnknownChannel  # noqa: PLC0415 - the layer: only for this command
+    from sendonce.errors import DependencyUnavailable, SuppressionNotFound  # noqa: PLC0415
+    from sendonce.messages.recipients import InvalidRecipient  # noqa: PLC0415
+
+    from sendonce_local.suppressions import Quiet, every_entry, line, service  # noqa: PLC0415
+
+    if args.aws:
+        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
+    else:
+        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    suppressions = service(dynamodb, args.table)
+    name = f"sendonce suppressions {args.suppressions_command}"
+    try:
+        with Quiet():
+            if args.suppressions_command == "list":
+                for entry in every_entry(suppressions, args.workspace):
+                    print(line(entry))
+                return 0
+            if args.suppressions_command == "add":
+                entry, created = suppressions.add(args.workspace, args.channel, args.to)
+                print(line(entry))
+                if not created:
+                    print(f"{name}: already on the list; the entry is unchanged", file=sys.stderr)
+                return 0
+            suppressions.remove(args.workspace, args.to)
+    except (InvalidRecipient, UnknownChannel) as error:
+        print(f"{name}: --to {args.to!r} {error}; nothing changed", file=sys.stderr)
+        return 2
+    except SuppressionNotFound:
+        print(f"{name}: {args.to} is not on workspace {args.workspace}'s list", file=sys.stderr)
+        return 1
+    except DependencyUnavailable as error:
+        print(f"{name}: the messages table could not be reached: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.to}: removed from workspace {args.workspace}'s suppression list; sends to it work again")
+    return 0
+
+
+SUPPRESSIONS_HELP = """\
+A workspace's suppression list: the recipients it never sends to (a STOP reply, a permanent
+bounce, a complaint, or added by hand). One entry covers every channel that reaches the recipient.
+`list` prints one JSON entry a line, newest first; `add` puts a recipient on the list (reason
+manual; an existing entry is kept as it is); `remove` takes one off, after the recipient opted back
+in (a STOP to the shared number is removed for this workspace only).
+
+Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table MessagesTable.
+Deployed stack: pass --aws (your default boto3 session) and --table <the stack's MessagesTableName>."""
+
+
 def _add_messages_table(
     command: argparse.ArgumentParser, table: str = "MessagesTable", what: str = "the messages table"
 ) -> None:
@@ -280,6 +331,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="new messages a UTC day (0: none; at most 1,000,000,000)",
     )
     _add_messages_table(set_limits, "LimitsTable", "the limits table")
+
+    suppressions = commands.add_parser(
+        "suppressions",
+        help="a workspace's suppression list: list, add, remove (local stack, or a deployed one with --aws)",
+        description=SUPPRESSIONS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    suppression_commands = suppressions.add_subparsers(dest="suppressions_command", required=True)
+    listing = suppression_commands.add_parser("list", help="every entry, newest first, one JSON line each")
+    listing.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
+    _add_messages_table(listing)
+    add = suppression_commands.add_parser("add", help="put a recipient on the list (reason manual)")
+    add.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
+    add.add_argument("--channel", required=True, choices=channels.names())
+    add.add_argument("--to", required=True, help="the recipient, in any form the channel accepts")
+    _add_messages_table(add)
+    remove = suppression_commands.add_parser("remove", help="take a recipient off the list")
+    remove.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
+    remove.add_argument("--to", required=True, help="the phone number or address, in any form")
+    _add_messages_table(remove)
     return parser
 
 
@@ -296,5 +367,6 @@ def main(argv: list[str] | None = None) -> int:
         "release-lock": _release_lock,
         "resolve": _resolve,
         "workspace": _set_limits,
+        "suppressions": _suppressions,
     }
     return commands[args.command](args)

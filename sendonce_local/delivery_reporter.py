@@ -5,6 +5,8 @@
   connection errors like a provider retries its webhooks.
 - SES: a `Delivery` event in an SNS envelope, sent to the `EventsQueue` (SES -> SNS -> SQS).
 - SNS sms: nothing (no per-message delivery event): those messages stay `sent`.
+- A STOP the sandbox receives (`POST /inbound`): the HTTP provider's `opted_out` webhook, posted
+  before the sandbox answers (`report_opt_out`), retried like the others.
 
 Each post is journaled for `GET /events` of the sandbox. `SENDONCE_SANDBOX_DELIVERY_EVENTS=false`
 turns all of it off.
@@ -26,7 +28,7 @@ from sendonce.provider_events.signature import sign
 
 from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import Delivery, now_rfc3339
-from sendonce_local.provider_reports import Report, http_reports, ses_reports
+from sendonce_local.provider_reports import Report, http_reports, opt_out_report, ses_reports
 
 log = logging.getLogger("local-stack.sandbox")
 
@@ -49,7 +51,9 @@ class ReportLog:
         self._lock = threading.Lock()
         self._entries: list[dict[str, Any]] = []
 
-    def record(self, provider: str, message_id: str, report: Report, attempt: int, answer: int | str) -> None:
+    def record(
+        self, provider: str, message_id: str | None, report: Report, attempt: int, answer: int | str
+    ) -> None:
         entry = {
             "provider": provider,
             "messageId": message_id,
@@ -130,10 +134,18 @@ class DeliveryReporter:
         for report in reports:
             self._schedule(provider, message_id, report, 1, report.delay_seconds)
 
-    def _schedule(self, provider: str, message_id: str, report: Report, attempt: int, delay: float) -> None:
+    def report_opt_out(self, to: str) -> Report:
+        """The HTTP provider tells of a STOP from `to` (normalised): posted now, retried if it fails."""
+        report = opt_out_report(to, datetime.now(UTC))
+        self._deliver("http", None, report, 1)
+        return report
+
+    def _schedule(
+        self, provider: str, message_id: str | None, report: Report, attempt: int, delay: float
+    ) -> None:
         self._tasks.after(delay, lambda: self._deliver(provider, message_id, report, attempt))
 
-    def _deliver(self, provider: str, message_id: str, report: Report, attempt: int) -> None:
+    def _deliver(self, provider: str, message_id: str | None, report: Report, attempt: int) -> None:
         answer: int | str
         try:
             if provider == "http":

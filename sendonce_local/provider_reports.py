@@ -5,6 +5,11 @@ test can count on it. For the n-th message a provider accepted (n from 1):
 - every message: a `delivered` event, DELIVERED_AFTER seconds after it was accepted;
 - n % 3 == 0: that same event (same eventId, same body) again, REPEAT_AFTER seconds after (a retry);
 - n % 3 == 1 (HTTP provider only): a late `sent`, LATE_SENT_AFTER seconds after, out of order.
+
+SES follows its mailbox simulator: mail to `bounce@simulator.amazonses.com` is a permanent
+`Bounce` instead of a delivery, to `complaint@…` a delivery and then a `Complaint`, to
+`success@…` (and anyone else) a delivery. An opt-out (`opted_out`, a STOP reply) is reported by
+the HTTP provider when the sandbox receives one (`opt_out_report`).
 """
 
 from __future__ import annotations
@@ -71,19 +76,76 @@ def http_reports(message_id: str, sequence: int, accepted_at: datetime) -> list[
     return reports
 
 
+SIMULATOR_DOMAIN = "simulator.amazonses.com"
+BOUNCE_ADDRESS = f"bounce@{SIMULATOR_DOMAIN}"
+COMPLAINT_ADDRESS = f"complaint@{SIMULATOR_DOMAIN}"
+COMPLAINT_AFTER = 0.5
+
+
+def opt_out_report(to: str, received_at: datetime) -> Report:
+    """The HTTP provider's `opted_out` webhook for a STOP received from `to`: it names no message, as
+    a reply to the shared sending number answers none in particular."""
+    body = {
+        "eventId": "evt_" + secrets.token_hex(10),
+        "type": "opted_out",
+        "to": to,
+        "occurredAt": rfc3339(received_at),
+    }
+    return Report(0.0, body["eventId"], "opted_out", "inbound", body)
+
+
+def _ses_mail(message_id: str, recipients: list[str], source: str, accepted_at: datetime) -> dict[str, Any]:
+    return {
+        "timestamp": rfc3339(accepted_at),
+        "source": source,
+        "messageId": f"0100{secrets.token_hex(16)}-000000",
+        "destination": recipients,
+        "tags": {SES_MESSAGE_ID_TAG: [message_id]},
+    }
+
+
+def ses_bounce_event(message_id: str, to: str | None, source: str, accepted_at: datetime) -> dict[str, Any]:
+    """A permanent `Bounce`, as SES reports mail to its simulator's bounce address."""
+    recipients = [address for address in (to or "").split(",") if address]
+    return {
+        "eventType": "Bounce",
+        "mail": _ses_mail(message_id, recipients, source, accepted_at),
+        "bounce": {
+            "bounceType": "Permanent",
+            "bounceSubType": "General",
+            "bouncedRecipients": [
+                {"emailAddress": address, "action": "failed", "status": "5.1.1"} for address in recipients
+            ],
+            "timestamp": rfc3339(accepted_at + timedelta(seconds=DELIVERED_AFTER)),
+            "feedbackId": f"0100{secrets.token_hex(16)}-000000",
+        },
+    }
+
+
+def ses_complaint_event(
+    message_id: str, to: str | None, source: str, accepted_at: datetime
+) -> dict[str, Any]:
+    """A `Complaint`, as SES reports mail to its simulator's complaint address after delivering it."""
+    recipients = [address for address in (to or "").split(",") if address]
+    return {
+        "eventType": "Complaint",
+        "mail": _ses_mail(message_id, recipients, source, accepted_at),
+        "complaint": {
+            "complainedRecipients": [{"emailAddress": address} for address in recipients],
+            "timestamp": rfc3339(accepted_at + timedelta(seconds=COMPLAINT_AFTER)),
+            "feedbackId": f"0100{secrets.token_hex(16)}-000000",
+            "complaintFeedbackType": "abuse",
+        },
+    }
+
+
 def ses_delivery_event(message_id: str, to: str | None, source: str, accepted_at: datetime) -> dict[str, Any]:
     """An SES configuration-set `Delivery` event, as SES publishes it to SNS."""
     recipients = [address for address in (to or "").split(",") if address]
     delivered_at = accepted_at + timedelta(seconds=DELIVERED_AFTER)
     return {
         "eventType": "Delivery",
-        "mail": {
-            "timestamp": rfc3339(accepted_at),
-            "source": source,
-            "messageId": f"0100{secrets.token_hex(16)}-000000",
-            "destination": recipients,
-            "tags": {SES_MESSAGE_ID_TAG: [message_id]},
-        },
+        "mail": _ses_mail(message_id, recipients, source, accepted_at),
         "delivery": {
             "timestamp": rfc3339(delivered_at),
             "processingTimeMillis": int(DELIVERED_AFTER * 1000),
@@ -114,10 +176,20 @@ def ses_reports(
     message_id: str, to: str | None, source: str, sequence: int, accepted_at: datetime
 ) -> list[Report]:
     """The SNS notifications SES (through SNS, at least once) leaves on the events queue."""
-    event = ses_delivery_event(message_id, to, source, accepted_at)
+    simulated = (to or "").lower()
+    if simulated == BOUNCE_ADDRESS:
+        event, kind = ses_bounce_event(message_id, to, source, accepted_at), "bounced"
+    else:
+        event, kind = ses_delivery_event(message_id, to, source, accepted_at), "delivered"
     envelope = sns_envelope(event, accepted_at + timedelta(seconds=DELIVERED_AFTER))
     event_id = envelope["MessageId"]
-    reports = [Report(DELIVERED_AFTER, event_id, "delivered", "first", envelope)]
+    reports = [Report(DELIVERED_AFTER, event_id, kind, "first", envelope)]
     if repeats(sequence):
-        reports.append(Report(REPEAT_AFTER, event_id, "delivered", "repeat", envelope))
+        reports.append(Report(REPEAT_AFTER, event_id, kind, "repeat", envelope))
+    if simulated == COMPLAINT_ADDRESS:
+        complaint = sns_envelope(
+            ses_complaint_event(message_id, to, source, accepted_at),
+            accepted_at + timedelta(seconds=COMPLAINT_AFTER),
+        )
+        reports.append(Report(COMPLAINT_AFTER, complaint["MessageId"], "complained", "first", complaint))
     return reports

@@ -7,6 +7,9 @@ PUT  /faults       the next N HTTP-provider calls for a channel (and recipient) 
 GET  /faults, DELETE /faults   inspect / clear the faults still armed
 GET  /events       every delivery event the sandbox reported (webhooks, SES notifications), with
                    the answer it got; DELETE /events empties that list
+POST /inbound      a text a recipient sent to the shared number: {"channel": "sms", "from", "body"};
+                   an opt-out keyword (STOP, STOPALL, UNSUBSCRIBE, CANCEL, END, QUIT, alone, any case)
+                   makes the HTTP provider report `opted_out` for that number; anything else nothing
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from sendonce.channels import UnknownChannel, normalise_recipient
+from sendonce.messages.recipients import InvalidRecipient
+from sendonce.suppressions.model import is_stop
+
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.delivery_reporter import ReportLog
 from sendonce_local.http_server import BackgroundServer
@@ -29,6 +36,36 @@ from sendonce_local.http_server import BackgroundServer
 log = logging.getLogger("local-stack.sandbox")
 
 FAULT_MODES = ("error_500", "error_400", "timeout")
+# Replies reach the shared sending number by text: sms, or iMessage from a phone number or Apple ID.
+INBOUND_CHANNELS = ("sms", "imessage")
+# Reports an opt-out from a normalised recipient; returns the reported event's id.
+OptOut = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A text to the shared number, read: who sent it (normalised), and whether it opts out."""
+
+    sender: str
+    opts_out: bool
+
+
+def read_inbound(request: Any) -> Inbound:
+    """`{"channel", "from", "body"}`; ValueError says what is wrong with it."""
+    if not isinstance(request, dict):
+        raise ValueError('the body must be {"channel": "sms", "from": <phone>, "body": <text>}')
+    channel, sender, body = request.get("channel"), request.get("from"), request.get("body")
+    if channel not in INBOUND_CHANNELS:
+        raise ValueError(f"channel must be one of {', '.join(INBOUND_CHANNELS)}")
+    if not isinstance(sender, str) or not isinstance(body, str):
+        raise ValueError("from and body must be strings")
+    try:
+        normalised = normalise_recipient(channel, sender).address
+    except (InvalidRecipient, UnknownChannel) as error:
+        raise ValueError(f"from {error}") from None
+    return Inbound(normalised, is_stop(body))
+
+
 DEFAULT_PROVIDER_TIMEOUT_SECONDS = 10.0
 
 
@@ -153,7 +190,10 @@ class SandboxServer(BackgroundServer):
         deliveries: DeliveryLog,
         provider: HttpProvider,
         reports: ReportLog | None = None,
+        *,
+        opt_out: OptOut | None = None,
     ) -> None:
+        """`opt_out`: how a STOP is reported (None: delivery events are off, and /inbound answers 503)."""
         super().__init__(
             host,
             port,
@@ -162,6 +202,8 @@ class SandboxServer(BackgroundServer):
             deliveries=deliveries,
             provider=provider,
             reports=reports or ReportLog(),
+            # A function as a class attribute would be bound to the handler: kept as it is.
+            opt_out=staticmethod(opt_out) if opt_out is not None else None,
         )
 
 
@@ -169,10 +211,14 @@ class SandboxHandler(BaseHTTPRequestHandler):
     deliveries: DeliveryLog
     provider: HttpProvider
     reports: ReportLog
+    opt_out: OptOut | None
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
-        if self.path.split("?")[0] != "/messages":
+        path = self.path.split("?")[0]
+        if path == "/inbound":
+            return self._inbound()
+        if path != "/messages":
             return self._send(404, {"error": "not found"})
         answer = self.provider.send(
             self.headers.get("Authorization"), self.headers.get("Idempotency-Key"), self._body()
@@ -215,6 +261,17 @@ class SandboxHandler(BaseHTTPRequestHandler):
         except (ValueError, TypeError, AttributeError) as error:
             return self._send(400, {"error": str(error)})
         self._send(200, {"fault": fault.as_json()})
+
+    def _inbound(self) -> None:
+        try:
+            inbound = read_inbound(json.loads(self._body() or b"null"))
+        except ValueError as error:
+            return self._send(400, {"error": str(error)})
+        if not inbound.opts_out:
+            return self._send(200, {"optedOut": False})
+        if self.opt_out is None:
+            return self._send(503, {"error": "delivery events are off (SENDONCE_SANDBOX_DELIVERY_EVENTS)"})
+        self._send(200, {"optedOut": True, "eventId": self.opt_out(inbound.sender)})
 
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

@@ -54,9 +54,16 @@ class LocalStack:
             self.template, self.ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"], self.secrets
         )
         self._store_api_keys()
-        self._start_delivery_reports()
+        reporter = self._start_delivery_reports()
         provider = HttpProvider(self.deliveries, lambda: self.secrets.http_provider_token)
-        self._sandbox = SandboxServer(HOST, self.ports.sandbox, self.deliveries, provider, self.reports)
+        self._sandbox = SandboxServer(
+            HOST,
+            self.ports.sandbox,
+            self.deliveries,
+            provider,
+            self.reports,
+            opt_out=(lambda to: reporter.report_opt_out(to).event_id) if reporter is not None else None,
+        )
         self._sandbox.start()
         functions = FunctionRegistry(self.template.functions)
         functions.load_all()
@@ -65,11 +72,11 @@ class LocalStack:
         self._api = ApiServer(HOST, self.ports.api, HttpApi(self.template.routes, functions))
         self._api.start()
 
-    def _start_delivery_reports(self) -> None:
+    def _start_delivery_reports(self) -> DeliveryReporter | None:
         """The sandbox reports deliveries as real providers do (signed webhooks, SES through SNS)."""
         if not reporting_enabled(os.environ.get(SWITCH)):
             log.info("%s is off: the sandbox reports no delivery events", SWITCH)
-            return
+            return None
         sqs = client("sqs", self.ports.aws_endpoint)
         events_queue = self.queue_urls.get(EVENTS_QUEUE, "")
 
@@ -89,6 +96,7 @@ class LocalStack:
         )
         self.deliveries.add_listener(reporter)
         self._report_tasks.start()
+        return reporter
 
     def _store_api_keys(self) -> None:
         dynamodb = client("dynamodb", self.ports.aws_endpoint)

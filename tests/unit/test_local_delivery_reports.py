@@ -11,11 +11,12 @@ from sendonce.provider_events.model import EventType
 from sendonce.provider_events.signature import verify
 from sendonce.provider_events.sqs_batch import provider_event
 from sendonce.provider_events.webhook_body import HttpProviderEvent
+from sendonce.suppressions.model import Reason
 
 from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.delivery_reporter import DeliveryReporter, ReportLog, post_webhook, reporting_enabled
-from sendonce_local.provider_reports import http_reports, ses_reports
+from sendonce_local.provider_reports import http_reports, opt_out_report, ses_reports
 
 ACCEPTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -151,3 +152,50 @@ def test_post_webhook_signs_the_exact_body(monkeypatch: pytest.MonkeyPatch) -> N
     assert post_webhook("http://api/x", "s3cret", {"eventId": "e", "messageId": "m"}) == 200
     timestamp = int(seen["signature"].split(",")[0].removeprefix("t="))
     verify(seen["signature"], seen["body"], "s3cret", now=timestamp)
+
+
+# ---------------------------------------------------------------------------- suppression sources
+def _events_of(reports: list[Any]) -> list[tuple[str, Any]]:
+    """Each report as the status function reads it: (kind, the provider event)."""
+    return [(report.kind, provider_event(json.dumps(report.body))) for report in reports]
+
+
+def test_the_ses_mailbox_simulators_bounce_address_is_a_permanent_bounce_that_suppresses() -> None:
+    [(kind, event)] = _events_of(
+        ses_reports("msg_b", "bounce@simulator.amazonses.com", "no-reply@x", 1, ACCEPTED)
+    )
+
+    assert kind == "first"
+    assert event.type is EventType.FAILED
+    assert event.suppression_reason is Reason.BOUNCED
+    assert event.error is not None
+    assert event.error.code == "bounced"
+
+
+def test_the_ses_mailbox_simulators_complaint_address_is_delivered_then_a_complaint() -> None:
+    events = [
+        event
+        for _, event in _events_of(
+            ses_reports("msg_c", "complaint@simulator.amazonses.com", "f@x", 1, ACCEPTED)
+        )
+    ]
+
+    assert [(event.type, event.suppression_reason) for event in events] == [
+        (EventType.DELIVERED, None),
+        (EventType.DELIVERED, Reason.COMPLAINED),
+    ]
+    assert events[0].event_id != events[1].event_id  # two events, each applied once
+
+
+def test_the_ses_mailbox_simulators_success_address_is_delivered() -> None:
+    [(_, event)] = _events_of(ses_reports("msg_s", "success@simulator.amazonses.com", "f@x", 1, ACCEPTED))
+
+    assert (event.type, event.suppression_reason) == (EventType.DELIVERED, None)
+
+
+def test_an_opt_out_report_is_the_http_providers_opted_out_webhook_naming_no_message() -> None:
+    report = opt_out_report("+15550100000", ACCEPTED)
+
+    event = HttpProviderEvent.model_validate(report.body).to_event("http")
+
+    assert (event.type, event.to, event.message_id) == (EventType.OPTED_OUT, "+15550100000", None)

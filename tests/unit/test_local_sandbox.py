@@ -9,7 +9,7 @@ import pytest
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.provider_calls import ses_send_email, sns_publish
-from sendonce_local.sandbox import HttpProvider
+from sendonce_local.sandbox import HttpProvider, Inbound, read_inbound
 
 TOKEN = "Bearer t0k"
 
@@ -124,3 +124,36 @@ def test_ses_send_email() -> None:
         "B",
         "ses",
     )
+
+
+# ---------------------------------------------------------------------------- POST /inbound
+@pytest.mark.parametrize(
+    ("request_body", "sender", "opts_out"),
+    [
+        ({"channel": "sms", "from": "+1 (555) 010-0000", "body": " stop\n"}, "+15550100000", True),
+        ({"channel": "sms", "from": "+15550100000", "body": "Unsubscribe"}, "+15550100000", True),
+        ({"channel": "imessage", "from": "Ann@X.io", "body": "QUIT"}, "Ann@x.io", True),
+        ({"channel": "sms", "from": "+15550100000", "body": "stop please"}, "+15550100000", False),
+        ({"channel": "sms", "from": "+15550100000", "body": "hello"}, "+15550100000", False),
+    ],
+)
+def test_an_inbound_text_is_read_for_its_sender_and_whether_it_opts_out(
+    request_body: dict[str, str], sender: str, opts_out: bool
+) -> None:
+    assert read_inbound(request_body) == Inbound(sender, opts_out)
+
+
+@pytest.mark.parametrize(
+    "request_body",
+    [
+        None,
+        [],
+        {"channel": "email", "from": "ann@x.io", "body": "STOP"},
+        {"channel": "sms", "from": "ann@x.io", "body": "STOP"},
+        {"channel": "sms", "from": "+15550100000"},
+        {"channel": "sms", "from": 15550100000, "body": "STOP"},
+    ],
+)
+def test_an_inbound_text_that_cannot_be_read_is_refused(request_body: object) -> None:
+    with pytest.raises(ValueError, match=r"."):
+        read_inbound(request_body)

@@ -33,18 +33,20 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:Query",
-            "dynamodb:BatchGetItem",  # a listing page's items; GET /v1/usage sums the quota shards
+            "dynamodb:BatchGetItem",  # listing pages; quota shards summed; a send's recipient suppressed?
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }
     },
     # delivery.dependencies.build_dispatcher: DynamoDbDeliveryStore (claim, finish, lock release),
-    # SqsRedelivery, the channel's provider (and the HTTP provider's token).
+    # DynamoDbSuppressionStore (the claimed recipient's two entries, one BatchGetItem), SqsRedelivery,
+    # the channel's provider (and the HTTP provider's token).
     "DispatchSmsFunction": {
         "Allow": {
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
+            "dynamodb:BatchGetItem",
             "sqs:ChangeMessageVisibility",
             "sns:Publish",
             "secretsmanager:GetSecretValue",
@@ -56,6 +58,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
+            "dynamodb:BatchGetItem",
             "sqs:ChangeMessageVisibility",
             "secretsmanager:GetSecretValue",
         }
@@ -65,6 +68,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
+            "dynamodb:BatchGetItem",
             "sqs:ChangeMessageVisibility",
             "ses:SendEmail",
             "secretsmanager:GetSecretValue",

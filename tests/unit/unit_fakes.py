@@ -42,6 +42,8 @@ from sendonce.messages.ports import (
 from sendonce.messages.service import MessageService
 from sendonce.provider_events.model import ProviderEvent
 from sendonce.settings import ApiSettings
+from sendonce.suppressions.model import Suppression
+from sendonce.suppressions.ports import SuppressionPage
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
 from sendonce.webhooks.service import WebhookService
@@ -545,6 +547,61 @@ API_SETTINGS: dict[str, str] = {
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
 }
+
+
+class InMemorySuppressions:
+    """The suppression list as the DynamoDB adapter keeps it: a workspace's own entries, the shared
+    entries (opt-outs naming no message, `None` workspace) and a workspace's removals of those."""
+
+    def __init__(self) -> None:
+        self.own: dict[tuple[str, str], Suppression | datetime] = {}  # a datetime: removed then
+        self.shared: dict[str, Suppression] = {}
+        self.reads = 0
+
+    def put(self, workspace_id: str | None, entry: Suppression) -> None:
+        """What an applied provider event writes (`dynamodb_suppressions.entry_update`)."""
+        if workspace_id is None:
+            self.shared[entry.key] = entry  # renewed: in force again where it was removed
+        elif not isinstance(self.own.get((workspace_id, entry.key)), Suppression):
+            self.own[(workspace_id, entry.key)] = entry
+
+    def _in_force(self, workspace_id: str, key: str) -> Suppression | None:
+        own, shared = self.own.get((workspace_id, key)), self.shared.get(key)
+        if isinstance(own, Suppression):
+            return own
+        if shared is None or (isinstance(own, datetime) and own >= shared.created_at):
+            return None
+        return shared
+
+    def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
+        self.reads += 1
+        found = {key: self._in_force(workspace_id, key) for key in keys}
+        return {key: entry for key, entry in found.items() if entry is not None}
+
+    def add(self, workspace_id: str, suppression: Suppression) -> tuple[Suppression, bool]:
+        existing = self._in_force(workspace_id, suppression.key)
+        if existing is not None:
+            return existing, False
+        self.own[(workspace_id, suppression.key)] = suppression
+        return suppression, True
+
+    def remove(self, workspace_id: str, key: str, now: datetime) -> bool:
+        if self._in_force(workspace_id, key) is None:
+            return False
+        if key in self.shared:
+            self.own[(workspace_id, key)] = now
+        else:
+            del self.own[(workspace_id, key)]
+        return True
+
+    def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
+        keys = {key for ws, key in self.own if ws == workspace_id} | set(self.shared)
+        entries = [entry for key in keys if (entry := self._in_force(workspace_id, key)) is not None]
+        entries.sort(key=lambda entry: (entry.created_at, entry.key), reverse=True)
+        start = int(cursor) if cursor else 0
+        page = entries[start : start + limit]
+        more = start + limit < len(entries)
+        return SuppressionPage(page, str(start + limit) if more else None)
 
 
 def fake_api_dependencies(

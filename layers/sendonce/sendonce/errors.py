@@ -52,6 +52,18 @@ class IdempotencyKeyReused(SendonceError):
         super().__init__(reason)
 
 
+class RecipientSuppressed(SendonceError):
+    """The recipient is on the workspace's suppression list: nothing was written."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"this recipient is on the workspace's suppression list ({reason})")
+        self.reason = reason
+
+
+class SuppressionNotFound(SendonceError):
+    pass
+
+
 class DependencyUnavailable(SendonceError):
     """A dependency failed and nothing was written: safe for the caller to retry."""
 

@@ -1,5 +1,10 @@
 """The provider events context's store on DynamoDB: each event recorded in the same transaction as
-its effect, so an event takes effect once, and a status moves only forward from what was read."""
+its effects, so an event takes effect once, and a status moves only forward from what was read.
+
+An event's effects are its message's status change and, for an opt-out, a permanent bounce or a
+complaint, the recipient's suppression: in the named message's workspace, or (an opt-out naming no
+message) in the entry every workspace is subject to (`dynamodb_suppressions`).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from sendonce.adapters.dynamodb_items import (
     message_key,
     workspace_status,
 )
+from sendonce.adapters.dynamodb_suppressions import entry_update
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, TryAgain, with_retries
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable
@@ -22,6 +28,7 @@ from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message
 from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, ProviderEvent
 from sendonce.provider_events.ports import ApplyResult, EventOutcome
+from sendonce.suppressions.model import Suppression
 
 _EVENT = 0  # the event record's place in the transaction
 
@@ -37,7 +44,7 @@ class DynamoDbProviderEventStore:
         record_event: dict[str, Any] = {
             "Item": {
                 **event_key(event.provider, event.event_id),
-                "messageId": {"S": event.message_id},
+                **({"messageId": {"S": event.message_id}} if event.message_id else {}),
                 "type": {"S": event.type.value},
                 "recordedAt": {"S": rfc3339(now)},
                 "expiresAt": epoch_seconds(now + PROVIDER_EVENT_RETENTION),
@@ -50,19 +57,23 @@ class DynamoDbProviderEventStore:
         def attempt() -> ApplyResult:
             item = (
                 self._table.get(message_key(event.message_id))
-                if looks_like_message_id(event.message_id)
+                if event.message_id is not None and looks_like_message_id(event.message_id)
                 else None
             )
             current = from_item(item) if item else None
-            if current is None or current.status not in APPLIES_FROM[event.type]:
+            effects = []
+            if current is not None and current.status in APPLIES_FROM[event.type]:
+                effects.append({"Update": _status_change(event, current, now)})
+            suppression = _suppression(event, current, now)
+            if suppression is not None:
+                effects.append({"Update": entry_update(*suppression)})
+            if not effects:
                 # Nothing to change; still recorded, so that a repeat is known as one.
                 recorded = self._table.write("put_item", **record_event)
                 return (
                     EventOutcome.REPEATED if isinstance(recorded, ConditionFailed) else EventOutcome.IGNORED
                 ), current
-            canceled = self._table.transact(
-                [{"Put": record_event}, {"Update": _status_change(event, current, now)}]
-            )
+            canceled = self._table.transact([{"Put": record_event}, *effects])
             if canceled is None:
                 return EventOutcome.APPLIED, current
             if canceled.failed(_EVENT):
@@ -72,6 +83,25 @@ class DynamoDbProviderEventStore:
             raise TryAgain  # the message moved meanwhile: read it again
 
         return with_retries(attempt, "the message kept changing while an event was applied")
+
+
+def _suppression(
+    event: ProviderEvent, current: Message | None, now: datetime
+) -> tuple[str | None, Suppression] | None:
+    """(workspace, entry) the event suppresses its recipient in (workspace None: every workspace), if any.
+    An event naming a message we do not know (gone past its retention) suppresses nothing: no
+    workspace is known for it, and another workspace must not be silenced by it."""
+    reason = event.suppression_reason
+    if reason is None:
+        return None
+    if event.message_id is None:
+        if event.to is None:
+            return None
+        return None, Suppression(to=event.to, reason=reason, created_at=now)
+    if current is None:
+        return None
+    entry = Suppression(to=event.to or current.to, reason=reason, created_at=now, message_id=current.id)
+    return current.workspace_id, entry
 
 
 def _status_change(event: ProviderEvent, current: Message, now: datetime) -> dict[str, Any]:

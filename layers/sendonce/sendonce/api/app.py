@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -39,17 +40,21 @@ from sendonce.api.errors import (
 )
 from sendonce.api.preflight import check_request, header, raw_body
 from sendonce.api.routes import (
+    ADD_SUPPRESSION,
     ADD_WEBHOOK_ENDPOINT,
     CANCEL_MESSAGE,
+    DELETE_SUPPRESSION,
     DELETE_WEBHOOK_ENDPOINT,
     DOCS,
     EDIT_MESSAGE,
     GET_EVENT,
     GET_MESSAGE,
+    GET_SUPPRESSION,
     GET_WEBHOOK_ENDPOINT,
     HEALTH,
     LIST_EVENTS,
     LIST_MESSAGES,
+    LIST_SUPPRESSIONS,
     LIST_WEBHOOK_ENDPOINTS,
     OPENAPI,
     PROVIDER_WEBHOOK,
@@ -64,6 +69,7 @@ from sendonce.api.routes import (
     register,
 )
 from sendonce.api.schemas import (
+    AddSuppressionRequest,
     AddWebhookEndpointRequest,
     BatchRequest,
     EditMessageRequest,
@@ -77,10 +83,12 @@ from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_k
 from sendonce.limits.model import RateDecision
 from sendonce.messages.edits import MessageChanges
 from sendonce.messages.model import Status
+from sendonce.messages.recipients import InvalidRecipient
 from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
 from sendonce.secret_values import SecretUnavailable
+from sendonce.suppressions.service import SuppressionService
 from sendonce.webhooks.model import EventType
 
 app = APIGatewayHttpResolver(enable_validation=True)
@@ -329,6 +337,66 @@ def provider_webhook(provider: str) -> Response[Any]:
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
     deps.events.publish(event.to_event(provider))
+    return _json_response(200, {"success": True})
+
+
+# ---------------------------------------------------------------------------- suppressions
+def _suppressions() -> SuppressionService:
+    service = dependencies.root.get().suppressions
+    if service is None:
+        raise unavailable("Suppressions are not configured.")
+    return service
+
+
+def _named_recipient(to: str) -> str:
+    """The `{to}` of a path, URL-decoded (API Gateway passes the path as the client encoded it)."""
+    return unquote(to)
+
+
+def _invalid_recipient(error: InvalidRecipient) -> ApiError:
+    return validation_error([{"field": "to", "message": str(error)}])
+
+
+@route(ADD_SUPPRESSION)
+def add_suppression(request: Annotated[AddSuppressionRequest, Body(embed=False)]) -> Response[Any]:
+    entry, created = _suppressions().add(_workspace(), request.channel, request.to)
+    return _json_response(201 if created else 200, {"success": True, "suppression": entry.to_api()})
+
+
+@route(LIST_SUPPRESSIONS)
+def list_suppressions(
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(min_length=1, max_length=1024, description="nextCursor of the page before"),
+    ] = None,
+) -> Response[Any]:
+    page = _suppressions().list(_workspace(), limit, cursor)
+    return _json_response(
+        200,
+        {
+            "success": True,
+            "suppressions": [entry.to_api() for entry in page.suppressions],
+            "nextCursor": page.next_cursor,
+        },
+    )
+
+
+@route(GET_SUPPRESSION)
+def get_suppression(to: str) -> Response[Any]:
+    try:
+        entry = _suppressions().get(_workspace(), _named_recipient(to))
+    except InvalidRecipient as error:
+        raise _invalid_recipient(error) from None
+    return _json_response(200, {"success": True, "suppression": entry.to_api()})
+
+
+@route(DELETE_SUPPRESSION)
+def delete_suppression(to: str) -> Response[Any]:
+    try:
+        _suppressions().remove(_workspace(), _named_recipient(to))
+    except InvalidRecipient as error:
+        raise _invalid_recipient(error) from None
     return _json_response(200, {"success": True})
 
 

@@ -38,11 +38,11 @@ from sendonce.api.errors import (
 from sendonce.api.idempotency import StoredAnswer
 from sendonce.api.schemas import SendMessageRequest
 from sendonce.clock import utc_now
-from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, SendonceError
+from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
 from sendonce.messages.batch import BatchOutcome
-from sendonce.messages.ports import NotWritten, QuotaSpent
+from sendonce.messages.ports import NotWritten, QuotaSpent, Suppressed
 from sendonce.messages.service import SendCommand, lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
@@ -56,6 +56,8 @@ _RETRYABLE = {
     ("unavailable", 503),
     ("quota_exceeded", 429),
     ("rate_limited", 429),
+    # Never stored under a key, as the single send's: once the workspace removes the entry, a retry sends.
+    ("recipient_suppressed", 422),
 }
 
 SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
@@ -207,6 +209,9 @@ def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, dict[s
     for item, outcome in zip(items, outcomes, strict=True):
         if isinstance(outcome, NotWritten):
             results[item.index] = error_result(item.index, unavailable())
+        elif isinstance(outcome, Suppressed):
+            refused = from_domain_error(RecipientSuppressed(outcome.reason))
+            results[item.index] = error_result(item.index, refused)
         elif isinstance(outcome, QuotaSpent):
             results[item.index] = error_result(
                 item.index, from_domain_error(QuotaExceeded(seconds_to_next_day(utc_now())))

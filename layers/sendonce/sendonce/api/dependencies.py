@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api.answers import send_answer
@@ -30,6 +31,7 @@ from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
+from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
     from sendonce.webhooks.service import WebhookService
@@ -63,6 +65,8 @@ class ApiDependencies:
     # The request rate (checked right after the API key) and usage; None: nothing is limited. It
     # holds this execution environment's rate leases (sendonce.limits.service).
     limits: RequestLimits | None = None
+    # The workspace's suppression list (/v1/suppressions); None: the routes answer 503.
+    suppressions: SuppressionService | None = None
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -91,8 +95,11 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
     )
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
-    messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
-    batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits)
+    suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
+    messages = MessageService(
+        store=store, queue=queue, dedup_window=dedup_window, limits=limits, suppressions=suppressions
+    )
+    batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
     config = idempotency_config(settings.idempotency_ttl_seconds)
     api_keys = CachedApiKeyStore(
         DynamoDbApiKeyStore(dynamodb, settings.api_keys_table),
@@ -120,6 +127,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
             run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
         ),
         limits=RequestLimits(limits) if limits is not None else None,
+        suppressions=SuppressionService(suppressions),
     )
 
 

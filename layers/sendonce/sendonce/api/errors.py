@@ -19,7 +19,9 @@ from sendonce.errors import (
     MessageNotFound,
     QuotaExceeded,
     RateLimited,
+    RecipientSuppressed,
     SendonceError,
+    SuppressionNotFound,
 )
 
 JSON = "application/json; charset=utf-8"
@@ -110,6 +112,15 @@ def from_domain_error(error: SendonceError) -> ApiError:
         return ApiError(409, "duplicate_content", str(error), details={"messageId": error.message_id})
     if isinstance(error, InvalidEdit):
         return validation_error([{"field": error.field, "message": str(error)}])
+    if isinstance(error, SuppressionNotFound):
+        return not_found("This recipient is not on the suppression list.")
+    if isinstance(error, RecipientSuppressed):
+        return ApiError(
+            422,
+            "recipient_suppressed",
+            f"Not sent: {error!s}. Remove it (DELETE /v1/suppressions/{{to}}) once they opt back in.",
+            details={"reason": error.reason},
+        )
     if isinstance(error, IdempotencyKeyReused):
         return ApiError(422, "idempotency_key_reused", str(error))
     if isinstance(error, InvalidCursor):

@@ -29,6 +29,8 @@ from sendonce.api.schemas import (
     MessageEnvelope,
     MessagePage,
     SendAccepted,
+    SuppressionEnvelope,
+    SuppressionPageModel,
     UsageReport,
     WebhookEndpointEnvelope,
     WebhookEndpointList,
@@ -50,7 +52,10 @@ _ERRORS = {
     ),
     413: "payload_too_large: body over 256 KiB",
     415: "unsupported_media_type: not JSON, or JSON that is not UTF-8",
-    422: "idempotency_key_reused: the key was used with a different request",
+    422: (
+        "idempotency_key_reused (the key was used with a different request) or recipient_suppressed "
+        "(the recipient is on the workspace's suppression list; details.reason; nothing was written)"
+    ),
     429: (
         "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields) or "
         "quota_exceeded (the daily send quota; Retry-After: seconds to 00:00 UTC)"
@@ -332,6 +337,58 @@ USAGE = Route(
     tags=("usage",),
 )
 
+ADD_SUPPRESSION = Route(
+    "POST",
+    "/v1/suppressions",
+    summary="Put a recipient on the suppression list",
+    description=(
+        "Body {channel, to}: the recipient as that channel reads it. One entry covers every channel that "
+        "reaches the recipient (a phone number: sms and iMessage; an address: email and iMessage). "
+        "201 with the new entry (reason manual); 200 with the existing one if the recipient is on the "
+        "list already, whatever its reason."
+    ),
+    answers={
+        201: _json("Added", SuppressionEnvelope),
+        200: _json("Already on the list: the existing entry", SuppressionEnvelope),
+    },
+    errors=(400, 503),
+    body=Body.JSON,
+    tags=("suppressions",),
+)
+LIST_SUPPRESSIONS = Route(
+    "GET",
+    "/v1/suppressions",
+    summary="List the suppression list, newest first",
+    description=(
+        "Entries come from STOP replies (opted_out), permanent SES bounces (bounced), complaints "
+        "(complained) and this API (manual). A STOP to the shared sending number that names no message "
+        "is on every workspace's list."
+    ),
+    answers={200: _json("A page of entries", SuppressionPageModel)},
+    errors=(400, 503),
+    tags=("suppressions",),
+)
+GET_SUPPRESSION = Route(
+    "GET",
+    "/v1/suppressions/{to}",
+    summary="Get a recipient's entry",
+    description=(
+        "`to` URL-encoded, in any form that normalises to the entry (`%2B15550100000`, `ann%40x.io`)."
+    ),
+    answers={200: _json("The entry", SuppressionEnvelope)},
+    errors=(400, 404, 503),
+    tags=("suppressions",),
+)
+DELETE_SUPPRESSION = Route(
+    "DELETE",
+    "/v1/suppressions/{to}",
+    summary="Take a recipient off the suppression list (after they opted back in)",
+    description="Sends to the recipient work again at once. `to` as for GET; 404 when not on the list.",
+    answers={200: _json("Removed", Acknowledged)},
+    errors=(400, 404, 503),
+    tags=("suppressions",),
+)
+
 ROUTES: tuple[Route, ...] = (
     SEND_MESSAGE,
     SEND_BATCH,
@@ -349,6 +406,10 @@ ROUTES: tuple[Route, ...] = (
     GET_EVENT,
     REDELIVER_EVENT,
     USAGE,
+    ADD_SUPPRESSION,
+    LIST_SUPPRESSIONS,
+    GET_SUPPRESSION,
+    DELETE_SUPPRESSION,
     HEALTH,
     OPENAPI,
     DOCS,

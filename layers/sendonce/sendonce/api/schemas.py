@@ -28,6 +28,23 @@ def _channel_names(schema: dict[str, Any]) -> None:
     schema["enum"] = list(channels.names())
 
 
+def registered_channel(value: str) -> str:
+    if value not in channels.names():
+        raise ValueError(f"must be one of {', '.join(channels.names())}")
+    return value
+
+
+def recipient_for_channel(value: str, info: ValidationInfo) -> str:
+    """`to`, normalised as the body's (already checked) channel reads it."""
+    channel = info.data.get("channel")
+    if channel is None:
+        return value  # the channel's own error says what is wrong
+    try:
+        return channels.normalise_recipient(channel, value).address
+    except InvalidRecipient as error:
+        raise ValueError(str(error)) from None
+
+
 class SendMessageRequest(BaseModel):
     """POST /v1/messages. Unknown fields are rejected, so a typo never silently changes a send."""
 
@@ -54,20 +71,12 @@ class SendMessageRequest(BaseModel):
     @field_validator("channel")
     @classmethod
     def _registered(cls, value: str) -> str:
-        if value not in channels.names():
-            raise ValueError(f"must be one of {', '.join(channels.names())}")
-        return value
+        return registered_channel(value)
 
     @field_validator("to")
     @classmethod
     def _normalise_to(cls, value: str, info: ValidationInfo) -> str:
-        channel = info.data.get("channel")
-        if channel is None:
-            return value  # the channel's own error says what is wrong
-        try:
-            return channels.normalise_recipient(channel, value).address
-        except InvalidRecipient as error:
-            raise ValueError(str(error)) from None
+        return recipient_for_channel(value, info)
 
     @field_validator("subject")
     @classmethod
@@ -187,6 +196,25 @@ class RedeliverRequest(BaseModel):
     endpointId: str | None = Field(default=None, min_length=1, max_length=64)
 
 
+class AddSuppressionRequest(BaseModel):
+    """POST /v1/suppressions: a recipient as its channel reads it (an entry covers every channel)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    channel: str = Field(json_schema_extra=_channel_names)
+    to: str = Field(min_length=1, max_length=320, description="Phone number with country code, or email")
+
+    @field_validator("channel")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        return registered_channel(value)
+
+    @field_validator("to")
+    @classmethod
+    def _normalise_to(cls, value: str, info: ValidationInfo) -> str:
+        return recipient_for_channel(value, info)
+
+
 # ---------------------------------------------------------------------------- responses
 class _Documented(BaseModel):
     """A response body: its schema is built only when the OpenAPI document is (off the cold start)."""
@@ -268,7 +296,8 @@ class Health(_Documented):
 class ErrorDetail(_Documented):
     code: str
     message: str
-    # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"}.
+    # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"};
+    # recipient_suppressed: {"reason"}.
     details: list[dict[str, str]] | dict[str, str] | None = None
 
 
@@ -330,6 +359,24 @@ class EventPageModel(_Documented):
     nextCursor: str | None
 
 
+class SuppressionModel(_Documented):
+    to: str = Field(description="The normalised recipient: E.164, or the address with its domain lower-cased")
+    reason: Literal["opted_out", "bounced", "complained", "manual"]
+    createdAt: str
+    messageId: str | None = Field(description="The message whose event caused it, if any")
+
+
+class SuppressionEnvelope(_Documented):
+    success: Literal[True]
+    suppression: SuppressionModel
+
+
+class SuppressionPageModel(_Documented):
+    success: Literal[True]
+    suppressions: list[SuppressionModel]
+    nextCursor: str | None
+
+
 class BatchRequest(BaseModel):
     """POST /v1/messages/batch: the envelope. Its handler checks each item on its own, as a body of
     POST /v1/messages, so that a bad item gets its own Result."""
@@ -349,7 +396,7 @@ class BatchRequest(BaseModel):
 class BatchItemError(_Documented):
     code: str
     message: str
-    details: list[dict[str, str]] | None = None
+    details: list[dict[str, str]] | dict[str, str] | None = None
 
 
 class BatchItemResult(_Documented):

@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.sqs_queue import SqsRedelivery
 from sendonce.aws_clients import client
 from sendonce.clock import Clock, utc_now
@@ -94,10 +95,12 @@ def build_dispatcher(channel: str, settings: DispatcherSettings | None = None) -
     settings = settings or DispatcherSettings.from_environment()
     providers = Providers(settings)
     providers(channel)  # built with the function: its first message should not pay for it
+    dynamodb = client("dynamodb")
     return DispatcherDependencies(
         settings=settings,
         dispatcher=Dispatcher(
-            store=DynamoDbDeliveryStore(client("dynamodb"), settings.messages_table),
+            store=DynamoDbDeliveryStore(dynamodb, settings.messages_table),
+            suppressions=DynamoDbSuppressionStore(dynamodb, settings.messages_table),
             provider_for=providers,
             retry_policy=RetryPolicy(max_attempts=settings.max_delivery_attempts),
             claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,

@@ -6,6 +6,10 @@ finds the claim and sends nothing. What happens after the call is decided by wha
 can promise: an ambiguous attempt is repeated only through a provider that dedups on the message id.
 Throttling is retried on time (the retry policy's budget from the first attempt), any other
 transient failure on the count of attempts that were not throttled.
+
+A claimed message whose recipient is suppressed fails with `recipient_suppressed`, and no provider
+is called. The check reads after the claim, so a suppression committed before the attempt started
+(the claim) is always seen, whatever raced the send's own check.
 """
 
 from __future__ import annotations
@@ -18,10 +22,18 @@ from enum import StrEnum
 from sendonce.clock import Clock, utc_now
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, DeliveryStore, Provider, ProviderThrottled
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
+from sendonce.errors import (
+    AmbiguousOutcome,
+    DeliveryFailure,
+    DependencyUnavailable,
+    PermanentFailure,
+    TransientFailure,
+)
 from sendonce.messages.model import Channel, Message, MessageError, Status
 from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
+from sendonce.suppressions.model import recipient_key
+from sendonce.suppressions.ports import SuppressionCheck, find
 
 
 class RetryLater(Exception):
@@ -54,12 +66,16 @@ class Dispatcher:
         retry_policy: RetryPolicy,
         claim_seconds: int,
         clock: Clock = utc_now,
+        *,
+        suppressions: SuppressionCheck | None = None,
     ) -> None:
+        """`suppressions`: the recipients never to send to; None checks none."""
         self._store = store
         self._provider_for = provider_for
         self._retry = retry_policy
         self._claim_seconds = claim_seconds
         self._clock = clock
+        self._suppressions = suppressions
 
     def deliver(self, request: DeliveryRequest) -> Outcome:
         now = self._clock()
@@ -77,6 +93,11 @@ class Dispatcher:
                 },
             )
             return Outcome.SKIPPED
+        refusal = self._suppressed(claimed)
+        if refusal is not None:
+            if isinstance(refusal, PermanentFailure):
+                return self._finish(claimed, Status.FAILED, refusal)
+            return self._retry_or_fail(claimed, refusal)
         provider = self._provider_for(claimed.channel)
         try:
             provider_id = provider.send(claimed)
@@ -91,6 +112,24 @@ class Dispatcher:
         except PermanentFailure as failure:
             return self._finish(claimed, Status.FAILED, failure)
         return self._finish(claimed, Status.SENT, provider_message_id=provider_id, provider=provider.name)
+
+    def _suppressed(self, message: ClaimedMessage) -> DeliveryFailure | None:
+        """Why the claimed message must not go out: its recipient is suppressed (permanent), or the
+        list could not be read (transient: never sent unchecked). None: send it."""
+        if self._suppressions is None:
+            return None
+        try:
+            entry = find(self._suppressions, message.workspace_id, recipient_key(message.to))
+        except DependencyUnavailable as error:
+            return TransientFailure(
+                "suppressions_unavailable", f"the suppression list could not be read: {error}"
+            )
+        if entry is None:
+            return None
+        return PermanentFailure(
+            "recipient_suppressed",
+            f"the recipient is on the workspace's suppression list ({entry.reason.value})",
+        )
 
     def _retry_or_fail(
         self, message: ClaimedMessage, failure: DeliveryFailure, *, throttled: bool = False

@@ -6,6 +6,7 @@ written message is handed to its queue from the table's stream or, failing that,
 Identical commands are one message: the later is a duplicate of the earlier, as if it had been sent
 after it, and is counted on the original as a caught duplicate is. A command whose write failed is
 NotWritten: sending it again is safe, because its lock answers a copy that was written after all.
+A command to a suppressed recipient is Suppressed and written not at all (one read for the batch).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sendonce.messages.ports import (
     NotWritten,
     QuotaSpent,
     SendingStore,
+    Suppressed,
 )
 from sendonce.messages.service import (
     SendCommand,
@@ -34,10 +36,12 @@ from sendonce.messages.service import (
     lock_of,
     new_message,
     quota_charge,
+    suppressed,
 )
 from sendonce.observability import logger, metrics
+from sendonce.suppressions.ports import SuppressionCheck
 
-BatchOutcome = SendResult | NotWritten | QuotaSpent
+BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed
 
 
 class BatchSender:
@@ -47,17 +51,30 @@ class BatchSender:
         dedup_window: timedelta,
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
+        suppressions: SuppressionCheck | None = None,
     ) -> None:
         self._store = store
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
+        self._suppressions = suppressions
 
     def send_many(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         """One outcome per command, in order. Commands carry no Idempotency-Key: a keyed send takes
         its key's record first, which only `MessageService.send` behind the key's record does."""
         if any(command.idempotency_key is not None for command in commands):
             raise ValueError("a keyed send goes through its key's record, one at a time")
+        refused = suppressed(self._suppressions, commands)
+        sendable = [command for command in commands if command.recipient.dedup_form not in refused]
+        sent = iter(self._write(sendable) if sendable else [])
+        return [
+            Suppressed(refused[command.recipient.dedup_form].reason.value)
+            if command.recipient.dedup_form in refused
+            else next(sent)
+            for command in commands
+        ]
+
+    def _write(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         now = self._clock()
         # The first command of each identity is written; the later ones are its duplicates.
         leaders: dict[str, int] = {}

@@ -54,6 +54,13 @@ class QuotaSpent:
     """The workspace's daily quota is used up: nothing was written, and the identity is free."""
 
 
+@dataclass(frozen=True, slots=True)
+class Suppressed:
+    """A batch entry whose recipient is on the workspace's suppression list (`reason`): not written."""
+
+    reason: str
+
+
 CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent
 
 

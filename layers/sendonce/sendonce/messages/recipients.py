@@ -42,10 +42,10 @@ def normalise_email(raw: str) -> Recipient:
     except EmailNotValidError as error:
         raise InvalidRecipient(f"is not a valid email address: {error}") from error
     address = checked.normalized
-    return Recipient(address=address, dedup_form=_ascii_lower(address))
+    return Recipient(address=address, dedup_form=ascii_lower(address))
 
 
-def _ascii_lower(text: str) -> str:
+def ascii_lower(text: str) -> str:
     """ASCII case folded, nothing else: `Ann@x.io` is `ann@x.io`, but `straße@x.io` is not `strasse@x.io`."""
     return text.translate(_ASCII_UPPER_TO_LOWER)
 

@@ -2,12 +2,19 @@
 
 A new send is one write: the message with its dedup lock (and key tie, and quota), all or
 nothing. Its hand-off to the queue follows from that write's record in the table's stream
-(`sendonce.messages.handoff`), so the request makes no second call for it.
+(`sendonce.messages.handoff`), so the request makes no second call for it. Before it, one read
+asks whether the recipient is on the workspace's suppression list (`sendonce.suppressions`): then
+nothing is written, and the refusal is raised inside the key's record, so it is never stored under
+an Idempotency-Key. A read, not a check inside the write: a ConditionCheck takes part in DynamoDB's
+transaction conflicts, so concurrent sends to one recipient (of any workspace, through the shared
+opt-out) would conflict; reads never do. A suppression that lands between the read and the write is
+caught by the dispatcher, which checks again after its claim.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -19,6 +26,7 @@ from sendonce.errors import (
     MessageNotFound,
     QueueUnavailable,
     QuotaExceeded,
+    RecipientSuppressed,
 )
 from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import QuotaCharge, seconds_to_next_day
@@ -39,6 +47,8 @@ from sendonce.messages.ports import (
 )
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
+from sendonce.suppressions.model import Suppression
+from sendonce.suppressions.ports import SuppressionCheck
 
 # A page of messages stays under this, with room for its envelope, whatever the messages' size.
 MAX_PAGE_BYTES = 5 * 1024 * 1024 - 64 * 1024
@@ -78,6 +88,33 @@ def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -
     return QuotaCharge.of(workspace_id, limits.limits_of(workspace_id), now)
 
 
+def suppressed(
+    suppressions: SuppressionCheck | None, commands: Sequence[SendCommand]
+) -> dict[str, Suppression]:
+    """The entries in force for the commands' recipients (one read for up to 50 of them), by key."""
+    if suppressions is None or not commands:
+        return {}
+    found = suppressions.find_many(
+        commands[0].workspace_id, {command.recipient.dedup_form for command in commands}
+    )
+    if found:
+        refused(commands[0].workspace_id, [entry.reason.value for entry in found.values()])
+    return found
+
+
+def refused(workspace_id: str, reasons: Sequence[str]) -> None:
+    """Sends refused for their suppressed recipients: counted, and logged without the recipients."""
+    metrics.add_metric(name="RecipientSuppressed", unit="Count", value=len(reasons))
+    logger.info(
+        "message.api.recipient_suppressed",
+        extra={
+            "event": "message.api.recipient_suppressed",
+            "workspace_id": workspace_id,
+            "reasons": sorted(set(reasons)),
+        },
+    )
+
+
 def new_message(command: SendCommand, now: datetime) -> Message:
     """The message a command creates, alone (`MessageService.send`) or in a batch."""
     scheduled = command.send_at is not None and command.send_at > now
@@ -105,15 +142,22 @@ class MessageService:
         dedup_window: timedelta,
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
+        *,
+        suppressions: SuppressionCheck | None = None,
     ) -> None:
-        """`limits`: where a workspace's daily quota is read; None counts no quota."""
+        """`limits`: where a workspace's daily quota is read; None counts no quota. `suppressions`:
+        the recipients never to send to; None checks none."""
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
+        self._suppressions = suppressions
 
     def send(self, command: SendCommand) -> SendResult:
+        entry = suppressed(self._suppressions, [command]).get(command.recipient.dedup_form)
+        if entry is not None:
+            raise RecipientSuppressed(entry.reason.value)
         now = self._clock()
         message = new_message(command, now)
         claim = DedupClaim(lock_id=lock_of(command), expires_at=now + self._dedup_window)
@@ -127,7 +171,12 @@ class MessageService:
         try:
             quota = quota_charge(self._limits, command.workspace_id, now)
             outcome = self._store.create(
-                message, claim, tie, handoff_due_at(now, command.send_at), now, quota=quota
+                message,
+                claim,
+                tie,
+                handoff_due_at(now, command.send_at),
+                now,
+                quota=quota,
             )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.

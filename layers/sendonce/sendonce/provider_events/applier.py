@@ -1,4 +1,5 @@
-"""Apply a provider event once: the event is recorded in the same transaction as its effect."""
+"""Apply a provider event once: the event is recorded in the same transaction as its effects (a status
+change; for an opt-out, a permanent bounce or a complaint, the recipient's suppression)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def apply_event(store: ProviderEventStore, event: ProviderEvent, clock: Clock = 
             "provider_event_id": event.event_id,
             "message_id": event.message_id,
             "type": event.type.value,
+            "suppression": event.suppression_reason.value if event.suppression_reason else None,
         },
     )
     return outcome

@@ -9,12 +9,15 @@ from enum import StrEnum
 from typing import Any
 
 from sendonce.messages.model import MessageError, Status
+from sendonce.suppressions.model import Reason
 
 
 class EventType(StrEnum):
     SENT = "sent"
     DELIVERED = "delivered"
     FAILED = "failed"
+    # The recipient asked not to be sent to again (a STOP reply): no status of a message changes.
+    OPTED_OUT = "opted_out"
 
 
 # Status only moves forward: each event applies from these statuses, and from no others.
@@ -22,6 +25,7 @@ APPLIES_FROM: dict[EventType, frozenset[Status]] = {
     EventType.SENT: frozenset({Status.SENDING, Status.UNKNOWN}),
     EventType.DELIVERED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
     EventType.FAILED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
+    EventType.OPTED_OUT: frozenset(),
 }
 RESULTING_STATUS = {
     EventType.SENT: Status.SENT,
@@ -32,12 +36,24 @@ RESULTING_STATUS = {
 
 @dataclass(frozen=True, slots=True)
 class ProviderEvent:
+    """`message_id`: None only for an opt-out that names no message (a STOP to the shared number).
+    `suppress`: the suppression reason the event puts the recipient on the list for, if any (in the
+    named message's workspace; in every workspace when no message is named). `to`: the recipient
+    it speaks of, normalised, when the provider names one (else the message's)."""
+
     provider: str
     event_id: str
-    message_id: str
+    message_id: str | None
     type: EventType
     occurred_at: str
     error: MessageError | None = None
+    suppress: Reason | None = None
+    to: str | None = None
+
+    @property
+    def suppression_reason(self) -> Reason | None:
+        """What the event puts its recipient on the suppression list for: an opt-out always does."""
+        return Reason.OPTED_OUT if self.type is EventType.OPTED_OUT else self.suppress
 
     def to_json(self) -> str:
         return json.dumps(
@@ -48,6 +64,8 @@ class ProviderEvent:
                 "type": self.type.value,
                 "occurredAt": self.occurred_at,
                 "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
+                "suppress": self.suppress.value if self.suppress else None,
+                "to": self.to,
             },
             separators=(",", ":"),
         )
@@ -57,13 +75,16 @@ def from_json(text: str) -> ProviderEvent:
     """The inverse of ProviderEvent.to_json (our own queue records)."""
     data = json.loads(text)
     error = data.get("error")
+    message_id, suppress, to = data.get("messageId"), data.get("suppress"), data.get("to")
     return ProviderEvent(
         provider=str(data["provider"]),
         event_id=str(data["eventId"]),
-        message_id=str(data["messageId"]),
+        message_id=str(message_id) if message_id is not None else None,
         type=EventType(data["type"]),
         occurred_at=str(data["occurredAt"]),
         error=MessageError(str(error["code"]), str(error["message"])) if error else None,
+        suppress=Reason(suppress) if suppress else None,
+        to=str(to) if to is not None else None,
     )
 
 
@@ -79,7 +100,8 @@ _SES_TYPES = {
 def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> ProviderEvent | None:
     """An SES event (from its configuration set, through SNS) as a provider event; None if not ours.
 
-    A complaint means the mail was delivered (and unwanted): it never undoes `delivered`.
+    A complaint means the mail was delivered (and unwanted): it never undoes `delivered`. A permanent
+    bounce and a complaint also put the recipient on its workspace's suppression list.
     """
     kind = notification.get("eventType") or notification.get("notificationType")
     mail = notification.get("mail") or {}
@@ -89,11 +111,16 @@ def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> 
         return None
     event_type = _SES_TYPES[kind]
     error = None
+    suppress = None
     if kind == "Bounce":
         bounce = notification.get("bounce") or {}
         error = MessageError(
             "bounced", f"{bounce.get('bounceType', 'Bounce')}: {bounce.get('bounceSubType', '')}"
         )
+        # A transient bounce (mailbox full, out of office) may go through next time: no suppression.
+        suppress = Reason.BOUNCED if bounce.get("bounceType") == "Permanent" else None
+    elif kind == "Complaint":
+        suppress = Reason.COMPLAINED
     elif kind == "Reject":
         error = MessageError("rejected", str((notification.get("reject") or {}).get("reason", "rejected")))
     detail = notification.get(kind[0].lower() + kind[1:]) or {}
@@ -109,4 +136,5 @@ def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> 
         type=event_type,
         occurred_at=occurred_at,
         error=error,
+        suppress=suppress,
     )

@@ -1,0 +1,256 @@
+"""The suppression list on DynamoDB, in the messages table, with no expiry (it outlives messages).
+
+Items (sk `SUPPRESSION`), each keyed by a hash of (workspace, recipient key), so that one busy
+workspace's checks spread over as many partitions as it has recipients:
+- a workspace's entry: `to`, `reason`, `createdAt`, `messageId`;
+- the shared entry (workspace `None`): an opt-out that names no message, a STOP to the shared
+  sending number, in force for every workspace; a new STOP moves its `createdAt` on;
+- a workspace's removal of the shared entry: `clearedAt`, and no `reason`. The shared entry is in
+  force for that workspace again only once it is newer than the removal (a new STOP).
+
+A send, a batch and a dispatcher read a recipient's two items (the workspace's, the shared one) in
+one strongly consistent BatchGetItem (up to 50 recipients a call). Reads, not ConditionChecks in
+the send's transaction: a ConditionCheck takes part in transaction conflicts, so every concurrent
+send to one recipient, of any workspace (the shared item), would conflict with the others.
+Entries (not removals) are in the ByWorkspace index under `<workspace>#suppressions` (the shared
+ones under `#suppressions`, a name no workspace's partition can take: a messages' partition ends in
+a shard number), sorted by `id` = `<createdAt>#<key>`, so a listing merges the two newest first.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Collection
+from datetime import datetime
+from itertools import islice
+from typing import Any
+
+from sendonce.adapters.dynamodb_items import Item, parse_datetime
+from sendonce.adapters.dynamodb_listing import newest_first, query_shard
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, TryAgain, with_retries
+from sendonce.clock import rfc3339
+from sendonce.errors import InvalidCursor
+from sendonce.suppressions.model import Reason, Suppression, shares_opt_outs
+from sendonce.suppressions.ports import SuppressionPage
+
+SUPPRESSION_SK = "SUPPRESSION"
+LISTING_SUFFIX = "#suppressions"
+
+
+def suppression_key(workspace_id: str | None, key: str) -> Item:
+    """A workspace's item for a recipient; `None`: the shared entry every workspace is subject to."""
+    digest = hashlib.sha256(json.dumps(["v1", workspace_id, key]).encode("utf-8")).hexdigest()
+    return {"pk": {"S": f"SUPPRESSION#{digest}"}, "sk": {"S": SUPPRESSION_SK}}
+
+
+def listing_partition(workspace_id: str | None) -> str:
+    return f"{workspace_id or ''}{LISTING_SUFFIX}"
+
+
+def entry_update(workspace_id: str | None, entry: Suppression) -> dict[str, Any]:
+    """The Update (for `update_item` or a transaction) that puts `entry` on the list. A workspace's
+    existing entry is kept as it is (its reason, time and message: the first cause stands), and a
+    removal is replaced. The shared entry is renewed instead: a new STOP after a workspace removed
+    it is in force for that workspace again."""
+    key = entry.key
+    created = rfc3339(entry.created_at)
+    keep = workspace_id is not None
+
+    def first(name: str, value: str) -> str:
+        return f"{name} = if_not_exists({name}, {value})" if keep else f"{name} = {value}"
+
+    sets = [
+        first("#to", ":to"),
+        first("reason", ":reason"),
+        first("createdAt", ":created"),
+        first("messageId", ":message"),
+        first("#id", ":id"),
+        "recipientKey = :key",
+        "workspaceId = :workspace",
+        "workspaceShard = :partition",
+    ]
+    return {
+        "Key": suppression_key(workspace_id, key),
+        "UpdateExpression": "SET " + ", ".join(sets) + " REMOVE clearedAt",
+        "ExpressionAttributeNames": {"#to": "to", "#id": "id"},
+        "ExpressionAttributeValues": {
+            ":to": {"S": entry.to},
+            ":reason": {"S": entry.reason.value},
+            ":created": {"S": created},
+            ":message": {"S": entry.message_id} if entry.message_id else {"NULL": True},
+            ":id": {"S": f"{created}#{key}"},
+            ":key": {"S": key},
+            ":workspace": {"S": workspace_id if workspace_id is not None else "*"},
+            ":partition": {"S": listing_partition(workspace_id)},
+        },
+    }
+
+
+def _entry(item: Item) -> Suppression:
+    message = item.get("messageId", {}).get("S")
+    return Suppression(
+        to=item["to"]["S"],
+        reason=Reason(item["reason"]["S"]),
+        created_at=parse_datetime(item["createdAt"]["S"]),
+        message_id=message,
+    )
+
+
+def _is_entry(item: Item | None) -> bool:
+    return item is not None and "reason" in item
+
+
+def in_force(own: Item | None, shared: Item | None) -> Item | None:
+    """The item that suppresses the recipient for a workspace: its own entry, else the shared one
+    unless the workspace removed it since it was last renewed."""
+    if own is not None and _is_entry(own):
+        return own
+    if shared is None or not _is_entry(shared):
+        return None
+    cleared = own.get("clearedAt", {}).get("S") if own is not None else None
+    return shared if cleared is None or cleared < shared["createdAt"]["S"] else None
+
+
+def encode_cursor(listing_id: str) -> str:
+    return base64.urlsafe_b64encode(listing_id.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise InvalidCursor(cursor) from None
+    created, separator, key = text.partition("#")
+    if not separator or not key:
+        raise InvalidCursor(cursor)
+    try:
+        parse_datetime(created)
+    except ValueError:
+        raise InvalidCursor(cursor) from None
+    return text
+
+
+class DynamoDbSuppressionStore:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._table = DynamoDbTable(client, table_name)
+
+    def _read(self, workspace_id: str, keys: Collection[str]) -> dict[str, tuple[Item | None, Item | None]]:
+        """Each key's (own item, shared item), in one BatchGetItem (strongly consistent) up to 50 keys."""
+        shared = shares_opt_outs(workspace_id)
+        wanted = {
+            key: (suppression_key(workspace_id, key), suppression_key(None, key) if shared else None)
+            for key in keys
+        }
+        found = self._table.batch_get([item_key for pair in wanted.values() for item_key in pair if item_key])
+        return {
+            key: (found.get(own["pk"]["S"]), found.get(other["pk"]["S"]) if other else None)
+            for key, (own, other) in wanted.items()
+        }
+
+    def find_many(self, workspace_id: str, keys: Collection[str]) -> dict[str, Suppression]:
+        if not keys:
+            return {}
+        entries = {}
+        for key, (own, shared) in self._read(workspace_id, set(keys)).items():
+            item = in_force(own, shared)
+            if item is not None:
+                entries[key] = _entry(item)
+        return entries
+
+    def add(self, workspace_id: str, suppression: Suppression) -> tuple[Suppression, bool]:
+        existing = self.find_many(workspace_id, [suppression.key]).get(suppression.key)
+        if existing is not None:
+            return existing, False
+        answer = self._table.write(
+            "update_item", **entry_update(workspace_id, suppression), ReturnValues="ALL_OLD"
+        )
+        old = answer.get("Attributes") if isinstance(answer, dict) else None
+        if old is not None and _is_entry(old):
+            return _entry(old), False  # another source put it there meanwhile: the first stands
+        return suppression, True
+
+    def remove(self, workspace_id: str, key: str, now: datetime) -> bool:
+        def attempt() -> bool:
+            own, shared = self._read(workspace_id, [key])[key]
+            if in_force(own, shared) is None:
+                return False
+            # Only the item as read: an entry a bounce put there meanwhile is not taken off unseen.
+            if own is None:
+                condition, values = "attribute_not_exists(pk)", {}
+            elif _is_entry(own):
+                condition, values = "createdAt = :seen", {":seen": own["createdAt"]}
+            else:
+                condition, values = "clearedAt = :seen", {":seen": own["clearedAt"]}
+            target = suppression_key(workspace_id, key)
+            if shared is not None and _is_entry(shared):
+                # The shared opt-out stays in force for every other workspace: this one removes it for itself.
+                written = self._table.write(
+                    "put_item",
+                    Item={
+                        **target,
+                        "recipientKey": {"S": key},
+                        "workspaceId": {"S": workspace_id},
+                        "clearedAt": {"S": rfc3339(now)},
+                    },
+                    ConditionExpression=condition,
+                    **({"ExpressionAttributeValues": values} if values else {}),
+                )
+            else:
+                written = self._table.write(
+                    "delete_item",
+                    Key=target,
+                    ConditionExpression=condition,
+                    **({"ExpressionAttributeValues": values} if values else {}),
+                )
+            if isinstance(written, ConditionFailed):
+                raise TryAgain
+            return True
+
+        return with_retries(attempt, "the suppression kept changing while it was removed")
+
+    def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
+        below = decode_cursor(cursor) if cursor is not None else None
+        shared_partition = listing_partition(None)
+        partitions = [listing_partition(workspace_id)]
+        if shares_opt_outs(workspace_id):
+            partitions.append(shared_partition)
+        entries = newest_first(
+            partitions,
+            query_shard(self._table, "ByWorkspace", "workspaceShard", below=below),
+            first=limit + 1,
+        )
+        kept: list[Item] = []
+        while len(kept) <= limit:
+            batch = list(islice(entries, limit + 1 - len(kept)))
+            if not batch:
+                break
+            keys = {entry["pk"]["S"]: {"pk": entry["pk"], "sk": entry["sk"]} for entry in batch}
+            for entry in batch:
+                if entry["workspaceShard"]["S"] == shared_partition:
+                    own_key = suppression_key(workspace_id, _listed_key(entry))
+                    keys[own_key["pk"]["S"]] = own_key  # BatchGetItem refuses a key asked twice
+            found = self._table.batch_get(list(keys.values()))
+            for entry in batch:
+                item = found.get(entry["pk"]["S"])
+                if item is None or not _is_entry(item):
+                    continue  # removed since the index was read
+                if entry["workspaceShard"]["S"] == shared_partition:
+                    own = found.get(suppression_key(workspace_id, _listed_key(entry))["pk"]["S"])
+                    # Listed under its own entry when it has one; left out once this workspace removed it.
+                    if _is_entry(own) or in_force(own, item) is None:
+                        continue
+                kept.append(item)
+        page = kept[:limit]
+        more = len(kept) > limit
+        return SuppressionPage(
+            suppressions=[_entry(item) for item in page],
+            next_cursor=encode_cursor(page[-1]["id"]["S"]) if more and page else None,
+        )
+
+
+def _listed_key(entry: Item) -> str:
+    """The recipient key an index entry stands for: its `id` is `<createdAt>#<key>`."""
+    return str(entry["id"]["S"]).partition("#")[2]
