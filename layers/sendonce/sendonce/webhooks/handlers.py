@@ -21,9 +21,9 @@ from typing import Any
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.sqs_webhook_queue import parse_task
 from sendonce.observability import logger, metrics
-from sendonce.stream_records import sequence_number
 from sendonce.side_by_side import side_by_side
 from sendonce.sqs_batches import SqsRecord, process_batch
+from sendonce.stream_records import sequence_number
 from sendonce.webhooks.delivery import RetryLater
 from sendonce.webhooks.dependencies import DeliveryDependencies
 from sendonce.webhooks.events import EventRecorder
