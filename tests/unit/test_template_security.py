@@ -39,13 +39,15 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
         }
     },
     # delivery.dependencies.build_dispatcher: DynamoDbDeliveryStore (claim, finish, lock release),
-    # SqsRedelivery, the channel's provider (and the HTTP provider's token).
+    # SqsRedelivery, the channel's provider (and the HTTP provider's token), and test messages'
+    # simulator (DynamoDbSimulatorStore's UpdateItems, SqsEventQueue).
     "DispatchSmsFunction": {
         "Allow": {
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
             "sns:Publish",
             "secretsmanager:GetSecretValue",
         },
@@ -57,6 +59,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }
     },
@@ -66,6 +69,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
             "ses:SendEmail",
             "secretsmanager:GetSecretValue",
         }

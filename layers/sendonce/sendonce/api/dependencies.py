@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api.answers import send_answer
@@ -30,6 +31,7 @@ from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
+from sendonce.simulator.ports import NoDeliveries, SimulatorDeliveries
 
 if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
     from sendonce.webhooks.service import WebhookService
@@ -63,6 +65,8 @@ class ApiDependencies:
     # The request rate (checked right after the API key) and usage; None: nothing is limited. It
     # holds this execution environment's rate leases (sendonce.limits.service).
     limits: RequestLimits | None = None
+    # What the simulator accepted for a test twin's messages (GET /v1/test/deliveries).
+    test_deliveries: SimulatorDeliveries = field(default_factory=NoDeliveries)
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -120,6 +124,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
             run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
         ),
         limits=RequestLimits(limits) if limits is not None else None,
+        test_deliveries=DynamoDbSimulatorStore(dynamodb, settings.messages_table),
     )
 
 

@@ -29,6 +29,7 @@ from sendonce.api.schemas import (
     MessageEnvelope,
     MessagePage,
     SendAccepted,
+    SimulatedDeliveries,
     UsageReport,
     WebhookEndpointEnvelope,
     WebhookEndpointList,
@@ -332,6 +333,21 @@ USAGE = Route(
     tags=("usage",),
 )
 
+TEST_DELIVERIES = Route(
+    "GET",
+    "/v1/test/deliveries",
+    summary="Test mode: what the simulator accepted",
+    description=(
+        "Test keys (sk_test_…) only: a live key gets 404. The calls the simulator accepted for the test "
+        "twin's messages, one entry per accepted call (a retry under the same Idempotency-Key adds none), "
+        "so a CI run can assert that a message was delivered exactly once. ?messageId=: that message's "
+        "(404 for a message that is not this twin's); without it, the newest 100. Kept 7 days."
+    ),
+    answers={200: _json("The simulator's deliveries", SimulatedDeliveries)},
+    errors=(400, 404, 503),
+    tags=("test mode",),
+)
+
 ROUTES: tuple[Route, ...] = (
     SEND_MESSAGE,
     SEND_BATCH,
@@ -349,6 +365,7 @@ ROUTES: tuple[Route, ...] = (
     GET_EVENT,
     REDELIVER_EVENT,
     USAGE,
+    TEST_DELIVERIES,
     HEALTH,
     OPENAPI,
     DOCS,

@@ -8,13 +8,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sendonce.messages.model import MessageError, Status
+from sendonce.messages.model import Message, MessageError, Status
+from sendonce.modes import Mode
+
+# The provider of every test message (sendonce.simulator): its events speak of test messages only.
+SIMULATOR = "simulator"
 
 
 class EventType(StrEnum):
     SENT = "sent"
     DELIVERED = "delivered"
     FAILED = "failed"
+    # The recipient asked not to be sent to again: no change of the message's status.
+    OPTED_OUT = "opted_out"
 
 
 # Status only moves forward: each event applies from these statuses, and from no others.
@@ -38,6 +44,16 @@ class ProviderEvent:
     type: EventType
     occurred_at: str
     error: MessageError | None = None
+    to: str | None = None  # the recipient the event is about (an opt-out names it)
+
+    @property
+    def changes_status(self) -> bool:
+        return self.type in RESULTING_STATUS
+
+    def concerns(self, message: Message) -> bool:
+        """Whether the event can be about `message`: the simulator's about a test message, a real
+        provider's about a live one. Any other is no event of that message's, and changes nothing."""
+        return (self.provider == SIMULATOR) == (message.mode is Mode.TEST)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -48,6 +64,7 @@ class ProviderEvent:
                 "type": self.type.value,
                 "occurredAt": self.occurred_at,
                 "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
+                **({"to": self.to} if self.to is not None else {}),
             },
             separators=(",", ":"),
         )
@@ -64,6 +81,7 @@ def from_json(text: str) -> ProviderEvent:
         type=EventType(data["type"]),
         occurred_at=str(data["occurredAt"]),
         error=MessageError(str(error["code"]), str(error["message"])) if error else None,
+        to=str(data["to"]) if data.get("to") is not None else None,
     )
 
 
