@@ -42,6 +42,7 @@ from sendonce.messages.ports import (
 from sendonce.messages.service import MessageService
 from sendonce.provider_events.model import ProviderEvent
 from sendonce.settings import ApiSettings
+from sendonce.simulator.ports import MAX_LISTED, SimulatedDelivery
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
 from sendonce.webhooks.service import WebhookService
@@ -303,6 +304,35 @@ class FakeEventQueue:
 
     def publish(self, event: ProviderEvent) -> None:
         self.published.append(event)
+
+
+@dataclass
+class InMemorySimulatorStore:
+    """The simulator's records in memory, with the DynamoDB adapter's rules: a delivery is recorded once
+    per (workspace, Idempotency-Key), a repeat answered with the first; calls counted per message."""
+
+    delivered: dict[tuple[str, str], SimulatedDelivery] = field(default_factory=dict)
+    calls: dict[tuple[str, str], int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_call(self, workspace_id: str, message_id: str, now: datetime) -> int:
+        with self._lock:
+            self.calls[(workspace_id, message_id)] = self.calls.get((workspace_id, message_id), 0) + 1
+            return self.calls[(workspace_id, message_id)]
+
+    def accept(self, delivery: SimulatedDelivery) -> tuple[SimulatedDelivery, bool]:
+        with self._lock:
+            key = (delivery.workspace_id, delivery.idempotency_key)
+            if key in self.delivered:
+                return self.delivered[key], False
+            self.delivered[key] = delivery
+            return delivery, True
+
+    def deliveries(self, workspace_id: str, message_id: str | None) -> list[SimulatedDelivery]:
+        mine = [d for (workspace, _), d in self.delivered.items() if workspace == workspace_id]
+        if message_id is not None:
+            return [d for d in mine if d.message_id == message_id]
+        return sorted(mine, key=lambda d: d.message_id, reverse=True)[:MAX_LISTED]
 
 
 class FakeLambdaContext:

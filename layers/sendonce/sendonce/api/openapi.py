@@ -16,7 +16,6 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from sendonce.api.routes import PROVIDER_WEBHOOK, ROUTES
 from sendonce.provider_events.webhook_body import HttpProviderEvent
 
-
 # Shown at the top of /docs: what the service promises, and test mode walked through.
 DESCRIPTION = """\
 Send sms, iMessage and email once: a retried, replayed or concurrent request never sends a message \
@@ -33,7 +32,7 @@ built-in simulator takes the message, by recipient, and no provider is ever call
 | --- | --- |
 | `+15005550001` | permanent failure: the message ends `failed` |
 | `+15005550002` | two transient failures, then accepted |
-| `+15005550003` | accepted, then the answer is lost; the retry under the same Idempotency-Key delivers nothing new |
+| `+15005550003` | accepted, then the answer is lost; the retry (same Idempotency-Key) delivers nothing new |
 | `+15005550004` | accepted, then the recipient opts out |
 | `success@` / `bounce@` / `complaint@simulator.amazonses.com` | as the SES mailbox simulator |
 | anything else | accepted, then `delivered` |
