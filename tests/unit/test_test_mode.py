@@ -251,6 +251,7 @@ def test_the_opt_out_number_is_delivered_then_opts_out_in_an_event_naming_the_me
     assert sim.published() == [(EventType.DELIVERED, message.id), (EventType.OPTED_OUT, message.id)]
     opted_out = sim.events.published[1]
     assert (opted_out.provider, opted_out.to) == (SIMULATOR, "+15005550004")
+    assert sim.events.delays == [1, 1]  # reported after the call, as a provider's webhook follows it
     assert len(sim.deliveries(message)) == 1
 
 

@@ -301,9 +301,11 @@ class FakeEventQueue:
 
     def __init__(self) -> None:
         self.published: list[ProviderEvent] = []
+        self.delays: list[int] = []
 
-    def publish(self, event: ProviderEvent) -> None:
+    def publish(self, event: ProviderEvent, delay_seconds: int = 0) -> None:
         self.published.append(event)
+        self.delays.append(delay_seconds)
 
 
 @dataclass

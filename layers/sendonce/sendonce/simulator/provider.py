@@ -26,6 +26,9 @@ from sendonce.simulator.ports import SimulatedDelivery, SimulatorStore
 from sendonce.simulator.recipients import TRANSIENT_FAILURES, Behaviour, behaviour_for
 
 NAME = SIMULATOR
+# A report follows the call it is about, as a provider's webhook follows its answer: the dispatcher
+# has usually recorded the call's outcome by then.
+REPORT_DELAY_SECONDS = 1
 # What SES reports of the mailbox simulator's bounce address.
 BOUNCE = MessageError("bounced", "Permanent: General")
 
@@ -98,7 +101,7 @@ class Simulator:
                 to=message.to if kind is EventType.OPTED_OUT else None,
             )
             try:
-                self._events.publish(event)
+                self._events.publish(event, delay_seconds=REPORT_DELAY_SECONDS)
             except DependencyUnavailable as failure:
                 # A provider whose report is lost has still taken the message; a replay reports again.
                 logger.warning(
