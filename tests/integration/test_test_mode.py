@@ -4,6 +4,7 @@ the simulator's reports are applied as provider events, and test data expires af
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from sendonce.modes import twin_of
 from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
 from sendonce.settings import DispatcherSettings
 
+from sendonce_local.cli import main
 from tests.integration.conftest import (
     WORKSPACE,
     ApiAnswer,
@@ -98,6 +100,24 @@ def test_endpoints_and_usage_are_each_twins_own(stack: Stack) -> None:
     ]
     assert _api(stack, "GET", "/v1/usage", TWIN).json["quota"]["usedToday"] == 1
     assert _api(stack, "GET", "/v1/usage", WORKSPACE).json["quota"]["usedToday"] == 0
+
+
+def test_create_api_key_test_issues_a_key_of_the_twin(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = ["--endpoint-url", os.environ["AWS_ENDPOINT_URL"]]
+    assert main(["create-api-key", "--workspace", "ws_cli", "--test", *endpoint]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("sk_test_")
+
+    body = {"channel": "sms", "to": "+15550100083", "body": "from a new test key"}
+    sent = stack.call(stack.event("api_send_sms.json", body=body, headers={"Authorization": f"Bearer {key}"}))
+    assert sent.status == 201, sent.raw_body
+    message_id = sent.json["message"]["id"]
+    assert _api(stack, "GET", f"/v1/messages/{message_id}", twin_of("ws_cli")).status == 200
+    assert _api(stack, "GET", f"/v1/messages/{message_id}", "ws_cli").status == 404
+    # A twin is named by its live workspace: its own id is refused, and nothing is stored.
+    assert main(["create-api-key", "--workspace", twin_of("ws_cli"), *endpoint]) == 2
 
 
 # ---------------------------------------------------------------------------- no provider, ever
