@@ -22,7 +22,7 @@ from sendonce.dedup.identity import dedup_identity
 from sendonce.delivery.dependencies import PROVIDERS, Providers
 from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome, RetryLater
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.errors import AmbiguousOutcome, PermanentFailure, TransientFailure
+from sendonce.errors import AmbiguousOutcome, DependencyUnavailable, PermanentFailure, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
@@ -525,3 +525,14 @@ def test_a_malformed_message_id_with_a_test_key_is_400(
 
     assert status == 400
     assert body["error"]["code"] == "validation_error"
+
+
+def test_a_simulator_whose_records_cannot_be_written_is_a_provider_that_is_down(clock: ManualClock) -> None:
+    class Down(InMemorySimulatorStore):
+        def accept(self, delivery: SimulatedDelivery) -> tuple[SimulatedDelivery, bool]:
+            raise DependencyUnavailable("throttled")
+
+    with pytest.raises(TransientFailure) as down:
+        Simulator(Down(), FakeEventQueue(), clock).send(_message(TWIN, "+15550100000", clock))
+
+    assert down.value.code == "provider_unavailable"

@@ -43,6 +43,16 @@ class Simulator:
         self._clock = clock
 
     def send(self, message: Message) -> str:
+        try:
+            return self._send(message)
+        except DependencyUnavailable as failure:
+            # Its records could not be read or written: as a provider that is down, tried again later
+            # (safe, with the Idempotency-Key, whether or not the write was made).
+            raise TransientFailure(
+                "provider_unavailable", f"the simulator is unavailable: {failure}"
+            ) from None
+
+    def _send(self, message: Message) -> str:
         if message.mode is not Mode.TEST:
             raise PermanentFailure("simulator_live_message", "the simulator takes test messages only")
         behaviour = behaviour_for(message.to)
