@@ -258,7 +258,7 @@ def test_deliveries_are_read_with_a_test_key_only(stack: Stack) -> None:
 # ---------------------------------------------------------------------------- 7 days
 def test_test_data_expires_after_7_days_live_data_after_its_retention(stack: Stack) -> None:
     body = {"channel": "sms", "to": "+15550100082", "body": "kept a week"}
-    test, live = _send(stack, TWIN, body), _send(stack, WORKSPACE, body)
+    test, live = _send(stack, TWIN, body, key="kept"), _send(stack, WORKSPACE, body, key="kept")
     stack.dispatch("sms")
 
     def kept(item: dict[str, Any], message: dict[str, Any]) -> float:
@@ -271,3 +271,6 @@ def test_test_data_expires_after_7_days_live_data_after_its_retention(stack: Sta
     simulated = [i for i in stack.scan("MessagesTable") if i["pk"]["S"] == f"SIMULATOR#{TWIN}"]
     assert simulated
     assert all(7 <= kept(item, test) < 7.01 for item in simulated)
+    ties = {i["messageId"]["S"]: i for i in stack.scan("MessagesTable") if i["pk"]["S"].startswith("KEYTIE#")}
+    assert kept(ties[test["id"]], test) == 7
+    assert "expiresAt" not in ties[live["id"]]  # a live key stays tied to its message for good

@@ -70,7 +70,7 @@ from sendonce.messages.ports import (
     QuotaSpent,
     TiedToKey,
 )
-from sendonce.modes import retention_for
+from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
 
 
@@ -113,6 +113,11 @@ class DynamoDbSendingStore:
             return None
         # Counted from its sendAt when later: a scheduled message is never removed before it is sent.
         return max(message.created_at, message.send_at or message.created_at) + retention
+
+    def _tie_expiry(self, message: Message) -> Item:
+        """A live key's tie is kept for good (CONTRACT section 2); a test twin's goes with its message."""
+        expires_at = self._expires_at(message) if is_test_workspace(message.workspace_id) else None
+        return {"expiresAt": epoch_seconds(expires_at)} if expires_at is not None else {}
 
     def create(
         self,
@@ -158,6 +163,7 @@ class DynamoDbSendingStore:
                             "workspaceId": {"S": message.workspace_id},
                             "payloadFingerprint": {"S": tie.payload_fingerprint},
                             "createdAt": {"S": rfc3339(now)},
+                            **self._tie_expiry(message),
                         },
                         "ConditionExpression": "attribute_not_exists(pk)",
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
