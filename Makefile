@@ -21,9 +21,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit-store bench build clean
 
-$(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml
+$(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e layers/sendonce -e ".[test]"
+	$(PY) -m pip install --quiet -e layers/sendonce -e clients/python -e ".[test]"
 	touch $@
 
 # The SAM CLI lives in its own environment: it pins its own boto3 and pydantic.
@@ -70,7 +70,7 @@ scan: $(CHECKOV_VENV)/.installed
 		--compact --quiet --skip-download
 
 unit: install
-	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/unit clients/python/tests -q
 
 integration: install
 	$(PY) -m pytest tests/integration -q
@@ -89,13 +89,13 @@ build-check: $(SAM_VENV)/.installed
 
 # The tiers that run in this process (unit, integration, store).
 in-process: install
-	$(PY) -m pytest tests/unit tests/integration tests/store -q
+	$(PY) -m pytest tests/unit tests/integration tests/store clients/python/tests -q
 
 # Two lanes of about equal length for two cores: the end-to-end tier (which mostly waits on its
 # local stacks), then the unit and store tiers; beside them, the integration tier.
 e2e-unit-store: install
 	$(PY) -m pytest tests/e2e -q
-	$(PY) -m pytest tests/unit tests/store -q
+	$(PY) -m pytest tests/unit tests/store clients/python/tests -q
 
 # The environments install side by side, then the static checks run side by side, then every test
 # in the two lanes.

@@ -32,6 +32,7 @@ from sendonce.providers.with_secret import WithCurrentSecret
 from sendonce.secret_values import SecretUnavailable, no_secret
 from sendonce.settings import ApiSettings, DispatcherSettings
 
+from tests.unit.unit_fakes import API_SETTINGS as FAKE_API_SETTINGS
 from tests.unit.unit_fakes import (
     FakeEventQueue,
     FakeLambdaContext,
@@ -45,15 +46,7 @@ from tests.unit.unit_fakes import (
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:WebhookSigningSecret-AbCdEf"
 SECRET = "a-webhook-secret-of-at-least-32-characters"
-API_SETTINGS = {
-    "MESSAGES_TABLE": "MessagesTable",
-    "IDEMPOTENCY_TABLE": "IdempotencyTable",
-    "API_KEYS_TABLE": "ApiKeysTable",
-    "SMS_QUEUE_URL": "https://queue/sms",
-    "IMESSAGE_QUEUE_URL": "https://queue/imessage",
-    "EMAIL_QUEUE_URL": "https://queue/email",
-    "SENDONCE_WEBHOOK_SECRET_ARN": SECRET_ARN,
-}
+API_SETTINGS = {**FAKE_API_SETTINGS, "SENDONCE_WEBHOOK_SECRET_ARN": SECRET_ARN}
 
 
 class FakeSecretsManager:

@@ -1,0 +1,165 @@
+"""The asynchronous client: `AsyncClient(api_key=..., base_url=...)`, the same calls awaited.
+
+It runs the very operations of the synchronous client (`_operations`), under the same retry
+policy; only the waiting differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import httpx
+
+from sendonce_client import _operations as ops
+from sendonce_client._retry import RetryPolicy
+from sendonce_client._sync import http_options, no_answer, request_of
+from sendonce_client.models import BatchResult, Event, Message, SendResult, Usage, WebhookEndpoint
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """sendonce, asynchronously. Every send carries an Idempotency-Key; every retry is safe."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        deadline: float = 30.0,
+        attempt_timeout: float = 10.0,
+        retry_policy: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.policy = retry_policy or RetryPolicy(deadline=deadline, attempt_timeout=attempt_timeout)
+        self._http = httpx.AsyncClient(transport=transport, **http_options(api_key, base_url))
+        self.messages = AsyncMessages(self)
+        self.webhook_endpoints = AsyncWebhookEndpoints(self)
+        self.events = AsyncEvents(self)
+
+    async def perform(self, operation: ops.Operation[T]) -> T:
+        """Run one operation under the retry policy."""
+        call, ends_at, attempts = operation.call, self.policy.clock() + self.policy.deadline, 0
+        try:
+            async for attempt in self.policy.async_retrying(call, ends_at):
+                with attempt:
+                    attempts += 1
+                    response = await self._http.request(**request_of(call, self.policy, ends_at))
+                    answer = ops.answer_of(response, attempts)
+        except httpx.TransportError as error:
+            raise no_answer(call, attempts, error) from error
+        return operation.read(answer)
+
+    async def usage(self) -> Usage:
+        return await self.perform(ops.get_usage())
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+class AsyncMessages:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def send(
+        self,
+        channel: str,
+        to: str,
+        body: str,
+        *,
+        subject: str | None = None,
+        send_at: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> SendResult:
+        document = ops.message_body(channel, to, body, subject=subject, send_at=send_at, metadata=metadata)
+        return await self._client.perform(ops.send(document, idempotency_key))
+
+    async def send_batch(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        validation: str = "permissive",
+        idempotency_key: str | None = None,
+    ) -> BatchResult:
+        return await self._client.perform(ops.send_batch(messages, validation, idempotency_key))
+
+    async def get(self, message_id: str) -> Message:
+        return await self._client.perform(ops.get_message(message_id))
+
+    async def list(
+        self, *, status: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Message]:
+        cursor: str | None = None
+        while True:
+            page, cursor = await self._client.perform(ops.list_messages(status, page_size, cursor))
+            for message in page:
+                yield message
+            if cursor is None:
+                return
+
+    async def cancel(self, message_id: str) -> Message:
+        return await self._client.perform(ops.cancel_message(message_id))
+
+    async def edit(
+        self,
+        message_id: str,
+        *,
+        body: str | None = None,
+        subject: str | None = None,
+        send_at: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Message:
+        return await self._client.perform(ops.edit_message(message_id, body, subject, send_at, metadata))
+
+
+class AsyncWebhookEndpoints:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(
+        self, url: str, *, event_types: Sequence[str] | None = None, description: str | None = None
+    ) -> WebhookEndpoint:
+        return await self._client.perform(ops.create_endpoint(url, event_types, description))
+
+    async def list(self) -> list[WebhookEndpoint]:
+        return await self._client.perform(ops.list_endpoints())
+
+    async def get(self, endpoint_id: str) -> WebhookEndpoint:
+        return await self._client.perform(ops.get_endpoint(endpoint_id))
+
+    async def delete(self, endpoint_id: str) -> None:
+        await self._client.perform(ops.delete_endpoint(endpoint_id))
+
+    async def rotate_secret(self, endpoint_id: str) -> WebhookEndpoint:
+        return await self._client.perform(ops.rotate_endpoint_secret(endpoint_id))
+
+
+class AsyncEvents:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(
+        self, *, message_id: str | None = None, type: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Event]:
+        cursor: str | None = None
+        while True:
+            page, cursor = await self._client.perform(ops.list_events(message_id, type, page_size, cursor))
+            for event in page:
+                yield event
+            if cursor is None:
+                return
+
+    async def get(self, event_id: str) -> Event:
+        return await self._client.perform(ops.get_event(event_id))
+
+    async def redeliver(self, event_id: str, *, endpoint_id: str | None = None) -> None:
+        await self._client.perform(ops.redeliver_event(event_id, endpoint_id))

@@ -1,0 +1,204 @@
+"""The synchronous client: `Client(api_key=..., base_url=...)`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import httpx
+
+from sendonce_client import _operations as ops
+from sendonce_client._retry import Call, RetryPolicy
+from sendonce_client.errors import ConnectionFailed
+from sendonce_client.models import BatchResult, Event, Message, SendResult, Usage, WebhookEndpoint
+
+T = TypeVar("T")
+LOCAL_STACK = "http://127.0.0.1:3000"
+USER_AGENT = "sendonce-client-python/0.1.0"
+
+
+def http_options(api_key: str | None, base_url: str | None) -> dict[str, Any]:
+    """The httpx client's address and headers: the key and URL as given, else `SENDONCE_API_KEY`
+    and `SENDONCE_API_URL` (the local stack's address by default)."""
+    key = api_key or os.environ.get("SENDONCE_API_KEY")
+    if not key:
+        raise ValueError("an API key is needed: api_key=..., or SENDONCE_API_KEY")
+    url = (base_url or os.environ.get("SENDONCE_API_URL") or LOCAL_STACK).rstrip("/")
+    return {"base_url": url, "headers": {"Authorization": f"Bearer {key}", "User-Agent": USER_AGENT}}
+
+
+def request_of(call: Call, policy: RetryPolicy, ends_at: float) -> dict[str, Any]:
+    """One attempt's request: the call's very bytes and key, and the time the deadline leaves it."""
+    headers = {"Accept": "application/json"}
+    if call.content is not None:
+        headers["Content-Type"] = "application/json"
+    if call.idempotency_key is not None:
+        headers["Idempotency-Key"] = call.idempotency_key
+    return {
+        "method": call.method,
+        "url": call.path,
+        "params": call.params,
+        "content": call.content,
+        "headers": headers,
+        "timeout": policy.timeout_left(ends_at),
+    }
+
+
+def no_answer(call: Call, attempts: int, error: httpx.TransportError) -> ConnectionFailed:
+    return ConnectionFailed(
+        f"{call.method} {call.path}: no answer after {attempts} attempt(s): {error!r}", call.idempotency_key
+    )
+
+
+class Client:
+    """sendonce, synchronously. Every send carries an Idempotency-Key; every retry is safe.
+
+    `deadline`: seconds a call may take, retries and waits included. `transport`: an httpx
+    transport to send through (a mock in tests).
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        deadline: float = 30.0,
+        attempt_timeout: float = 10.0,
+        retry_policy: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.policy = retry_policy or RetryPolicy(deadline=deadline, attempt_timeout=attempt_timeout)
+        self._http = httpx.Client(transport=transport, **http_options(api_key, base_url))
+        self.messages = Messages(self)
+        self.webhook_endpoints = WebhookEndpoints(self)
+        self.events = Events(self)
+
+    def perform(self, operation: ops.Operation[T]) -> T:
+        """Run one operation under the retry policy."""
+        call, ends_at, attempts = operation.call, self.policy.clock() + self.policy.deadline, 0
+        try:
+            for attempt in self.policy.retrying(call, ends_at):
+                with attempt:
+                    attempts += 1
+                    response = self._http.request(**request_of(call, self.policy, ends_at))
+                    answer = ops.answer_of(response, attempts)
+        except httpx.TransportError as error:
+            raise no_answer(call, attempts, error) from error
+        return operation.read(answer)
+
+    def usage(self) -> Usage:
+        """The workspace's rate limit and today's quota."""
+        return self.perform(ops.get_usage())
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class Messages:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def send(
+        self,
+        channel: str,
+        to: str,
+        body: str,
+        *,
+        subject: str | None = None,
+        send_at: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> SendResult:
+        """Send one message. Without `idempotency_key` the client makes one for this call."""
+        document = ops.message_body(channel, to, body, subject=subject, send_at=send_at, metadata=metadata)
+        return self._client.perform(ops.send(document, idempotency_key))
+
+    def send_batch(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        validation: str = "permissive",
+        idempotency_key: str | None = None,
+    ) -> BatchResult:
+        """Send up to 500 messages (each a `POST /v1/messages` body, `idempotencyKey` optional)."""
+        return self._client.perform(ops.send_batch(messages, validation, idempotency_key))
+
+    def get(self, message_id: str) -> Message:
+        return self._client.perform(ops.get_message(message_id))
+
+    def list(self, *, status: str | None = None, page_size: int | None = None) -> Iterator[Message]:
+        """Every message of the workspace, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page, cursor = self._client.perform(ops.list_messages(status, page_size, cursor))
+            yield from page
+            if cursor is None:
+                return
+
+    def cancel(self, message_id: str) -> Message:
+        return self._client.perform(ops.cancel_message(message_id))
+
+    def edit(
+        self,
+        message_id: str,
+        *,
+        body: str | None = None,
+        subject: str | None = None,
+        send_at: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Message:
+        """Edit a scheduled message; what is not given stays as it is."""
+        return self._client.perform(ops.edit_message(message_id, body, subject, send_at, metadata))
+
+
+class WebhookEndpoints:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(
+        self, url: str, *, event_types: Sequence[str] | None = None, description: str | None = None
+    ) -> WebhookEndpoint:
+        """Register an endpoint; its `secret` is shown here and on rotation only."""
+        return self._client.perform(ops.create_endpoint(url, event_types, description))
+
+    def list(self) -> list[WebhookEndpoint]:
+        return self._client.perform(ops.list_endpoints())
+
+    def get(self, endpoint_id: str) -> WebhookEndpoint:
+        return self._client.perform(ops.get_endpoint(endpoint_id))
+
+    def delete(self, endpoint_id: str) -> None:
+        self._client.perform(ops.delete_endpoint(endpoint_id))
+
+    def rotate_secret(self, endpoint_id: str) -> WebhookEndpoint:
+        return self._client.perform(ops.rotate_endpoint_secret(endpoint_id))
+
+
+class Events:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(
+        self, *, message_id: str | None = None, type: str | None = None, page_size: int | None = None
+    ) -> Iterator[Event]:
+        """Every event, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page, cursor = self._client.perform(ops.list_events(message_id, type, page_size, cursor))
+            yield from page
+            if cursor is None:
+                return
+
+    def get(self, event_id: str) -> Event:
+        return self._client.perform(ops.get_event(event_id))
+
+    def redeliver(self, event_id: str, *, endpoint_id: str | None = None) -> None:
+        self._client.perform(ops.redeliver_event(event_id, endpoint_id))

@@ -1,0 +1,167 @@
+"""What the API answers, as typed values.
+
+Each model mirrors one schema of the API's OpenAPI document (`GET /openapi.json`), field for
+field, under its JSON name; `tests/test_models_match_openapi.py` fails when the two drift. Fields
+the API adds later are ignored, so an older client keeps reading newer answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+Channel = Literal["sms", "imessage", "email"]
+Status = Literal[
+    "accepted", "scheduled", "queued", "sending", "sent", "delivered", "failed", "canceled", "unknown"
+]
+EventType = Literal[
+    "message.queued",
+    "message.scheduled",
+    "message.sent",
+    "message.delivered",
+    "message.failed",
+    "message.canceled",
+    "message.unknown",
+    "message.duplicate_blocked",
+]
+
+
+class Model(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields ignored; frozen."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+
+class MessageError(Model):
+    code: str
+    message: str
+
+
+class Message(Model):
+    id: str
+    channel: Channel
+    to: str
+    subject: str | None
+    body: str
+    status: Status
+    send_at: str | None
+    metadata: dict[str, str]
+    idempotency_key: str | None
+    attempts: int
+    error: MessageError | None
+    created_at: str
+    updated_at: str
+
+
+class BatchItemError(Model):
+    code: str
+    message: str
+    details: list[dict[str, str]] | None = None
+
+
+class BatchItemResult(Model):
+    index: int
+    status: int
+    duplicate_only: bool | None
+    replayed: bool
+    message: Message | None
+    error: BatchItemError | None
+
+
+class WebhookEndpoint(Model):
+    id: str
+    url: str
+    event_types: list[EventType] | None
+    description: str | None
+    created_at: str
+    secret: str | None = None  # on creation and rotation only
+
+
+class EventData(Model):
+    message: Message
+    sequence: int | None
+
+
+class EventDelivery(Model):
+    endpoint_id: str
+    status: Literal["pending", "succeeded", "failed"]
+    attempts: int
+    last_attempt_at: str | None
+    last_response_status: int | None
+
+
+class Event(Model):
+    id: str
+    type: EventType
+    timestamp: str
+    data: EventData
+    deliveries: list[EventDelivery]
+
+
+class RateLimit(Model):
+    per_second: int
+
+
+class Quota(Model):
+    daily: int
+    used_today: int
+    resets_at: str
+
+
+class Usage(Model):
+    rate_limit: RateLimit
+    quota: Quota
+
+
+class WebhookEvent(Model):
+    """A status webhook's payload, verified (`sendonce_client.webhooks.verify`)."""
+
+    type: EventType
+    timestamp: str
+    data: EventData
+
+
+class SendOutcome(Enum):
+    """What a send did."""
+
+    CREATED = "created"  # a new message; this call made it (on one of its attempts)
+    REPLAYED = "replayed"  # the key's earlier answer, from an earlier call: nothing new was made
+    DUPLICATE = "duplicate"  # the dedup guard caught it: the same message went out already
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """A send's outcome, with the message it is about (None: a duplicate whose original is gone)."""
+
+    outcome: SendOutcome
+    message: Message | None
+    status: Status | None  # the 201's status: queued, scheduled or accepted; None for a duplicate
+    idempotency_key: str
+    attempts: int  # how many requests this call made
+    replayed: bool  # the API answered `Idempotency-Replayed: true`
+    duplicate_message: str | None = None  # the API's sentence about the duplicate
+
+    @property
+    def created(self) -> bool:
+        return self.outcome is SendOutcome.CREATED
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One result per item, in the items' order; an item's failure is in its result, not raised."""
+
+    results: list[BatchItemResult]
+    idempotency_key: str
+    attempts: int
+    replayed: bool
+
+
+def page_items(body: dict[str, Any], name: str, model: type[Model]) -> tuple[list[Any], str | None]:
+    """A page's items and its next cursor."""
+    items = [model.model_validate(item) for item in body.get(name) or []]
+    cursor = body.get("nextCursor")
+    return items, cursor if isinstance(cursor, str) and cursor else None

@@ -1,0 +1,112 @@
+"""Webhook verification returns the typed event or raises; lists follow every cursor."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from client_support import MESSAGE, Api, answer
+from sendonce_client import webhooks
+from standardwebhooks.webhooks import Webhook
+
+SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+EVENT = {
+    "type": "message.delivered",
+    "timestamp": "2026-11-30T00:00:01.000Z",
+    "data": {"message": {**MESSAGE, "status": "delivered"}, "sequence": 2},
+}
+
+
+def _delivery(at: datetime, secret: str = SECRET) -> tuple[str, dict[str, str]]:
+    body = json.dumps(EVENT)
+    headers = {
+        "Webhook-Id": "evt_1",
+        "Webhook-Timestamp": str(int(at.timestamp())),
+        "Webhook-Signature": Webhook(secret).sign("evt_1", at, body),
+    }
+    return body, headers
+
+
+def test_a_signed_delivery_verifies_to_its_typed_event() -> None:
+    body, headers = _delivery(datetime.now(UTC))
+    event = webhooks.verify(body.encode(), headers, SECRET)
+    assert event.type == "message.delivered"
+    assert event.data.message.status == "delivered"
+    assert event.data.sequence == 2
+
+
+def test_a_delivery_signed_with_another_secret_is_refused() -> None:
+    other = "whsec_" + base64.b64encode(b"another secret, 32 bytes long!!!").decode()
+    body, headers = _delivery(datetime.now(UTC), other)
+    with pytest.raises(webhooks.WebhookVerificationError):
+        webhooks.verify(body, headers, SECRET)
+
+
+def test_a_tampered_body_is_refused() -> None:
+    body, headers = _delivery(datetime.now(UTC))
+    with pytest.raises(webhooks.WebhookVerificationError):
+        webhooks.verify(body.replace("delivered", "failed"), headers, SECRET)
+
+
+def test_a_delivery_older_than_the_tolerance_is_refused() -> None:
+    body, headers = _delivery(datetime.now(UTC) - timedelta(minutes=10))
+    with pytest.raises(webhooks.WebhookVerificationError):
+        webhooks.verify(body, headers, SECRET)
+
+
+def _page(ids: list[str], cursor: str | None) -> dict[str, object]:
+    return {"success": True, "messages": [{**MESSAGE, "id": i} for i in ids], "nextCursor": cursor}
+
+
+def test_list_follows_every_cursor_to_the_last_page(api: Api) -> None:
+    api.then(answer(200, _page(["m3", "m2"], "c1")), answer(200, _page(["m1"], None)))
+    ids = [message.id for message in api.client().messages.list(status="queued", page_size=2)]
+    assert ids == ["m3", "m2", "m1"]
+    first, second = api.requests
+    assert dict(first.url.params) == {"status": "queued", "limit": "2"}
+    assert dict(second.url.params) == {"status": "queued", "limit": "2", "cursor": "c1"}
+
+
+def test_the_async_list_follows_every_cursor(api: Api) -> None:
+    api.then(answer(200, _page(["m2"], "c1")), answer(200, _page(["m1"], None)))
+
+    async def ids() -> list[str]:
+        async with api.async_client() as client:
+            return [message.id async for message in client.messages.list()]
+
+    assert asyncio.run(ids()) == ["m2", "m1"]
+
+
+def test_ids_are_sent_url_encoded(api: Api) -> None:
+    api.then(answer(200, {"success": True, "message": MESSAGE}))
+    api.client().messages.get("msg_1/../x")
+    assert api.requests[0].url.raw_path == b"/v1/messages/msg_1%2F..%2Fx"
+
+
+def test_send_at_is_sent_as_rfc3339_utc(api: Api) -> None:
+    api.then(
+        answer(201, {"success": True, "status": "scheduled", "duplicateOnly": False, "message": MESSAGE})
+    )
+    at = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    api.client().messages.send("email", "a@x.io", "hi", subject="s", send_at=at, metadata={"order": "42"})
+    sent = json.loads(api.requests[0].content)
+    assert sent == {
+        "channel": "email",
+        "to": "a@x.io",
+        "body": "hi",
+        "subject": "s",
+        "sendAt": "2026-12-01T09:30:00Z",
+        "metadata": {"order": "42"},
+    }
+
+
+def test_a_client_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sendonce_client import Client  # noqa: PLC0415
+
+    monkeypatch.delenv("SENDONCE_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="API key"):
+        Client(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
