@@ -6,6 +6,7 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.auth.api_keys import issue_api_key
+from sendonce.modes import Mode
 
 from sendonce_local.constants import DEFAULT_LOCAL_API_KEYS
 
@@ -24,6 +25,9 @@ def parse_local_api_keys(text: str | None) -> list[tuple[str, str]]:
     return pairs
 
 
-def store_api_key(dynamodb: Any, table: str, workspace: str, key: str | None = None) -> str:
-    """Store a key's hash for a workspace (a new random key when none is given); returns the key."""
-    return issue_api_key(DynamoDbApiKeyStore(dynamodb, table), workspace, key)
+def store_api_key(
+    dynamodb: Any, table: str, workspace: str, key: str | None = None, mode: Mode | None = None
+) -> str:
+    """Store a key's hash for a workspace, or for its test twin (a given key starting `sk_test_`, or
+    `mode` test); a new random key when none is given. Returns the key."""
+    return issue_api_key(DynamoDbApiKeyStore(dynamodb, table), workspace, key, mode=mode)

@@ -14,6 +14,7 @@ from types import FrameType
 
 import boto3
 from sendonce import channels
+from sendonce.modes import Mode
 
 from sendonce_local.api_keys import store_api_key
 from sendonce_local.aws_client import client
@@ -72,8 +73,14 @@ def _create_api_key(args: argparse.Namespace) -> int:
         dynamodb = client("dynamodb", args.endpoint_url)
     else:
         dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
-    key = store_api_key(dynamodb, args.table, args.workspace)
-    print(f"workspace {args.workspace}: new API key (shown once, store it now):", file=sys.stderr)
+    mode = Mode.TEST if args.test else Mode.LIVE
+    try:
+        key = store_api_key(dynamodb, args.table, args.workspace, mode=mode)
+    except ValueError as error:
+        print(f"sendonce create-api-key: {error}; nothing stored", file=sys.stderr)
+        return 2
+    which = "new test API key (its test twin: no provider is ever called)" if args.test else "new API key"
+    print(f"workspace {args.workspace}: {which} (shown once, store it now):", file=sys.stderr)
     print(key)
     return 0
 
@@ -281,6 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     create = commands.add_parser("create-api-key", help="issue an API key for a workspace (shown once)")
     create.add_argument("--workspace", required=True)
+    create.add_argument(
+        "--test",
+        action="store_true",
+        help="a test key (sk_test_…), of the workspace's test twin: its sends reach the simulator only",
+    )
     create.add_argument(
         "--table", default="ApiKeysTable", help="the stack's ApiKeysTableName output (default: ApiKeysTable)"
     )

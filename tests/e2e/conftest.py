@@ -32,6 +32,8 @@ START_DEADLINE_SECONDS = 90
 BANNER_DEADLINE_SECONDS = 15
 API_KEY = "sk_e2e_test_key"
 OTHER_API_KEY = "sk_e2e_other_key"
+# The first workspace's test twin (CONTRACT section 12): a key starting with sk_test_.
+TEST_API_KEY = "sk_test_e2e_key"
 WEBHOOK_SECRET_LINE = re.compile(r"^\s+webhook secret\s+(\S+)\s*$", re.MULTILINE)
 
 
@@ -45,6 +47,7 @@ class LocalStack:
     other_api_key: str
     workspace: str = "ws_e2e"
     other_workspace: str = "ws_e2e_other"
+    test_api_key: str = ""  # of the first workspace's test twin, where the stack has one
     webhook_secret: str = field(default="", repr=False)  # the one the banner printed
 
     def auth(self, key: str | None = None) -> dict[str, str]:
@@ -89,8 +92,9 @@ def _printed_webhook_secret(process: subprocess.Popen[bytes], log: Path) -> str:
 
 @contextmanager
 def running_stack(
-    log: Path, settings: dict[str, str], keys: tuple[tuple[str, str], tuple[str, str]]
+    log: Path, settings: dict[str, str], keys: tuple[tuple[str, str], ...]
 ) -> Iterator[LocalStack]:
+    """`keys`: (workspace, key) pairs, the first two live, then any test key (sk_test_…)."""
     ports = {
         "SENDONCE_API_PORT": free_port(),
         "SENDONCE_AWS_PORT": free_port(),
@@ -115,6 +119,7 @@ def running_stack(
             other_api_key=keys[1][1],
             workspace=keys[0][0],
             other_workspace=keys[1][0],
+            test_api_key=next((key for _, key in keys[2:] if key.startswith("sk_test_")), ""),
             webhook_secret=webhook_secret,
         )
     finally:
@@ -135,7 +140,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         # Status webhooks retried after a second, not after 5 s, 5 min, ...: the schedule's shape, quickly.
         "SENDONCE_WEBHOOK_RETRY_SCHEDULE": "1,1,1",
     }
-    with running_stack(log, settings, (("ws_e2e", API_KEY), ("ws_e2e_other", OTHER_API_KEY))) as local:
+    keys = (("ws_e2e", API_KEY), ("ws_e2e_other", OTHER_API_KEY), ("ws_e2e", TEST_API_KEY))
+    with running_stack(log, settings, keys) as local:
         yield local
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import boto3
 import pytest
 from sendonce import composition
+from sendonce.modes import is_test_workspace, live_workspace_of
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, create_queues, create_tables
@@ -53,7 +54,10 @@ _KEYED_LOCK = threading.Lock()
 
 
 def key_of(workspace: str) -> str:
-    """The API key a test's caller of `workspace` sends: the events/ files' for WORKSPACE."""
+    """The API key a test's caller of `workspace` sends: the events/ files' for WORKSPACE, and a
+    test key (`sk_test_…`) for a test twin (`sendonce.modes.twin_of`)."""
+    if is_test_workspace(workspace):
+        return f"sk_test_it_{live_workspace_of(workspace)}"
     return API_KEY if workspace == WORKSPACE else f"sk_it_{workspace}"
 
 
@@ -66,7 +70,7 @@ def _issue_key(workspace: str) -> str:
     with _KEYED_LOCK:
         if workspace not in _KEYED:
             keys = DynamoDbApiKeyStore(boto3.client("dynamodb", region_name=REGION), "ApiKeysTable")
-            issue_api_key(keys, workspace, key)
+            issue_api_key(keys, live_workspace_of(workspace), key)  # a test key: stored for the twin
             _KEYED.add(workspace)
     return key
 

@@ -124,6 +124,19 @@ def test_given_a_shared_opt_out_then_every_workspace_until_it_removes_it_and_a_n
     assert _send(stores, suppressions, "ws_a", body="again") == "opted_out"
 
 
+def test_given_a_shared_opt_out_then_a_test_twin_is_not_subject_to_it(
+    stores: Stores, suppressions: DynamoDbSuppressionStore
+) -> None:
+    """A STOP to the shared number silences every live workspace; a twin's messages never use it."""
+    assert stores.events.apply_provider_event(_opt_out("stop-twin"), NOW)[0] is EventOutcome.APPLIED
+
+    assert PHONE in suppressions.find_many("ws_a", [PHONE])
+    assert suppressions.find_many("ws_a:test", [PHONE]) == {}
+    assert suppressions.list("ws_a:test", 10, None).suppressions == []
+    assert _send(stores, suppressions, "ws_a:test") == "created"
+    assert _send(stores, suppressions, "ws_a") == "opted_out"
+
+
 def test_given_a_suppressed_recipient_then_a_send_writes_nothing(
     engine: Engine, stores: Stores, suppressions: DynamoDbSuppressionStore
 ) -> None:

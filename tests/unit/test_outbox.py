@@ -164,7 +164,7 @@ def _sweeper(
     honours_key: bool = True,
     workers: int = 4,
 ) -> OutboxSweeper:
-    return OutboxSweeper(outbox, queue, lambda channel: honours_key, clock, workers=workers)
+    return OutboxSweeper(outbox, queue, lambda channel, mode: honours_key, clock, workers=workers)
 
 
 def _ids(prefix: str, count: int) -> list[str]:

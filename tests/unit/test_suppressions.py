@@ -26,9 +26,17 @@ from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Suppressed
 from sendonce.messages.recipients import InvalidRecipient
 from sendonce.messages.service import MessageService, SendCommand, SendResult
+from sendonce.modes import twin_of
 from sendonce.provider_events.model import EventType, from_ses_notification
 from sendonce.provider_events.webhook_body import HttpProviderEvent
-from sendonce.suppressions.model import STOP_KEYWORDS, Reason, Suppression, is_stop, recipient_key
+from sendonce.suppressions.model import (
+    STOP_KEYWORDS,
+    Reason,
+    Suppression,
+    is_stop,
+    recipient_key,
+    shares_opt_outs,
+)
 from sendonce.suppressions.service import SuppressionService
 
 from tests.unit.unit_fakes import (
@@ -182,6 +190,19 @@ def test_given_an_opt_out_naming_no_message_then_every_workspace_is_subject_unti
     clock.advance(60)
     suppressions.put(None, Suppression(PHONE, Reason.OPTED_OUT, clock.now))  # a new STOP
     assert service.get(WS, PHONE).reason is Reason.OPTED_OUT
+
+
+def test_given_an_opt_out_naming_no_message_then_a_test_twin_is_not_subject_to_it(
+    service: SuppressionService, suppressions: InMemorySuppressions, clock: ManualClock
+) -> None:
+    suppressions.put(None, Suppression(PHONE, Reason.OPTED_OUT, clock.now))
+
+    assert service.get(WS, PHONE).reason is Reason.OPTED_OUT
+    with pytest.raises(SuppressionNotFound):
+        service.get(twin_of(WS), PHONE)
+    assert service.list(twin_of(WS), 10, None).suppressions == []
+    assert shares_opt_outs(WS)
+    assert not shares_opt_outs(twin_of(WS))
 
 
 def test_given_a_workspaces_entry_then_another_workspace_is_not_silenced(

@@ -40,7 +40,8 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     },
     # delivery.dependencies.build_dispatcher: DynamoDbDeliveryStore (claim, finish, lock release),
     # DynamoDbSuppressionStore (the claimed recipient's two entries, one BatchGetItem), SqsRedelivery,
-    # the channel's provider (and the HTTP provider's token).
+    # the channel's provider (and the HTTP provider's token), and test messages' simulator
+    # (DynamoDbSimulatorStore's UpdateItems, SqsEventQueue).
     "DispatchSmsFunction": {
         "Allow": {
             "dynamodb:GetItem",
@@ -48,6 +49,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:DeleteItem",
             "dynamodb:BatchGetItem",
             "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
             "sns:Publish",
             "secretsmanager:GetSecretValue",
         },
@@ -60,6 +62,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:DeleteItem",
             "dynamodb:BatchGetItem",
             "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }
     },
@@ -70,6 +73,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:DeleteItem",
             "dynamodb:BatchGetItem",
             "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
             "ses:SendEmail",
             "secretsmanager:GetSecretValue",
         }

@@ -42,7 +42,8 @@ from sendonce.messages.ports import (
 from sendonce.messages.service import MessageService
 from sendonce.provider_events.model import ProviderEvent
 from sendonce.settings import ApiSettings
-from sendonce.suppressions.model import Suppression
+from sendonce.simulator.ports import MAX_LISTED, SimulatedDelivery
+from sendonce.suppressions.model import Suppression, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
 from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
@@ -302,9 +303,40 @@ class FakeEventQueue:
 
     def __init__(self) -> None:
         self.published: list[ProviderEvent] = []
+        self.delays: list[int] = []
 
-    def publish(self, event: ProviderEvent) -> None:
+    def publish(self, event: ProviderEvent, delay_seconds: int = 0) -> None:
         self.published.append(event)
+        self.delays.append(delay_seconds)
+
+
+@dataclass
+class InMemorySimulatorStore:
+    """The simulator's records in memory, with the DynamoDB adapter's rules: a delivery is recorded once
+    per (workspace, Idempotency-Key), a repeat answered with the first; calls counted per message."""
+
+    delivered: dict[tuple[str, str], SimulatedDelivery] = field(default_factory=dict)
+    calls: dict[tuple[str, str], int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_call(self, workspace_id: str, message_id: str, now: datetime) -> int:
+        with self._lock:
+            self.calls[(workspace_id, message_id)] = self.calls.get((workspace_id, message_id), 0) + 1
+            return self.calls[(workspace_id, message_id)]
+
+    def accept(self, delivery: SimulatedDelivery) -> tuple[SimulatedDelivery, bool]:
+        with self._lock:
+            key = (delivery.workspace_id, delivery.idempotency_key)
+            if key in self.delivered:
+                return self.delivered[key], False
+            self.delivered[key] = delivery
+            return delivery, True
+
+    def deliveries(self, workspace_id: str, message_id: str | None) -> list[SimulatedDelivery]:
+        mine = [d for (workspace, _), d in self.delivered.items() if workspace == workspace_id]
+        if message_id is not None:
+            return [d for d in mine if d.message_id == message_id]
+        return sorted(mine, key=lambda d: d.message_id, reverse=True)[:MAX_LISTED]
 
 
 class FakeLambdaContext:
@@ -566,7 +598,8 @@ class InMemorySuppressions:
             self.own[(workspace_id, entry.key)] = entry
 
     def _in_force(self, workspace_id: str, key: str) -> Suppression | None:
-        own, shared = self.own.get((workspace_id, key)), self.shared.get(key)
+        own = self.own.get((workspace_id, key))
+        shared = self.shared.get(key) if shares_opt_outs(workspace_id) else None
         if isinstance(own, Suppression):
             return own
         if shared is None or (isinstance(own, datetime) and own >= shared.created_at):
@@ -588,14 +621,16 @@ class InMemorySuppressions:
     def remove(self, workspace_id: str, key: str, now: datetime) -> bool:
         if self._in_force(workspace_id, key) is None:
             return False
-        if key in self.shared:
+        if key in self.shared and shares_opt_outs(workspace_id):
             self.own[(workspace_id, key)] = now
         else:
             del self.own[(workspace_id, key)]
         return True
 
     def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
-        keys = {key for ws, key in self.own if ws == workspace_id} | set(self.shared)
+        keys = {key for ws, key in self.own if ws == workspace_id}
+        if shares_opt_outs(workspace_id):
+            keys |= set(self.shared)
         entries = [entry for key in keys if (entry := self._in_force(workspace_id, key)) is not None]
         entries.sort(key=lambda entry: (entry.created_at, entry.key), reverse=True)
         start = int(cursor) if cursor else 0

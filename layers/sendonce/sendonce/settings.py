@@ -187,6 +187,8 @@ class DispatcherSettings(_Settings):
     http_provider_token_arn: str = _setting("SENDONCE_HTTP_PROVIDER_TOKEN_ARN", _text(), "")
     ses_configuration_set: str = _setting("SENDONCE_SES_CONFIGURATION_SET", _text(), "")
     email_from: str = _setting("SENDONCE_EMAIL_FROM", _text(), "no-reply@example.com")
+    # Where the simulator reports what became of a test message, as a provider's webhook would.
+    events_queue_url: str = _setting("EVENTS_QUEUE_URL", _text(), "")
 
     @classmethod
     def _derived(cls, environ: Mapping[str, str]) -> dict[str, Any]:

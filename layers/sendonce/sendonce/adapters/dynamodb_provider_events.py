@@ -61,6 +61,8 @@ class DynamoDbProviderEventStore:
                 else None
             )
             current = from_item(item) if item else None
+            if current is not None and not event.concerns(current):
+                current = None  # a live provider's word on a test message, or the other way round
             effects = []
             if current is not None and current.status in APPLIES_FROM[event.type]:
                 effects.append({"Update": _status_change(event, current, now)})

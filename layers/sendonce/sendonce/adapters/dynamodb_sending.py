@@ -70,6 +70,7 @@ from sendonce.messages.ports import (
     QuotaSpent,
     TiedToKey,
 )
+from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
 
 
@@ -107,10 +108,16 @@ class DynamoDbSendingStore:
         self._quota = quota
 
     def _expires_at(self, message: Message) -> datetime | None:
-        if self._retention is None:
+        retention = retention_for(message.workspace_id, self._retention)  # a test twin's: 7 days
+        if retention is None:
             return None
         # Counted from its sendAt when later: a scheduled message is never removed before it is sent.
-        return max(message.created_at, message.send_at or message.created_at) + self._retention
+        return max(message.created_at, message.send_at or message.created_at) + retention
+
+    def _tie_expiry(self, message: Message) -> Item:
+        """A live key's tie is kept for good (CONTRACT section 2); a test twin's goes with its message."""
+        expires_at = self._expires_at(message) if is_test_workspace(message.workspace_id) else None
+        return {"expiresAt": epoch_seconds(expires_at)} if expires_at is not None else {}
 
     def create(
         self,
@@ -156,6 +163,7 @@ class DynamoDbSendingStore:
                             "workspaceId": {"S": message.workspace_id},
                             "payloadFingerprint": {"S": tie.payload_fingerprint},
                             "createdAt": {"S": rfc3339(now)},
+                            **self._tie_expiry(message),
                         },
                         "ConditionExpression": "attribute_not_exists(pk)",
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -35,6 +35,7 @@ from sendonce.adapters.dynamodb_writes import (
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor
 from sendonce.messages.ids import looks_like_ulid
+from sendonce.modes import retention_for
 from sendonce.webhooks.model import (
     EVENT_PREFIX,
     EVENT_RETENTION,
@@ -173,8 +174,13 @@ def event_item(event: Event) -> Item:
         "message": {"S": json.dumps(dict(event.message), separators=(",", ":"), ensure_ascii=False)},
         "sequence": {"N": str(event.sequence)} if event.sequence is not None else {"NULL": True},
         "deliveries": {"M": {d.endpoint_id: _delivery_value(d) for d in event.deliveries}},
-        "expiresAt": epoch_seconds(event.timestamp + EVENT_RETENTION),
+        "expiresAt": _expires_at(event),
     }
+
+
+def _expires_at(event: Event) -> dict[str, str]:
+    """An event's expiry, and its message's `Applied`: 30 days, a test twin's 7."""
+    return epoch_seconds(event.timestamp + retention_for(event.workspace_id, EVENT_RETENTION))
 
 
 def _event(item: Item) -> Event:
@@ -340,7 +346,7 @@ class DynamoDbWebhookStore:
                 **_applied_key(event.message_id),
                 "sequence": {"N": str(event.sequence)},
                 "position": {"S": position},
-                "expiresAt": epoch_seconds(event.timestamp + EVENT_RETENTION),
+                "expiresAt": _expires_at(event),
             }
             items.append({"Put": {"Item": moved_on, **condition}})
 

@@ -106,8 +106,10 @@ class SqsEventQueue:
         self._client = client
         self._queue_url = queue_url
 
-    def publish(self, event: ProviderEvent) -> None:
+    def publish(self, event: ProviderEvent, delay_seconds: int = 0) -> None:
         try:
-            self._client.send_message(QueueUrl=self._queue_url, MessageBody=event.to_json())
+            self._client.send_message(
+                QueueUrl=self._queue_url, MessageBody=event.to_json(), DelaySeconds=_delay(delay_seconds)
+            )
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error

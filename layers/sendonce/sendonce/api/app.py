@@ -62,6 +62,7 @@ from sendonce.api.routes import (
     ROTATE_WEBHOOK_SECRET,
     SEND_BATCH,
     SEND_MESSAGE,
+    TEST_DELIVERIES,
     USAGE,
     Handler,
     Route,
@@ -82,8 +83,10 @@ from sendonce.errors import IdempotencyKeyReused, RateLimited, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import RateDecision
 from sendonce.messages.edits import MessageChanges
+from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Status
 from sendonce.messages.recipients import InvalidRecipient
+from sendonce.modes import is_test_workspace
 from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
 from sendonce.provider_events.signature import verify as verify_signature
@@ -419,6 +422,24 @@ def usage() -> Response[Any]:
             },
         },
     )
+
+
+# ---------------------------------------------------------------------------- test mode
+@route(TEST_DELIVERIES)
+def simulated_deliveries(
+    messageId: Annotated[str | None, Query(description="Only this message's deliveries (msg_…)")] = None,
+) -> Response[Any]:
+    workspace = _workspace()
+    # Before anything about the request is looked at: for a live key this route does not exist.
+    if not is_test_workspace(workspace):
+        raise not_found("Test deliveries are seen with a test key (sk_test_…) only.")
+    if messageId is not None and not looks_like_message_id(messageId):
+        raise validation_error([{"field": "messageId", "message": "must be a message id (msg_…)"}])
+    deps = dependencies.root.get()
+    if messageId is not None:
+        deps.messages.get(workspace, messageId)  # 404 for a message that is not this twin's
+    deliveries = deps.test_deliveries.deliveries(workspace, messageId)
+    return _json_response(200, {"success": True, "deliveries": [d.to_api() for d in deliveries]})
 
 
 @route(HEALTH)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
@@ -31,6 +32,7 @@ from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
+from sendonce.simulator.ports import NoDeliveries, SimulatorDeliveries
 from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
@@ -67,6 +69,8 @@ class ApiDependencies:
     limits: RequestLimits | None = None
     # The workspace's suppression list (/v1/suppressions); None: the routes answer 503.
     suppressions: SuppressionService | None = None
+    # What the simulator accepted for a test twin's messages (GET /v1/test/deliveries).
+    test_deliveries: SimulatorDeliveries = field(default_factory=NoDeliveries)
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -128,6 +132,7 @@ def build(settings: ApiSettings | None = None) -> ApiDependencies:
         ),
         limits=RequestLimits(limits) if limits is not None else None,
         suppressions=SuppressionService(suppressions),
+        test_deliveries=DynamoDbSimulatorStore(dynamodb, settings.messages_table),
     )
 
 

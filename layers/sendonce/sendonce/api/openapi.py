@@ -16,6 +16,36 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from sendonce.api.routes import PROVIDER_WEBHOOK, ROUTES
 from sendonce.provider_events.webhook_body import HttpProviderEvent
 
+# Shown at the top of /docs: what the service promises, and test mode walked through.
+DESCRIPTION = """\
+Send sms, iMessage and email once: a retried, replayed or concurrent request never sends a message \
+twice, and an accepted message is never lost.
+
+## Test mode
+
+Every workspace has a test twin, reached with a test key (`sk_test_…`): everything works as in live \
+mode (idempotency, dedup, batches, edits, webhooks, limits, suppressions) except the last hop, where a \
+built-in simulator takes the message, by recipient, and no provider is ever called. Test data is kept \
+7 days.
+
+| recipient | simulator |
+| --- | --- |
+| `+15005550001` | permanent failure: the message ends `failed` |
+| `+15005550002` | two transient failures, then accepted |
+| `+15005550003` | accepted, then the answer is lost; the retry (same Idempotency-Key) delivers nothing new |
+| `+15005550004` | accepted, then the recipient opts out |
+| `success@` / `bounce@` / `complaint@simulator.amazonses.com` | as the SES mailbox simulator |
+| anything else | accepted, then `delivered` |
+
+1. Create a test key: `sendonce create-api-key --workspace <workspace> --test` (locally, a \
+`SENDONCE_LOCAL_API_KEYS` entry whose key starts with `sk_test_`).
+2. Send to `+15005550003` twice with one `Idempotency-Key`: `POST /v1/messages` with \
+`{"channel": "sms", "to": "+15005550003", "body": "hello"}`. The first answer is `201`, the second \
+its replay (`Idempotency-Replayed: true`); the simulator loses its first answer to the dispatcher, \
+which retries under the message id.
+3. `GET /v1/test/deliveries?messageId=<id>`: one delivery, whatever the retries.
+"""
+
 
 @cache
 def openapi_document(app: APIGatewayHttpResolver) -> str:
@@ -26,10 +56,7 @@ def openapi_document(app: APIGatewayHttpResolver) -> str:
         app.get_openapi_json_schema(
             title="sendonce",
             version="1.0.0",
-            description=(
-                "Send sms, iMessage and email once: a retried, replayed or concurrent request never sends "
-                "a message twice, and an accepted message is never lost."
-            ),
+            description=DESCRIPTION,
             security_schemes={"bearerAuth": HTTPBearer(description="API key: Authorization: Bearer <key>")},
             security=[{"bearerAuth": []}],
         )

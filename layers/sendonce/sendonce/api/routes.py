@@ -29,6 +29,7 @@ from sendonce.api.schemas import (
     MessageEnvelope,
     MessagePage,
     SendAccepted,
+    SimulatedDeliveries,
     SuppressionEnvelope,
     SuppressionPageModel,
     UsageReport,
@@ -388,6 +389,20 @@ DELETE_SUPPRESSION = Route(
     errors=(400, 404, 503),
     tags=("suppressions",),
 )
+TEST_DELIVERIES = Route(
+    "GET",
+    "/v1/test/deliveries",
+    summary="Test mode: what the simulator accepted",
+    description=(
+        "Test keys (sk_test_…) only: a live key gets 404. The calls the simulator accepted for the test "
+        "twin's messages, one entry per accepted call (a retry under the same Idempotency-Key adds none), "
+        "so a CI run can assert that a message was delivered exactly once. ?messageId=: that message's "
+        "(404 for a message that is not this twin's); without it, the newest 100. Kept 7 days."
+    ),
+    answers={200: _json("The simulator's deliveries", SimulatedDeliveries)},
+    errors=(400, 404, 503),
+    tags=("test mode",),
+)
 
 ROUTES: tuple[Route, ...] = (
     SEND_MESSAGE,
@@ -410,6 +425,7 @@ ROUTES: tuple[Route, ...] = (
     LIST_SUPPRESSIONS,
     GET_SUPPRESSION,
     DELETE_SUPPRESSION,
+    TEST_DELIVERIES,
     HEALTH,
     OPENAPI,
     DOCS,

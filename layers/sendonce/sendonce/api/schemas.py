@@ -293,6 +293,22 @@ class Health(_Documented):
     status: Literal["ok"]
 
 
+class SimulatedDeliveryModel(_Documented):
+    messageId: str
+    channel: str = Field(json_schema_extra=_channel_names)
+    to: str
+    subject: str | None
+    body: str
+    at: str = Field(description="RFC 3339: when the simulator accepted the call")
+
+
+class SimulatedDeliveries(_Documented):
+    success: Literal[True]
+    deliveries: list[SimulatedDeliveryModel] = Field(
+        description="One entry per call the simulator accepted: a repeat of an Idempotency-Key adds none"
+    )
+
+
 class ErrorDetail(_Documented):
     code: str
     message: str

@@ -2,7 +2,9 @@
 outbox, one for the hand-off from the stream.
 
 A provider is built from its name alone: which provider carries a channel is the settings' choice
-among the ones its registry entry allows.
+among the ones its registry entry allows. That choice is live mode's only: a test message's provider
+is the simulator, whatever the channel and the settings, and the registry is never asked for it, so
+no real provider's client is ever built for a test message.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from sendonce.composition import Root
 from sendonce.delivery.dispatcher import Dispatcher
 from sendonce.delivery.ports import Provider, Redelivery
 from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.messages.model import Message
 from sendonce.messages.ports import MessageQueue
+from sendonce.modes import Mode
 from sendonce.settings import DispatcherSettings, HandoffSettings
 
 if TYPE_CHECKING:  # imported when the outbox's root is built (build_outbox), not with this module
@@ -64,24 +68,53 @@ def _http(settings: DispatcherSettings) -> Provider:
     return WithCurrentSecret(HttpProvider.name, HttpProvider.honours_idempotency_key, with_token, token)
 
 
-# Every provider by the name the settings give it; each module is imported only when chosen.
+def simulator(settings: DispatcherSettings) -> Provider:
+    """Every test message's provider: it records in the messages table and reports on the events queue."""
+    from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore  # noqa: PLC0415
+    from sendonce.adapters.sqs_queue import SqsEventQueue  # noqa: PLC0415
+    from sendonce.simulator.provider import Simulator  # noqa: PLC0415
+
+    return Simulator(
+        DynamoDbSimulatorStore(client("dynamodb"), settings.messages_table),
+        SqsEventQueue(client("sqs"), settings.events_queue_url),
+    )
+
+
+# Every live provider by the name the settings give it; each module is imported only when chosen.
 PROVIDERS: dict[str, Callable[[DispatcherSettings], Provider]] = {"ses": _ses, "sns": _sns, "http": _http}
 
 
 @dataclass
 class Providers:
-    """The providers of the settings' choice, each built on first use and then kept."""
+    """A message's provider: in live mode the settings' choice for its channel, in test mode the
+    simulator; each built on first use and then kept. `live` and `test` build them (the registry and
+    the simulator unless a test gives others)."""
 
     settings: DispatcherSettings
+    live: dict[str, Callable[[DispatcherSettings], Provider]] = field(default_factory=lambda: PROVIDERS)
+    test: Callable[[DispatcherSettings], Provider] = simulator
     _built: dict[str, Provider] = field(default_factory=dict)
+    _simulator: Provider | None = None
 
-    def __call__(self, channel: str) -> Provider:
+    def __call__(self, message: Message) -> Provider:
+        return self.provider(message.channel, message.mode)
+
+    def provider(self, channel: str, mode: Mode = Mode.LIVE) -> Provider:
+        if mode is Mode.TEST:
+            # The only provider a test message can get: the live registry is not consulted.
+            if self._simulator is None:
+                self._simulator = self.test(self.settings)
+            return self._simulator
         if channel not in self._built:
-            self._built[channel] = PROVIDERS[self.settings.provider_for(channel)](self.settings)
+            self._built[channel] = self.live[self.settings.provider_for(channel)](self.settings)
         return self._built[channel]
 
-    def honour_idempotency_key(self, channel: str) -> bool:
-        return self(channel).honours_idempotency_key
+    def honour_idempotency_key(self, channel: str, mode: Mode) -> bool:
+        if mode is Mode.TEST:
+            from sendonce.simulator.provider import Simulator  # noqa: PLC0415
+
+            return Simulator.honours_idempotency_key
+        return self.provider(channel, mode).honours_idempotency_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +127,7 @@ class DispatcherDependencies:
 def build_dispatcher(channel: str, settings: DispatcherSettings | None = None) -> DispatcherDependencies:
     settings = settings or DispatcherSettings.from_environment()
     providers = Providers(settings)
-    providers(channel)  # built with the function: its first message should not pay for it
+    providers.provider(channel)  # built with the function: its first live message should not pay for it
     dynamodb = client("dynamodb")
     return DispatcherDependencies(
         settings=settings,

@@ -5,7 +5,8 @@ before the provider is called, so a second copy of the queue record, or a concur
 finds the claim and sends nothing. What happens after the call is decided by what the provider
 can promise: an ambiguous attempt is repeated only through a provider that dedups on the message id.
 Throttling is retried on time (the retry policy's budget from the first attempt), any other
-transient failure on the count of attempts that were not throttled.
+transient failure on the count of attempts that were not throttled. The provider is chosen from the
+claimed message itself, so a test message's mode decides it (the simulator, and nothing else).
 
 A claimed message whose recipient is suppressed fails with `recipient_suppressed`, and no provider
 is called. The check reads after the claim, so a suppression committed before the attempt started
@@ -29,7 +30,7 @@ from sendonce.errors import (
     PermanentFailure,
     TransientFailure,
 )
-from sendonce.messages.model import Channel, Message, MessageError, Status
+from sendonce.messages.model import Message, MessageError, Status
 from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import recipient_key
@@ -62,7 +63,7 @@ class Dispatcher:
     def __init__(
         self,
         store: DeliveryStore,
-        provider_for: Callable[[Channel], Provider],
+        provider_for: Callable[[Message], Provider],
         retry_policy: RetryPolicy,
         claim_seconds: int,
         clock: Clock = utc_now,
@@ -98,7 +99,7 @@ class Dispatcher:
             if isinstance(refusal, PermanentFailure):
                 return self._finish(claimed, Status.FAILED, refusal)
             return self._retry_or_fail(claimed, refusal)
-        provider = self._provider_for(claimed.channel)
+        provider = self._provider_for(claimed)
         try:
             provider_id = provider.send(claimed)
         except AmbiguousOutcome as failure:

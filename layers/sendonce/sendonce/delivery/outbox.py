@@ -31,6 +31,7 @@ from sendonce.errors import DependencyUnavailable, QueueUnavailable
 from sendonce.messages.handoff import HANDOFF_GRACE, MAX_QUEUE_DELAY
 from sendonce.messages.model import WAITING_STATUSES, Channel, Status
 from sendonce.messages.ports import Handoff, MessageQueue
+from sendonce.modes import Mode, mode_of
 from sendonce.observability import logger, metrics
 
 # Seconds left in the invocation.
@@ -105,7 +106,7 @@ class OutboxSweeper:
         self,
         store: OutboxStore,
         queue: MessageQueue,
-        provider_honours_key: Callable[[Channel], bool],
+        provider_honours_key: Callable[[Channel, Mode], bool],
         clock: Clock = utc_now,
         *,
         max_reclaims: int = MAX_RECLAIMS,
@@ -226,7 +227,7 @@ class OutboxSweeper:
         automatically; so does a message reclaimed as often as allowed.
         """
         outcomes: Counter[str] = Counter()
-        if self._honours_key(entry.channel):
+        if self._honours_key(entry.channel, mode_of(entry.workspace_id)):
             reclaimed = self._store.reclaim(
                 entry, now, due_at=now + HANDOFF_GRACE, max_reclaims=self._max_reclaims
             )

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from sendonce.clock import rfc3339
+from sendonce.modes import Mode, mode_of
 
 
 class Channel(str):
@@ -61,6 +62,11 @@ class Message:
     error: MessageError | None = None
     provider_message_id: str | None = None
     dedup_lock_id: str | None = None
+
+    @property
+    def mode(self) -> Mode:
+        """Test for a message of a test twin: it goes to the simulator, never to a provider."""
+        return mode_of(self.workspace_id)
 
     def with_status(self, status: Status, at: datetime) -> Message:
         return replace(self, status=status, updated_at=at)

@@ -8,8 +8,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sendonce.messages.model import MessageError, Status
+from sendonce.messages.model import Message, MessageError, Status
+from sendonce.modes import Mode
 from sendonce.suppressions.model import Reason
+
+# The provider of every test message (sendonce.simulator): its events speak of test messages only.
+SIMULATOR = "simulator"
 
 
 class EventType(StrEnum):
@@ -54,6 +58,15 @@ class ProviderEvent:
     def suppression_reason(self) -> Reason | None:
         """What the event puts its recipient on the suppression list for: an opt-out always does."""
         return Reason.OPTED_OUT if self.type is EventType.OPTED_OUT else self.suppress
+
+    @property
+    def changes_status(self) -> bool:
+        return self.type in RESULTING_STATUS
+
+    def concerns(self, message: Message) -> bool:
+        """Whether the event can be about `message`: the simulator's about a test message, a real
+        provider's about a live one. Any other is no event of that message's, and changes nothing."""
+        return (self.provider == SIMULATOR) == (message.mode is Mode.TEST)
 
     def to_json(self) -> str:
         return json.dumps(

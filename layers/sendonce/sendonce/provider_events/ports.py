@@ -27,6 +27,7 @@ class ProviderEventStore(DedupLocks, Protocol):
 
 
 class EventQueue(Protocol):
-    def publish(self, event: ProviderEvent) -> None:
-        """Queue the event for the status function; raise DependencyUnavailable on failure."""
+    def publish(self, event: ProviderEvent, delay_seconds: int = 0) -> None:
+        """Queue the event for the status function, to be applied no sooner than `delay_seconds`
+        from now; raise DependencyUnavailable on failure."""
         ...

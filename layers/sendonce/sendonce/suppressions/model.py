@@ -14,6 +14,7 @@ from typing import Any
 
 from sendonce.clock import rfc3339
 from sendonce.messages.recipients import Recipient, ascii_lower, normalise_phone_or_email
+from sendonce.modes import is_test_workspace
 
 
 class Reason(StrEnum):
@@ -56,8 +57,9 @@ def recipient_of(raw: str) -> Recipient:
 
 def shares_opt_outs(workspace_id: str) -> bool:
     """Whether an opt-out that names no message (a STOP to the shared sending number) applies to this
-    workspace: every live workspace sends from that number. The one place that says which do."""
-    return bool(workspace_id)
+    workspace: every live workspace sends from that number. The one place that says which do. A
+    test twin does not: its messages go to the simulator, never through that number."""
+    return bool(workspace_id) and not is_test_workspace(workspace_id)
 
 
 # CTIA's opt-out words, as carriers and Twilio honour them: alone in the body, any case.
