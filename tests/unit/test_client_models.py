@@ -28,6 +28,8 @@ PAIRS: dict[type[BaseModel], str] = {
     models.RateLimit: "RateLimitModel",
     models.Quota: "QuotaModel",
     models.Usage: "UsageReport",
+    models.Suppression: "SuppressionModel",
+    models.SimulatedDelivery: "SimulatedDeliveryModel",
 }
 
 
@@ -90,3 +92,8 @@ def test_the_send_answers_carry_what_the_client_reads(schemas: dict[str, Any]) -
         "duplicateMessage",
         "message",
     }
+
+
+def test_suppression_reasons_match(schemas: dict[str, Any]) -> None:
+    reason = models.Suppression.model_fields["reason"].annotation
+    assert _literal_values(reason) == set(schemas["SuppressionModel"]["properties"]["reason"]["enum"])

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from client_support import MESSAGE, Api, answer
-from sendonce_client import webhooks
+from client_support import MESSAGE, Api, answer, lost
+from sendonce_client import errors, webhooks
 from standardwebhooks.webhooks import Webhook
 
 SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
@@ -110,3 +110,43 @@ def test_a_client_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SENDONCE_API_KEY", raising=False)
     with pytest.raises(ValueError, match="API key"):
         Client(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+
+
+ENTRY = {"to": "+15550100000", "reason": "manual", "createdAt": "2026-11-30T00:00:00.000Z", "messageId": None}
+
+
+def test_adding_a_suppression_says_whether_this_call_added_it(api: Api) -> None:
+    api.then(
+        answer(201, {"success": True, "suppression": ENTRY}),
+        answer(200, {"success": True, "suppression": {**ENTRY, "reason": "opted_out"}}),
+    )
+    client = api.client()
+    entry, added = client.suppressions.add("sms", "+1 (555) 010-0000")
+    assert (entry.reason, added) == ("manual", True)
+    entry, added = client.suppressions.add("sms", "+15550100000")
+    assert (entry.reason, added) == ("opted_out", False)
+
+
+def test_a_suppression_is_named_url_encoded_and_its_removal_is_not_repeated(api: Api) -> None:
+    api.then(answer(200, {"success": True, "suppression": ENTRY}), lost())
+    client = api.client()
+    assert client.suppressions.get("+15550100000").to == "+15550100000"
+    assert api.requests[0].url.raw_path == b"/v1/suppressions/%2B15550100000"
+    with pytest.raises(errors.ConnectionFailed):
+        client.suppressions.remove("+15550100000")
+    assert len(api.requests) == 2  # a second removal would answer 404 for the first one's success
+
+
+def test_test_deliveries_are_read_for_one_message(api: Api) -> None:
+    delivery = {
+        "messageId": "msg_1",
+        "channel": "sms",
+        "to": "+15005550003",
+        "subject": None,
+        "body": "hi",
+        "at": "t",
+    }
+    api.then(answer(200, {"success": True, "deliveries": [delivery]}))
+    found = api.client().test_deliveries("msg_1")
+    assert [(d.message_id, d.to) for d in found] == [("msg_1", "+15005550003")]
+    assert dict(api.requests[0].url.params) == {"messageId": "msg_1"}

@@ -15,7 +15,16 @@ import httpx
 from sendonce_client import _operations as ops
 from sendonce_client._retry import RetryPolicy
 from sendonce_client._sync import http_options, no_answer, request_of
-from sendonce_client.models import BatchResult, Event, Message, SendResult, Usage, WebhookEndpoint
+from sendonce_client.models import (
+    BatchResult,
+    Event,
+    Message,
+    SendResult,
+    SimulatedDelivery,
+    Suppression,
+    Usage,
+    WebhookEndpoint,
+)
 
 T = TypeVar("T")
 
@@ -38,6 +47,7 @@ class AsyncClient:
         self.messages = AsyncMessages(self)
         self.webhook_endpoints = AsyncWebhookEndpoints(self)
         self.events = AsyncEvents(self)
+        self.suppressions = AsyncSuppressions(self)
 
     async def perform(self, operation: ops.Operation[T]) -> T:
         """Run one operation under the retry policy."""
@@ -51,6 +61,10 @@ class AsyncClient:
         except httpx.TransportError as error:
             raise no_answer(call, attempts, error) from error
         return operation.read(answer)
+
+    async def test_deliveries(self, message_id: str | None = None) -> list[SimulatedDelivery]:
+        """Test mode (a `sk_test_` key): what the simulator accepted, one entry per accepted call."""
+        return await self.perform(ops.simulated_deliveries(message_id))
 
     async def usage(self) -> Usage:
         return await self.perform(ops.get_usage())
@@ -163,3 +177,31 @@ class AsyncEvents:
 
     async def redeliver(self, event_id: str, *, endpoint_id: str | None = None) -> None:
         await self._client.perform(ops.redeliver_event(event_id, endpoint_id))
+
+
+class AsyncSuppressions:
+    """The workspace's suppression list."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def add(self, channel: str, to: str) -> tuple[Suppression, bool]:
+        """Put a recipient on the list: the entry, and whether this call added it."""
+        return await self._client.perform(ops.add_suppression(channel, to))
+
+    async def list(self, *, page_size: int | None = None) -> AsyncIterator[Suppression]:
+        """Every entry, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page, cursor = await self._client.perform(ops.list_suppressions(page_size, cursor))
+            for entry in page:
+                yield entry
+            if cursor is None:
+                return
+
+    async def get(self, to: str) -> Suppression:
+        return await self._client.perform(ops.get_suppression(to))
+
+    async def remove(self, to: str) -> None:
+        """Take a recipient off the list (after they opted back in): sends work again at once."""
+        await self._client.perform(ops.remove_suppression(to))

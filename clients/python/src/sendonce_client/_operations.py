@@ -26,6 +26,8 @@ from sendonce_client.models import (
     Message,
     SendOutcome,
     SendResult,
+    SimulatedDelivery,
+    Suppression,
     Usage,
     WebhookEndpoint,
     page_items,
@@ -275,4 +277,45 @@ def redeliver_event(event_id: str, endpoint_id: str | None) -> Operation[None]:
 def get_usage() -> Operation[Usage]:
     return Operation(
         Call("GET", "/v1/usage", repeatable=True), lambda answer: Usage.model_validate(answer.body)
+    )
+
+
+# ---------------------------------------------------------------- suppressions and test mode
+def _suppression(answer: Answer) -> Suppression:
+    return Suppression.model_validate(answer.body["suppression"])
+
+
+def add_suppression(channel: str, to: str) -> Operation[tuple[Suppression, bool]]:
+    """The entry, and whether this call added it (201) or found it there (200). Adding twice is
+    harmless, so a lost answer is retried."""
+    call = Call("POST", "/v1/suppressions", content=_json({"channel": channel, "to": to}), repeatable=True)
+    return Operation(call, lambda answer: (_suppression(answer), answer.status == 201))
+
+
+def list_suppressions(
+    limit: int | None, cursor: str | None
+) -> Operation[tuple[list[Suppression], str | None]]:
+    params = {name: str(value) for name, value in (("limit", limit), ("cursor", cursor)) if value is not None}
+    return Operation(
+        Call("GET", "/v1/suppressions", params=params, repeatable=True),
+        lambda answer: page_items(answer.body, "suppressions", Suppression),
+    )
+
+
+def get_suppression(to: str) -> Operation[Suppression]:
+    return Operation(Call("GET", f"/v1/suppressions/{_id(to)}", repeatable=True), _suppression)
+
+
+def remove_suppression(to: str) -> Operation[None]:
+    # Not repeated after a lost answer: a second removal would answer 404 for the first one's success.
+    return Operation(Call("DELETE", f"/v1/suppressions/{_id(to)}"), _nothing)
+
+
+def simulated_deliveries(message_id: str | None) -> Operation[list[SimulatedDelivery]]:
+    params = {"messageId": message_id} if message_id is not None else {}
+    return Operation(
+        Call("GET", "/v1/test/deliveries", params=params, repeatable=True),
+        lambda answer: [
+            SimulatedDelivery.model_validate(item) for item in answer.body.get("deliveries") or []
+        ],
     )

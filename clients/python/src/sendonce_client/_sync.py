@@ -12,7 +12,16 @@ import httpx
 from sendonce_client import _operations as ops
 from sendonce_client._retry import Call, RetryPolicy
 from sendonce_client.errors import ConnectionFailed
-from sendonce_client.models import BatchResult, Event, Message, SendResult, Usage, WebhookEndpoint
+from sendonce_client.models import (
+    BatchResult,
+    Event,
+    Message,
+    SendResult,
+    SimulatedDelivery,
+    Suppression,
+    Usage,
+    WebhookEndpoint,
+)
 
 T = TypeVar("T")
 LOCAL_STACK = "http://127.0.0.1:3000"
@@ -74,6 +83,7 @@ class Client:
         self.messages = Messages(self)
         self.webhook_endpoints = WebhookEndpoints(self)
         self.events = Events(self)
+        self.suppressions = Suppressions(self)
 
     def perform(self, operation: ops.Operation[T]) -> T:
         """Run one operation under the retry policy."""
@@ -87,6 +97,10 @@ class Client:
         except httpx.TransportError as error:
             raise no_answer(call, attempts, error) from error
         return operation.read(answer)
+
+    def test_deliveries(self, message_id: str | None = None) -> list[SimulatedDelivery]:
+        """Test mode (a `sk_test_` key): what the simulator accepted, one entry per accepted call."""
+        return self.perform(ops.simulated_deliveries(message_id))
 
     def usage(self) -> Usage:
         """The workspace's rate limit and today's quota."""
@@ -202,3 +216,30 @@ class Events:
 
     def redeliver(self, event_id: str, *, endpoint_id: str | None = None) -> None:
         self._client.perform(ops.redeliver_event(event_id, endpoint_id))
+
+
+class Suppressions:
+    """The workspace's suppression list."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def add(self, channel: str, to: str) -> tuple[Suppression, bool]:
+        """Put a recipient on the list: the entry, and whether this call added it."""
+        return self._client.perform(ops.add_suppression(channel, to))
+
+    def list(self, *, page_size: int | None = None) -> Iterator[Suppression]:
+        """Every entry, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page, cursor = self._client.perform(ops.list_suppressions(page_size, cursor))
+            yield from page
+            if cursor is None:
+                return
+
+    def get(self, to: str) -> Suppression:
+        return self._client.perform(ops.get_suppression(to))
+
+    def remove(self, to: str) -> None:
+        """Take a recipient off the list (after they opted back in): sends work again at once."""
+        self._client.perform(ops.remove_suppression(to))

@@ -117,6 +117,26 @@ class Usage(Model):
     quota: Quota
 
 
+class Suppression(Model):
+    """A recipient the workspace never sends to, until it removes them."""
+
+    to: str
+    reason: Literal["opted_out", "bounced", "complained", "manual"]
+    created_at: str
+    message_id: str | None
+
+
+class SimulatedDelivery(Model):
+    """Test mode: one call the simulator accepted (`GET /v1/test/deliveries`)."""
+
+    message_id: str
+    channel: Channel
+    to: str
+    subject: str | None
+    body: str
+    at: str
+
+
 class WebhookEvent(Model):
     """A status webhook's payload, verified (`sendonce_client.webhooks.verify`)."""
 
