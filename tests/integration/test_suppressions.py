@@ -6,15 +6,18 @@ STOP with sends, and with a dispatch."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 from sendonce.aws_clients import client
 from sendonce.provider_events.signature import sign
 from sendonce.settings import DispatcherSettings
 
+from sendonce_local.cli import main
 from tests.integration.conftest import (
     ApiAnswer,
     FakeHttpProvider,
@@ -351,3 +354,27 @@ def _fall_due(stack: Stack, message_id: str) -> None:
         QueueUrl=stack.queue_url("imessage"),
         MessageBody=json.dumps({"workspaceId": "ws_local", "messageId": message_id}),
     )
+
+
+# ---------------------------------------------------------------------------- the operators' command
+def test_the_cli_adds_lists_and_removes_entries_the_api_then_honours(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = ["--endpoint-url", os.environ["AWS_ENDPOINT_URL"]]
+    where = ["--workspace", "ws_local", *endpoint]
+
+    assert main(["suppressions", "add", "--channel", "sms", "--to", "+1 (555) 010-0077", *where]) == 0
+    added = json.loads(capsys.readouterr().out)
+    assert (added["to"], added["reason"], added["messageId"]) == (PHONE, "manual", None)
+    assert _refused(_imessage(stack), "manual")
+
+    assert main(["suppressions", "list", *where]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [added]
+    assert main(["suppressions", "list", "--workspace", OTHER, *endpoint]) == 0
+    assert capsys.readouterr().out == ""
+
+    assert main(["suppressions", "add", "--channel", "sms", "--to", "not a number", *where]) == 2
+    assert main(["suppressions", "remove", "--to", PHONE, *where]) == 0
+    assert _sms(stack).status == 201
+    assert main(["suppressions", "remove", "--to", PHONE, *where]) == 1
+    assert "is not on workspace ws_local's list" in capsys.readouterr().err

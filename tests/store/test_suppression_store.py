@@ -269,3 +269,15 @@ def test_given_sends_racing_a_stop_then_each_is_written_or_refused_and_every_lat
     assert answers[0][0] is EventOutcome.APPLIED  # type: ignore[index]
     assert set(answers[1:]) <= {"created", "opted_out"}, answers
     assert _send(stores, suppressions, body="after") == "opted_out"
+
+
+def test_entries_and_removals_carry_no_expiry_so_they_outlive_message_retention(
+    engine: Engine, stores: Stores, suppressions: DynamoDbSuppressionStore
+) -> None:
+    suppressions.add("ws_a", _entry("ann@x.io"))
+    stores.events.apply_provider_event(_opt_out("stop-ttl"), NOW)
+    suppressions.remove("ws_b", PHONE, NOW + timedelta(minutes=1))
+
+    kept = [item for item in engine.items() if item["sk"]["S"] == "SUPPRESSION"]
+    assert len(kept) == 3  # ws_a's entry, the shared opt-out, ws_b's removal of it
+    assert all("expiresAt" not in item for item in kept)
