@@ -212,7 +212,7 @@ def test_the_opt_out_number_is_delivered_then_suppressed_in_the_twin_alone(
     assert _api(stack, "GET", "/v1/suppressions/%2B15005550004", WORKSPACE).status == 404
 
 
-def test_the_bounce_address_ends_failed_and_releases_its_lock(stack: Stack) -> None:
+def test_the_bounce_address_ends_failed_and_is_suppressed_in_the_twin(stack: Stack) -> None:
     email = {"channel": "email", "to": "bounce@simulator.amazonses.com", "subject": "hi", "body": "bounce"}
     message = _send(stack, TWIN, email)
     stack.dispatch("email")
@@ -220,7 +220,31 @@ def test_the_bounce_address_ends_failed_and_releases_its_lock(stack: Stack) -> N
 
     got = _api(stack, "GET", f"/v1/messages/{message['id']}", TWIN).json["message"]
     assert (got["status"], got["error"]["code"]) == ("failed", "bounced")
-    assert _send(stack, TWIN, email)["id"] != message["id"]  # a failed message holds no lock
+    # As SES's permanent bounce: the address is suppressed in the twin (only), and a failed message
+    # holds no lock, so the same send is refused for the suppression, not caught as a duplicate.
+    entry = _api(stack, "GET", "/v1/suppressions/bounce%40simulator.amazonses.com", TWIN).json["suppression"]
+    assert (entry["reason"], entry["messageId"]) == ("bounced", message["id"])
+    again = _api(stack, "POST", "/v1/messages", TWIN, email)
+    assert (again.status, again.json["error"]["code"]) == (422, "recipient_suppressed")
+    assert _api(stack, "GET", "/v1/suppressions/bounce%40simulator.amazonses.com", WORKSPACE).status == 404
+
+
+def test_the_complaint_address_is_delivered_then_suppressed_in_the_twin(stack: Stack) -> None:
+    email = {
+        "channel": "email",
+        "to": "complaint@simulator.amazonses.com",
+        "subject": "hi",
+        "body": "complain",
+    }
+    message = _send(stack, TWIN, email)
+    stack.dispatch("email")
+    _apply_events(stack, 2)
+
+    assert _api(stack, "GET", f"/v1/messages/{message['id']}", TWIN).json["message"]["status"] == "delivered"
+    entry = _api(stack, "GET", "/v1/suppressions/complaint%40simulator.amazonses.com", TWIN).json[
+        "suppression"
+    ]
+    assert entry["reason"] == "complained"
 
 
 def test_the_permanent_number_fails_with_no_delivery(stack: Stack) -> None:

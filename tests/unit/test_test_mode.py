@@ -42,6 +42,7 @@ from sendonce.settings import DispatcherSettings
 from sendonce.simulator.ports import SimulatedDelivery
 from sendonce.simulator.provider import Simulator
 from sendonce.simulator.recipients import RECIPIENTS, Behaviour, behaviour_for
+from sendonce.suppressions.model import Reason
 
 from tests.unit.unit_fakes import (
     FakeEventQueue,
@@ -256,25 +257,30 @@ def test_the_opt_out_number_is_delivered_then_opts_out_in_an_event_naming_the_me
 
 
 @pytest.mark.parametrize(
-    ("to", "kind", "error_code"),
+    ("to", "reports"),
     [
-        ("success@simulator.amazonses.com", EventType.DELIVERED, None),
-        ("bounce@simulator.amazonses.com", EventType.FAILED, "bounced"),
-        ("complaint@simulator.amazonses.com", EventType.DELIVERED, None),
-        ("ann@example.com", EventType.DELIVERED, None),
+        ("success@simulator.amazonses.com", [(EventType.DELIVERED, None, None)]),
+        ("bounce@simulator.amazonses.com", [(EventType.FAILED, "bounced", Reason.BOUNCED)]),
+        (
+            "complaint@simulator.amazonses.com",
+            [(EventType.DELIVERED, None, None), (EventType.DELIVERED, None, Reason.COMPLAINED)],
+        ),
+        ("ann@example.com", [(EventType.DELIVERED, None, None)]),
     ],
 )
 def test_the_ses_mailbox_simulators_addresses_end_as_ses_would_end_them(
-    clock: ManualClock, to: str, kind: EventType, error_code: str | None
+    clock: ManualClock, to: str, reports: list[tuple[EventType, str | None, Reason | None]]
 ) -> None:
     sim = _Simulated()
     message = _message(TWIN, to, clock, channel="email", subject="hi")
 
     sim.simulator(clock).send(message)
 
-    [event] = sim.events.published
-    assert event.type is kind
-    assert (event.error.code if event.error else None) == error_code
+    published = [
+        (event.type, event.error.code if event.error else None, event.suppression_reason)
+        for event in sim.events.published
+    ]
+    assert published == reports
     [delivery] = sim.deliveries(message)
     assert (delivery.to, delivery.subject, delivery.channel) == (to, "hi", "email")
 

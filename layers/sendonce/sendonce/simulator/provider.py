@@ -24,6 +24,7 @@ from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
 from sendonce.provider_events.ports import EventQueue
 from sendonce.simulator.ports import SimulatedDelivery, SimulatorStore
 from sendonce.simulator.recipients import TRANSIENT_FAILURES, Behaviour, behaviour_for
+from sendonce.suppressions.model import Reason
 
 NAME = SIMULATOR
 # A report follows the call it is about, as a provider's webhook follows its answer: the dispatcher
@@ -95,19 +96,26 @@ class Simulator:
         return delivery.provider_id
 
     def _report(self, message: Message, behaviour: Behaviour, delivery: SimulatedDelivery) -> None:
-        reports: list[tuple[EventType, MessageError | None]] = [
-            (EventType.FAILED, BOUNCE) if behaviour is Behaviour.SES_BOUNCE else (EventType.DELIVERED, None)
+        # As SES reports them: a permanent bounce fails the message and suppresses its recipient; a
+        # complaint comes after the delivery and suppresses too (in the twin: the message's workspace).
+        reports: list[tuple[str, EventType, MessageError | None, Reason | None]] = [
+            ("failed", EventType.FAILED, BOUNCE, Reason.BOUNCED)
+            if behaviour is Behaviour.SES_BOUNCE
+            else ("delivered", EventType.DELIVERED, None, None)
         ]
+        if behaviour is Behaviour.SES_COMPLAINT:
+            reports.append(("complaint", EventType.DELIVERED, None, Reason.COMPLAINED))
         if behaviour is Behaviour.OPTS_OUT:
-            reports.append((EventType.OPTED_OUT, None))
-        for kind, error in reports:
+            reports.append(("opted_out", EventType.OPTED_OUT, None, None))
+        for name, kind, error, suppress in reports:
             event = ProviderEvent(
                 provider=NAME,
-                event_id=f"{delivery.provider_id}_{kind.value}",
+                event_id=f"{delivery.provider_id}_{name}",
                 message_id=message.id,
                 type=kind,
                 occurred_at=rfc3339(delivery.at),
                 error=error,
+                suppress=suppress,
                 to=message.to if kind is EventType.OPTED_OUT else None,
             )
             try:
