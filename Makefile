@@ -19,7 +19,7 @@ WITH_RUNTIME = $(if $(RUNTIME_BIN),PATH="$(RUNTIME_BIN):$$PATH")
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit-store bench build clean
+.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit integration-store bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,17 +92,21 @@ in-process: install
 	$(PY) -m pytest tests/unit tests/integration tests/store clients/python/tests -q
 
 # Two lanes of about equal length for two cores: the end-to-end tier (which mostly waits on its
-# local stacks), then the unit and store tiers; beside them, the integration tier.
-e2e-unit-store: install
+# local stacks), then the unit tiers; beside them, the integration tier, then the store's.
+e2e-unit: install
 	$(PY) -m pytest tests/e2e -q
-	$(PY) -m pytest tests/unit tests/store clients/python/tests -q
+	$(PY) -m pytest tests/unit clients/python/tests -q
+
+integration-store: install
+	$(PY) -m pytest tests/integration -q
+	$(PY) -m pytest tests/store -q
 
 # The environments install side by side, then the static checks run side by side, then every test
 # in the two lanes.
 test:
 	$(MAKE) -j4 install $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed
 	$(MAKE) -j3 --output-sync=target lint typecheck validate scan build-check
-	$(MAKE) -j2 --output-sync=target e2e-unit-store integration
+	$(MAKE) -j2 --output-sync=target e2e-unit integration-store
 
 bench: install
 	$(PY) -m bench
