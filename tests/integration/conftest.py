@@ -29,6 +29,7 @@ import boto3
 import pytest
 from sendonce import composition
 from sendonce.modes import is_test_workspace, live_workspace_of
+from sendonce.provider_events.signature import sign
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, create_queues, create_tables
@@ -222,6 +223,22 @@ def send(
     return call_api(api_event(name, body=body, headers=extra, workspace=workspace))
 
 
+def provider_webhook(payload: dict[str, Any], secret: str, at: int | None = None) -> ApiAnswer:
+    """`POST /v1/webhooks/http` with `payload`, signed by the HTTP provider with `secret` at `at`
+    (unix seconds, now by default), through the API function."""
+    raw = json.dumps(payload)
+    signature = sign(secret, at if at is not None else int(time.time()), raw.encode())
+    event = api_event(
+        "api_send_sms.json",
+        method="POST",
+        path="/v1/webhooks/http",
+        body=raw,
+        headers={"X-Sendonce-Signature": signature, "Authorization": None},
+        workspace=None,
+    )
+    return call_api(event)
+
+
 def sqs_event(records: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
     """The event Lambda's SQS event source mapping makes of received messages."""
     return {
@@ -365,6 +382,7 @@ class Stack:
     event = staticmethod(api_event)
     call = staticmethod(call_api)
     send = staticmethod(send)
+    provider_webhook = staticmethod(provider_webhook)
 
     def dispatch(self, channel: str, records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Feed a channel's queued records to its dispatcher function, as the event source mapping would."""

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from sendonce.aws_clients import client
-from sendonce.provider_events.signature import sign
 from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function, sqs_event
@@ -38,17 +37,7 @@ def sent_imessage(stack: Stack, http_provider: FakeHttpProvider) -> str:
 
 
 def _webhook(stack: Stack, payload: dict[str, Any], secret: str = SECRET, at: int | None = None) -> Any:
-    raw = json.dumps(payload)
-    signature = sign(secret, at if at is not None else int(time.time()), raw.encode())
-    event = stack.event(
-        "api_send_sms.json",
-        method="POST",
-        path="/v1/webhooks/http",
-        body=raw,
-        headers={"X-Sendonce-Signature": signature, "Authorization": None},
-        workspace=None,
-    )
-    return stack.call(event)
+    return stack.provider_webhook(payload, secret, at)
 
 
 def _event(message_id: str, kind: str, event_id: str) -> dict[str, Any]:

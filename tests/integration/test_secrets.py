@@ -7,12 +7,10 @@ attempt in a dispatcher), never an accepted event and never a failed message.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import boto3
-from sendonce.provider_events.signature import sign
 
 from tests.integration.conftest import (
     REGION,
@@ -31,19 +29,6 @@ def _send_imessage(stack: Stack, body: str) -> Any:
     return stack.send(
         "api_send_imessage.json", body={"channel": "imessage", "to": "+15550100041", "body": body}
     )
-
-
-def _webhook(stack: Stack, payload: dict[str, Any], secret: str) -> Any:
-    raw = json.dumps(payload)
-    event = stack.event(
-        "api_send_sms.json",
-        method="POST",
-        path="/v1/webhooks/http",
-        body=raw,
-        headers={"X-Sendonce-Signature": sign(secret, int(time.time()), raw.encode()), "Authorization": None},
-        workspace=None,
-    )
-    return stack.call(event)
 
 
 def _failed(message_id: str, event_id: str) -> dict[str, Any]:
@@ -80,7 +65,7 @@ def test_a_failed_event_signed_with_the_old_default_is_401_and_the_lock_holds(
     body = f"forged {time.monotonic_ns()}"
     message_id = _sent(stack, http_provider, body)
 
-    forged = _webhook(stack, _failed(message_id, "evt-forged"), OLD_DEFAULT_SECRET)
+    forged = stack.provider_webhook(_failed(message_id, "evt-forged"), OLD_DEFAULT_SECRET)
 
     assert forged.status == 401
     assert _apply_queued(stack) == 0  # nothing reached the events queue
@@ -99,7 +84,7 @@ def test_the_same_event_signed_with_the_stacks_secret_does_release_the_lock(
     body = f"genuine {time.monotonic_ns()}"
     message_id = _sent(stack, http_provider, body)
 
-    genuine = _webhook(stack, _failed(message_id, "evt-genuine"), stack.secrets.webhook_secret)
+    genuine = stack.provider_webhook(_failed(message_id, "evt-genuine"), stack.secrets.webhook_secret)
 
     assert genuine.status == 200
     assert _apply_queued(stack) == 1
@@ -115,7 +100,7 @@ def test_a_webhook_is_503_while_its_secret_cannot_be_read(
     secretsmanager.delete_secret(SecretId="WebhookSigningSecret", ForceDeleteWithoutRecovery=True)
     clear_caches()  # a fresh execution environment: nothing cached from before the outage
 
-    answer = _webhook(stack, _failed(message_id, "evt-during-outage"), stack.secrets.webhook_secret)
+    answer = stack.provider_webhook(_failed(message_id, "evt-during-outage"), stack.secrets.webhook_secret)
 
     assert answer.status == 503
     assert answer.json["error"]["code"] == "unavailable"

@@ -14,7 +14,6 @@ from urllib.parse import quote
 
 import pytest
 from sendonce.aws_clients import client
-from sendonce.provider_events.signature import sign
 from sendonce.settings import DispatcherSettings
 
 from sendonce_local.cli import main
@@ -43,16 +42,7 @@ def _suppression(stack: Stack, to: str, workspace: str = "ws_local") -> ApiAnswe
 
 
 def _webhook(stack: Stack, payload: dict[str, Any]) -> ApiAnswer:
-    raw = json.dumps(payload)
-    event = stack.event(
-        "api_send_sms.json",
-        method="POST",
-        path="/v1/webhooks/http",
-        body=raw,
-        headers={"X-Sendonce-Signature": sign(SECRET, int(time.time()), raw.encode()), "Authorization": None},
-        workspace=None,
-    )
-    return stack.call(event)
+    return stack.provider_webhook(payload, SECRET)
 
 
 def _apply_queued(stack: Stack) -> dict[str, Any]:
