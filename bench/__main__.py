@@ -31,7 +31,13 @@ from bench.latency import run_latency  # noqa: E402
 from bench.local_stack import DYNAMODB_LOCAL, ROOT, BenchStack, dynamodb_engine, start_stack  # noqa: E402
 from bench.outbox_peak import PEAK, run_outbox_peak  # noqa: E402
 from bench.paths import Workload  # noqa: E402
-from bench.probes import StreamReaders, dispatch, hand_off, queued_records  # noqa: E402
+from bench.probes import (  # noqa: E402
+    StreamReaders,
+    apply_delivery_reports,
+    dispatch,
+    hand_off,
+    queued_records,
+)
 from bench.quiet import silenced_stdout  # noqa: E402
 from bench.report import checks, cold_start_ratios, ratios, table  # noqa: E402
 from bench.stats import mode, percentile, summary_ms  # noqa: E402
@@ -81,6 +87,7 @@ def _capacity(stack: BenchStack, probe: CapacityProbe) -> dict[str, Units]:
         units["auth_miss"] = probe.measure(lambda: look_up(keys))
     records = queued_records(stack, 1)
     units["dispatch"] = probe.measure(lambda: dispatch(stack, records))
+    units["delivery_report"] = probe.measure(lambda: apply_delivery_reports(stack, records))
     return units
 
 
@@ -140,7 +147,9 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         on_dynamodb_local = _on_dynamodb_local(stack, baseline_queue, api, args)
         handed = hand_off(stack, StreamReaders(stack))
         auth = measure_key_lookups(args.invocations)
-        dispatched = dispatch(stack, queued_records(stack, args.invocations))
+        records = queued_records(stack, args.invocations)
+        dispatched = dispatch(stack, records)
+        reported = apply_delivery_reports(stack, records)
         capacity = _capacity(stack, probe)
     finally:
         stack.stop()
@@ -159,19 +168,21 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         "ms_per_message": round(sum(handed.seconds) * 1000 / handed.message_bytes, 3),
     }
     specs = stack.template.functions
+    per_send = ("send_new", "dispatch", "delivery_report")  # a message's life, one report of it
     send_cost = SendCost(
-        wru=capacity["send_new"].wru + capacity["dispatch"].wru,
-        rru=capacity["send_new"].rru + capacity["dispatch"].rru,
+        wru=sum(capacity[part].wru for part in per_send),
+        rru=sum(capacity[part].rru for part in per_send),
         sqs_message_bytes=dispatched.message_bytes,
         api=LambdaUse(specs["ApiFunction"].memory_mb, latency["send_new"]["p50"]),
-        dispatcher=LambdaUse(
-            specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), 1 / SQS_BATCH_SIZE
+        dispatcher=LambdaUse.in_batches(
+            specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), SQS_BATCH_SIZE
         ),
         handoff=LambdaUse(
             specs["HandoffFunction"].memory_mb,
             _ms(handed.seconds),
             len(handed.seconds) / handed.message_bytes,
         ),
+        status=LambdaUse.in_batches(specs["StatusFunction"].memory_mb, _ms(reported.seconds), SQS_BATCH_SIZE),
     )
     off_calls = {
         path: mode(samples.calls) for path, samples in without_limits.paths.items() if path != "baseline"
@@ -201,10 +212,13 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         "operations": {
             **{path: samples.operations for path, samples in run.paths.items()},
             "dispatch": dispatched.operations,
+            "delivery_report": reported.operations,
             "auth_miss": auth.miss.operations,
         },
         "aws_ms_p50": {path: _ms(samples.aws_seconds) for path, samples in run.paths.items()},
         "dispatch_ms_p50": _ms(dispatched.seconds),
+        "delivery_report_ms_p50": _ms(reported.seconds),
+        "delivery_report_calls": mode(reported.calls),
         "auth_miss_ms_p50": _ms(auth.miss.seconds),
         "auth_hit_ms_p50": round(percentile(auth.hit.seconds, 0.5) * 1000, 3),
         "dynamodb_units": {

@@ -22,6 +22,7 @@ sends at a given rate, against DynamoDB's per-partition limits (1,000 WCU and 3,
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -155,6 +156,11 @@ def _projected(index: Index, table: TableShape, item: Item | None) -> Item | Non
     return {name: value for name, value in item.items() if name in names}
 
 
+def _key_of(keys: tuple[str, ...], item: Item) -> tuple[str, ...]:
+    """An item's primary key values, to match a BatchGetItem's answer with the keys it asked for."""
+    return tuple(json.dumps(item[name], sort_keys=True) for name in keys)
+
+
 def _partition(keys: tuple[str, ...], item: Item) -> str:
     return str(next(iter(item[keys[0]].values())))
 
@@ -188,8 +194,9 @@ def index_writes(index: Index, table: TableShape, old: Item | None, new: Item | 
 class CapacityProbe:
     """Hooks DynamoDB clients; while `active`, prices every call into `units`."""
 
-    def __init__(self, endpoint: str | None) -> None:
-        """`endpoint`: the engine's (None: AWS's own, or moto's in process)."""
+    def __init__(self, endpoint: str | None, shapes: dict[str, TableShape] | None = None) -> None:
+        """`endpoint`: the engine's (None: AWS's own, or moto's in process); `shapes`: tables' key
+        schemas and indexes known already (the others are described on first use)."""
         session = botocore.session.get_session()
         self._client = session.create_client(
             "dynamodb",
@@ -198,7 +205,7 @@ class CapacityProbe:
             aws_access_key_id="testing",
             aws_secret_access_key="testing",  # the emulator's dummy credentials
         )
-        self._shapes: dict[str, TableShape] = {}
+        self._shapes: dict[str, TableShape] = dict(shapes or {})
         self._local = threading.local()
         self.active = False
         self.units = Units()
@@ -293,11 +300,20 @@ class CapacityProbe:
         return Units(rru=units, detail=[f"{table} Query {size}B: {units:g} RRU"], uses=[use])
 
     def _batch_get(self, params: dict[str, Any], parsed: dict[str, Any]) -> Units:
+        """Every key asked for is priced, found or not: a key with no item still reads the minimum
+        (1 RRU strongly consistent), as a GetItem of it would. Keys left unprocessed are not read."""
         out = Units()
-        for table, items in (parsed.get("Responses") or {}).items():
-            consistent = bool(((params.get("RequestItems") or {}).get(table) or {}).get("ConsistentRead"))
-            for item in items:
-                out.add(self._read(table, item, consistent))
+        responses = parsed.get("Responses") or {}
+        unprocessed = parsed.get("UnprocessedKeys") or {}
+        for table, request in (params.get("RequestItems") or {}).items():
+            names = self._shape(table).keys
+            found = {_key_of(names, item): item for item in responses.get(table) or []}
+            skipped = {_key_of(names, key) for key in (unprocessed.get(table) or {}).get("Keys") or []}
+            consistent = bool(request.get("ConsistentRead"))
+            for key in request.get("Keys") or []:
+                identity = _key_of(names, key)
+                if identity not in skipped:
+                    out.add(self._read(table, found.get(identity), consistent, key))
         out.detail = [f"BatchGetItem {len(out.uses)} items: {out.rru:g} RRU"]
         return out
 

@@ -38,6 +38,25 @@ COMPILE = ["-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecke
 # be postponed.
 BUILD_ROOT = "_module.root.get()"
 BASELINE_SCRIPT = "import boto3; boto3.client('dynamodb')"
+# The API function's shape with nothing of sendonce in it: the baseline, plus what the HTTP API is
+# built on (Powertools' Logger and Metrics, its HTTP API resolver with request validation, and one
+# route taking a pydantic body). What the API function costs beyond this is sendonce's own.
+SHAPE_FLOOR = "api_shape_floor"
+SHAPE_FLOOR_SCRIPT = """
+import boto3
+boto3.client('dynamodb')
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from pydantic import BaseModel
+Logger(service='floor')
+Metrics(namespace='floor', service='floor')
+app = APIGatewayHttpResolver(enable_validation=True)
+class Body(BaseModel):
+    to: str
+@app.post('/v1/messages')
+def send(body: Body) -> dict:
+    return {}
+"""
 
 # Wall-clock time (what a cold start costs), and the process's own CPU time, which other work on a
 # shared machine disturbs far less.
@@ -232,7 +251,8 @@ def cold_starts_by_runtime(
     runtimes: tuple[str, ...] = RUNTIMES,
 ) -> dict[str, dict[str, object]]:
     """Per runtime: the baseline's median ms, and each function's median ms and its ratio to it,
-    in wall-clock time and in the process's CPU time.
+    in wall-clock time and in the process's CPU time; and the same for the API's shape alone
+    (`SHAPE_FLOOR`), the least any API function built on it could cost.
 
     The runs go round by round (each runtime's baseline, then its functions, once a round), so a
     change in the machine's load weighs on all of them alike, and the runtimes' own figures compare.
@@ -240,7 +260,7 @@ def cold_starts_by_runtime(
     is not on this machine, or for which the layer cannot be installed, is reported so.
     """
     results: dict[str, dict[str, object]] = {}
-    scripts = {"baseline": BASELINE_SCRIPT}
+    scripts = {"baseline": BASELINE_SCRIPT, SHAPE_FLOOR: SHAPE_FLOOR_SCRIPT}
     scripts.update({name: function_script(spec) for name, spec in functions.items()})
     ready: dict[str, tuple[Path, dict[str, str]]] = {}
     for runtime in runtimes:
@@ -280,6 +300,12 @@ def cold_starts_by_runtime(
                     "cpu_ratio": round(cpu[name] / cpu["baseline"], 2),
                 }
                 for name in functions
+            },
+            SHAPE_FLOOR: {
+                "ms": round(wall[SHAPE_FLOOR], 1),
+                "ratio": round(wall[SHAPE_FLOOR] / wall["baseline"], 2),
+                "cpu_ms": round(cpu[SHAPE_FLOOR], 1),
+                "cpu_ratio": round(cpu[SHAPE_FLOOR] / cpu["baseline"], 2),
             },
         }
     return {runtime: results[runtime] for runtime in runtimes}

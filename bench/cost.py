@@ -2,9 +2,12 @@
 
 Included: API Gateway HTTP API, the API, hand-off and dispatcher Lambdas, DynamoDB
 on-demand capacity, SQS requests (the hand-off's SendMessageBatch and the event source mapping's
-ReceiveMessage and DeleteMessageBatch, in full batches). Lambda reads a DynamoDB stream at no
-charge. Not included: what the provider charges per message (SNS SMS, SES, the HTTP provider),
-CloudWatch Logs and X-Ray, data transfer, storage. Those are listed apart in docs/performance.md.
+ReceiveMessage and DeleteMessageBatch, in full batches), and the provider's one delivery report
+from the events queue on (its SendMessage, the mapping's requests, the status function, its
+DynamoDB units). Lambda reads a DynamoDB stream at no charge. Not included: what the provider
+charges per message (SNS SMS, SES, the HTTP provider), how the report reaches the events queue
+(SES publishes through SNS; the HTTP provider's webhook is one more API request), CloudWatch Logs
+and X-Ray, data transfer, storage. Those are listed apart in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ class LambdaUse:
     milliseconds: float  # billed per started millisecond
     invocations_per_send: float = 1.0
 
+    @classmethod
+    def in_batches(cls, memory_mb: int, ms_per_item: float, batch_size: int) -> LambdaUse:
+        """A function that takes its event's records one after another: an invocation of a full
+        batch lasts `batch_size` items (an upper bound: the invocation's own overhead is counted
+        once per item), and a send pays its share of one."""
+        return cls(memory_mb, ms_per_item * batch_size, 1 / batch_size)
+
     def usd_per_send(self) -> float:
         gb_seconds = self.memory_mb / 1024 * math.ceil(self.milliseconds) / 1000
         return self.invocations_per_send * (
@@ -50,20 +60,26 @@ class SendCost:
     rru: float
     sqs_message_bytes: int
     api: LambdaUse
-    dispatcher: LambdaUse  # milliseconds per message; invocations_per_send = 1 / batch size
+    dispatcher: LambdaUse  # `in_batches` of the queue's batch size
     # HandoffFunction: milliseconds per stream batch; invocations_per_send = 1 / records per batch.
     handoff: LambdaUse = LambdaUse(128, 0.0, 0.0)
+    # StatusFunction applying the provider's delivery report: `in_batches` of the queue's batch size.
+    status: LambdaUse = LambdaUse(128, 0.0, 0.0)
 
     def lines(self) -> dict[str, float]:
         """USD per million sends, by item."""
         chunks = max(1, math.ceil(self.sqs_message_bytes / SQS_CHUNK_BYTES))
         # SendMessageBatch of 10 from the hand-off; Receive and DeleteBatch per batch of the mapping.
         sqs_requests = chunks / SQS_BATCH_SIZE + 2 / SQS_BATCH_SIZE
+        if self.status.invocations_per_send:
+            # The report's own SendMessage to the events queue; Receive and DeleteBatch per batch.
+            sqs_requests += 1 + 2 / SQS_BATCH_SIZE
         return {
             "api_gateway": API_GATEWAY_HTTP_USD_PER_MILLION,
             "lambda_api": self.api.usd_per_send() * MILLION,
             "lambda_dispatcher": self.dispatcher.usd_per_send() * MILLION,
             "lambda_handoff": self.handoff.usd_per_send() * MILLION,
+            "lambda_status": self.status.usd_per_send() * MILLION,
             "dynamodb_writes": self.wru * DYNAMODB_USD_PER_MILLION_WRU,
             "dynamodb_reads": self.rru * DYNAMODB_USD_PER_MILLION_RRU,
             "sqs": sqs_requests * SQS_USD_PER_MILLION_REQUESTS,

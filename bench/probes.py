@@ -1,12 +1,18 @@
 """The functions off the request path, invoked in-process on their real events, counted and timed:
-the hand-off from the table's stream and the dispatcher."""
+the hand-off from the table's stream, the dispatcher, and the status function applying a
+provider's delivery report."""
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from sendonce.clock import rfc3339, utc_now
+from sendonce.provider_events.model import EventType, ProviderEvent
 
 from bench.call_counter import COUNTER
 from bench.events import sqs_event
@@ -19,6 +25,8 @@ from sendonce_local.stream_sources import StreamShardReader, lambda_record, stre
 
 QUEUE = "SmsQueue"
 DISPATCHER = "DispatchSmsFunction"
+EVENTS_QUEUE = "EventsQueue"
+STATUS = "StatusFunction"
 
 
 @dataclass
@@ -111,3 +119,24 @@ def dispatch(stack: BenchStack, records: list[dict[str, Any]]) -> Invocations:
 def once(run: Callable[[], Any]) -> None:
     with silenced_stdout():
         run()
+
+
+def apply_delivery_reports(stack: BenchStack, records: list[dict[str, Any]]) -> Invocations:
+    """The provider reports each dispatched message delivered: StatusFunction applies the report
+    from the events queue, one per invocation, so the counts are per report."""
+    out = Invocations()
+    arn = queue_arn(EVENTS_QUEUE)
+    with silenced_stdout():
+        for record in records:
+            report = ProviderEvent(
+                provider="http",
+                event_id=f"evt_{uuid.uuid4().hex}",
+                message_id=json.loads(record["Body"])["messageId"],
+                type=EventType.DELIVERED,
+                occurred_at=rfc3339(utc_now()),
+            )
+            queued = {"MessageId": str(uuid.uuid4()), "ReceiptHandle": "bench", "Body": report.to_json()}
+            result = _invoke(stack, STATUS, sqs_event([queued], arn), out)
+            if result.get("batchItemFailures"):
+                raise RuntimeError(f"the status function failed a report: {result}")
+    return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.cold_start import SHAPE_FLOOR
+
 # The physical limit (issue 15): a new send is its one transaction (the hand-off follows from the
 # stream, the quota rides in the transaction, the rate's tokens come in leases, most requests none).
 # Issue 17: a send reads its recipient's suppression entries once before its transaction (a replay
@@ -58,10 +60,9 @@ def checks(results: dict[str, Any]) -> list[Check]:
         out.append(
             at_most("ratio_dynamodb_local.send_new_p50", local["send_new_p50"], RATIO_TARGETS["send_new_p50"])
         )
-    out += [
-        at_most(f"cold_start_ratio.{name}", ratio, COLD_START_TARGET)
-        for name, ratio in results["cold_start_ratio"].items()
-    ]
+    # The cold start is checked as the layer ships, on the template's runtime (issue 15); the
+    # development environment's figures (`cold_start_ratio`) are reported, not checked. The API's
+    # shape alone is checked beside the functions: whether the target is within reach of it at all.
     by_runtime = results.get("cold_start_by_runtime") or {}
     deployed = by_runtime.get(str(by_runtime.get("deployed")))
     if isinstance(deployed, dict) and "functions" in deployed:
@@ -69,7 +70,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
             at_most(
                 f"cold_start_by_runtime[{by_runtime['deployed']}].{name}", figures["ratio"], COLD_START_TARGET
             )
-            for name, figures in deployed["functions"].items()
+            for name, figures in _shipped(deployed).items()
         ]
     storm = results.get("storm")
     if storm:
@@ -186,6 +187,7 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         )
     cold = results["cold_start_ms"]
     cold_rows = [[name, ms, results["cold_start_ratio"].get(name, "1.0")] for name, ms in cold.items()]
+    shipped_rows = _shipped_cold_start_rows(results.get("cold_start_by_runtime") or {})
     storm = results.get("storm") or {}
     parts = [
         _rows(["path", "AWS calls", "p50 ms", "p95 ms", "p99 ms", "in AWS calls p50 ms"], path_rows),
@@ -194,7 +196,8 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
             ["ratio on DynamoDB Local", "value"],
             [[name, value] for name, value in (results.get("ratio_dynamodb_local") or {}).items()],
         ),
-        _rows(["cold start", "median ms", "ratio"], cold_rows),
+        _rows(["cold start (development environment)", "median ms", "ratio"], cold_rows),
+        _rows(["cold start as the layer ships", "runtime", "median ms", "ratio", "CPU ratio"], shipped_rows),
         _section("storm", storm, "not run"),
         _section("outbox peak", results.get("outbox_peak"), "not run"),
         _section("webhooks", results.get("webhooks"), "not run"),
@@ -208,3 +211,20 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         ),
     ]
     return "\n\n".join(parts)
+
+
+def _shipped_cold_start_rows(by_runtime: dict[str, Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for runtime, figures in by_runtime.items():
+        if not isinstance(figures, dict) or "functions" not in figures:
+            continue
+        rows.append(["baseline", runtime, figures["baseline_ms"], 1.0, 1.0])
+        for name, one in _shipped(figures).items():
+            rows.append([name, runtime, one["ms"], one["ratio"], one["cpu_ratio"]])
+    return rows
+
+
+def _shipped(figures: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """One runtime's functions as the layer ships, and the API's shape alone when measured."""
+    floor = {SHAPE_FLOOR: figures[SHAPE_FLOOR]} if SHAPE_FLOOR in figures else {}
+    return {**figures["functions"], **floor}

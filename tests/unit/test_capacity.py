@@ -20,6 +20,7 @@ from sendonce.adapters.dynamodb_webhooks import ENDPOINT_COPIES, EVENT_SHARDS
 
 from bench.capacity import (
     EACH_ITS_OWN,
+    CapacityProbe,
     Index,
     TableShape,
     busiest_partitions,
@@ -156,3 +157,20 @@ def test_a_quarter_of_the_listing_shards_would_not_carry_10k_a_second() -> None:
 )
 def test_docs_scaling_works_with_the_declared_counts(name: str, value: int) -> None:
     assert f"`{name} = {value}`" in DOCS.read_text(encoding="utf-8")
+
+
+def test_a_batch_get_prices_every_key_it_asked_for_found_or_not() -> None:
+    """A strongly consistent read of a key with no item still costs 1 RRU (the suppression check
+    mostly finds nothing); a key DynamoDB left unprocessed was not read."""
+    probe = CapacityProbe(endpoint="http://127.0.0.1:9", shapes={"T": SHAPE})  # so no call is made
+
+    def key(pk: str) -> dict[str, Any]:
+        return {"pk": {"S": pk}, "sk": {"S": "SUPPRESSION"}}
+
+    found = {**key("b"), "reason": {"S": "x" * 5000}}  # over 4 KB: 2 RRU
+    units = probe._batch_get(
+        {"RequestItems": {"T": {"Keys": [key("a"), key("b"), key("c")], "ConsistentRead": True}}},
+        {"Responses": {"T": [found]}, "UnprocessedKeys": {"T": {"Keys": [key("c")]}}},
+    )
+    assert units.rru == 1 + 2
+    assert sorted(use.partition for use in units.uses) == ["a", "b"]

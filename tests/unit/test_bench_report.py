@@ -1,0 +1,69 @@
+"""bench/cost.py and bench/report.py: what a send costs, and which figures are checked against a target.
+
+A function that takes its queue's records one after another is billed for the whole batch's time;
+a provider's delivery report costs its events queue requests and its status function's share; the
+cold start is checked as the layer ships, with the API's shape alone checked beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.cold_start import SHAPE_FLOOR
+from bench.cost import SQS_USD_PER_MILLION_REQUESTS, LambdaUse, SendCost
+from bench.report import COLD_START_TARGET, checks
+
+
+def test_a_batch_of_records_taken_one_after_another_is_billed_for_all_of_them() -> None:
+    use = LambdaUse.in_batches(memory_mb=1024, ms_per_item=20.0, batch_size=10)
+    assert use.milliseconds == 200.0
+    assert use.invocations_per_send == pytest.approx(0.1)
+    # Each send pays a tenth of an invocation that lasts ten items: its own 20 ms of 1 GB.
+    one_item = LambdaUse(1024, 20.0, 1.0)
+    assert use.usd_per_send() == pytest.approx(one_item.usd_per_send() - 0.9 * 0.2 / 1_000_000)
+
+
+def test_a_delivery_report_adds_its_queue_requests_and_its_status_function() -> None:
+    api, dispatcher = LambdaUse(1024, 30.0), LambdaUse.in_batches(512, 20.0, 10)
+    without = SendCost(wru=10, rru=2, sqs_message_bytes=100, api=api, dispatcher=dispatcher)
+    status = LambdaUse.in_batches(256, 15.0, 10)
+    with_report = SendCost(
+        wru=14, rru=3, sqs_message_bytes=100, api=api, dispatcher=dispatcher, status=status
+    )
+    lines, before = with_report.lines(), without.lines()
+    # The report's SendMessage, and a share of the mapping's ReceiveMessage and DeleteMessageBatch.
+    assert lines["sqs"] - before["sqs"] == pytest.approx(1.2 * SQS_USD_PER_MILLION_REQUESTS)
+    assert lines["lambda_status"] == pytest.approx(status.usd_per_send() * 1_000_000)
+    assert before["lambda_status"] == 0.0
+    assert with_report.usd_per_million() > without.usd_per_million()
+
+
+def _results(api_ratio: float, floor_ratio: float) -> dict[str, Any]:
+    figures = {"ms": 1.0, "ratio": 1.0, "cpu_ms": 1.0, "cpu_ratio": 1.0}
+    return {
+        "calls": {"send_new": 2, "send_new_with_key": 4, "replay": 1, "duplicate": 3, "dispatch": 4},
+        "ratio": {"send_new_p50": 1.0, "replay_p50": 0.5, "duplicate_p99_vs_send_new_p99": 1.0},
+        "cold_start_ratio": {"ApiFunction": 9.0},  # the development environment's: reported only
+        "cold_start_by_runtime": {
+            "deployed": "python3.13",
+            "python3.13": {
+                "baseline_ms": 300.0,
+                "functions": {
+                    "ApiFunction": {**figures, "ratio": api_ratio},
+                    "StatusFunction": figures,
+                },
+                SHAPE_FLOOR: {**figures, "ratio": floor_ratio},
+            },
+        },
+    }
+
+
+def test_the_cold_start_is_checked_as_the_layer_ships_with_the_api_shape_beside_it() -> None:
+    found = {check.name: check for check in checks(_results(api_ratio=1.9, floor_ratio=1.7))}
+    assert not any(name.startswith("cold_start_ratio.") for name in found)
+    assert not found["cold_start_by_runtime[python3.13].ApiFunction"].passed
+    assert found["cold_start_by_runtime[python3.13].StatusFunction"].passed
+    floor = found[f"cold_start_by_runtime[python3.13].{SHAPE_FLOOR}"]
+    assert (floor.value, floor.target, floor.passed) == (1.7, f"<= {COLD_START_TARGET}", False)
