@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sendonce.dedup.identity import dedup_identity
 from sendonce.delivery.dependencies import DispatcherDependencies
-from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome, RetryLater
+from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.ports import ClaimedMessage, ProviderThrottled
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.delivery.sqs_batch import handle_batch
-from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
+from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, RetryLater, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim

@@ -20,9 +20,15 @@ from sendonce.api.app import handle
 from sendonce.auth.api_keys import generate_api_key, hash_api_key, issue_api_key, resolve_workspace
 from sendonce.dedup.identity import dedup_identity
 from sendonce.delivery.dependencies import PROVIDERS, Providers
-from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome, RetryLater
+from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.errors import AmbiguousOutcome, DependencyUnavailable, PermanentFailure, TransientFailure
+from sendonce.errors import (
+    AmbiguousOutcome,
+    DependencyUnavailable,
+    PermanentFailure,
+    RetryLater,
+    TransientFailure,
+)
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim

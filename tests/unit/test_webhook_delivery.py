@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue, parse_task, task_body
-from sendonce.errors import QueueUnavailable
-from sendonce.webhooks.delivery import Answer, Outcome, RetryLater, WebhookDeliverer, body_of
+from sendonce.errors import QueueUnavailable, RetryLater
+from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer, body_of
 from sendonce.webhooks.dependencies import DeliveryDependencies
 from sendonce.webhooks.handlers import handle_delivery_batch
 from sendonce.webhooks.model import (

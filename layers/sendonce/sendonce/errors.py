@@ -76,6 +76,14 @@ class InvalidCursor(SendonceError):
     pass
 
 
+class RetryLater(SendonceError):
+    """Not now: the queued record of this work goes back to its queue and returns after `seconds`."""
+
+    def __init__(self, seconds: int, reason: str = "") -> None:
+        super().__init__(reason or f"retry in {seconds} s")
+        self.seconds = seconds
+
+
 class DeliveryFailure(SendonceError):
     """A provider call that did not deliver; `code` names the cause on the message."""
 

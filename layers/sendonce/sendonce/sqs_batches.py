@@ -4,6 +4,9 @@ Failures are reported per record (ReportBatchItemFailures): one bad record never
 the rest of its batch, and an event with no records is an empty batch, not an error.
 
 A record handler raises to fail its record; whatever it returns is its outcome, for the logs.
+`read_record` and `retried_later` are the two things every handler does around its own work: a
+record it cannot read fails alone and is logged, and work that says `RetryLater` puts its record
+back on the queue for that long.
 This is the whole of partial batch responses for SQS: a library's batch utility would bring in its
 every event source's models on each cold start.
 """
@@ -12,13 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sendonce.errors import RetryLater
 from sendonce.observability import logger
 
 LambdaHandler = Callable[[Any, LambdaContext], dict[str, Any]]
+T = TypeVar("T")
+
+
+class Redelivery(Protocol):
+    def postpone(self, receipt_handle: str, seconds: int) -> None:
+        """Bring a queued record back after `seconds` instead of its visibility timeout."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +70,33 @@ def process_batch(event: Any, handle_record: Callable[[SqsRecord], str]) -> dict
             )
             failures.append({"itemIdentifier": record.message_id})
     return {"batchItemFailures": failures}
+
+
+def read_record(
+    record: SqsRecord,
+    parse: Callable[[str], T],
+    unreadable: type[Exception] | tuple[type[Exception], ...],
+    event: str,
+) -> T:
+    """The record's body as `parse` reads it. One it cannot read is logged under `event` (its SQS
+    id, never its body) and fails alone: its redrive takes it to the dead-letter queue."""
+    try:
+        return parse(record.body)
+    except unreadable:
+        logger.error(event, extra={"event": event, "sqs_message_id": record.message_id})
+        raise
+
+
+def retried_later(
+    redelivery: Redelivery, record: SqsRecord, work: Callable[[], str], event: str, **extra: str
+) -> str:
+    """`work`'s outcome. When it raises RetryLater, the record fails and is postponed by its
+    seconds; should the postpone fail (logged under `event`), its visibility timeout brings it back."""
+    try:
+        return work()
+    except RetryLater as retry:
+        try:
+            redelivery.postpone(record.receipt_handle, retry.seconds)
+        except Exception:  # the queue's own visibility timeout brings it back instead
+            logger.warning(event, extra={"event": event, **extra})
+        raise

@@ -21,12 +21,13 @@ from sendonce.aws_clients import client
 from sendonce.clock import Clock, utc_now
 from sendonce.composition import Root
 from sendonce.delivery.dispatcher import Dispatcher
-from sendonce.delivery.ports import Provider, Redelivery
+from sendonce.delivery.ports import Provider
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.messages.model import Message
 from sendonce.messages.ports import MessageQueue
 from sendonce.modes import Mode
 from sendonce.settings import DispatcherSettings, HandoffSettings
+from sendonce.sqs_batches import Redelivery
 
 if TYPE_CHECKING:  # imported when the outbox's root is built (build_outbox), not with this module
     from sendonce.delivery.outbox import OutboxSweeper

@@ -28,6 +28,7 @@ from sendonce.errors import (
     DeliveryFailure,
     DependencyUnavailable,
     PermanentFailure,
+    RetryLater,
     TransientFailure,
 )
 from sendonce.messages.model import Message, MessageError, Status
@@ -35,14 +36,6 @@ from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import recipient_key
 from sendonce.suppressions.ports import SuppressionCheck, find
-
-
-class RetryLater(Exception):
-    """Leave the record on its queue and bring it back after `seconds`."""
-
-    def __init__(self, seconds: int, reason: str) -> None:
-        super().__init__(reason)
-        self.seconds = seconds
 
 
 class Outcome(StrEnum):

@@ -125,9 +125,3 @@ class Provider(Protocol):
     honours_idempotency_key: bool
 
     def send(self, message: Message) -> str: ...
-
-
-class Redelivery(Protocol):
-    def postpone(self, receipt_handle: str, seconds: int) -> None:
-        """Bring a queued record back after `seconds` instead of its visibility timeout."""
-        ...

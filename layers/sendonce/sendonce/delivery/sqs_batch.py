@@ -20,10 +20,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce import channels
 from sendonce.composition import Root
 from sendonce.delivery.dependencies import DispatcherDependencies, dispatcher_root
-from sendonce.delivery.dispatcher import DeliveryRequest, RetryLater
+from sendonce.delivery.dispatcher import DeliveryRequest
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.observability import logger, metrics
-from sendonce.sqs_batches import LambdaHandler, SqsRecord, process_batch
+from sendonce.sqs_batches import LambdaHandler, SqsRecord, process_batch, read_record, retried_later
 
 # Time a record needs beyond the provider's own timeout: the connection (botocore allows 3 s), the
 # claim before the call and the write after it.
@@ -60,22 +60,16 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
         if handed_back or context.get_remaining_time_in_millis() < needed_millis:
             handed_back.append(record.message_id)
             raise OutOfTime("too little time left for a provider call")
-        try:
-            request = delivery_request(record.body)
-        except UnreadableRecord:
-            logger.error(
-                "message.dispatch.unreadable_record",
-                extra={"event": "message.dispatch.unreadable_record", "sqs_message_id": record.message_id},
-            )
-            raise
-        try:
-            return dependencies.dispatcher.deliver(request).value
-        except RetryLater as retry:
-            try:
-                dependencies.redelivery.postpone(record.receipt_handle, retry.seconds)
-            except Exception:  # the queue's own visibility timeout brings it back instead
-                logger.warning("message.dispatch.postpone_failed", extra={"message_id": request.message_id})
-            raise
+        request = read_record(
+            record, delivery_request, UnreadableRecord, "message.dispatch.unreadable_record"
+        )
+        return retried_later(
+            dependencies.redelivery,
+            record,
+            lambda: dependencies.dispatcher.deliver(request).value,
+            "message.dispatch.postpone_failed",
+            message_id=request.message_id,
+        )
 
     result = process_batch(event, handle_record)
     if handed_back:

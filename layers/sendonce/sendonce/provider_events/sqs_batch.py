@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sendonce.observability import logger
 from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
 from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
-from sendonce.sqs_batches import SqsRecord, process_batch
+from sendonce.sqs_batches import SqsRecord, process_batch, read_record
 
 
 class UnreadableEvent(ValueError):
@@ -30,14 +29,7 @@ def provider_event(body: str) -> ProviderEvent | None:
 
 def handle_batch(store: ProviderEventStore, event: Any) -> dict[str, Any]:
     def handle_record(record: SqsRecord) -> str:
-        try:
-            parsed = provider_event(record.body)
-        except UnreadableEvent:
-            logger.error(
-                "message.events.unreadable_record",
-                extra={"event": "message.events.unreadable_record", "sqs_message_id": record.message_id},
-            )
-            raise
+        parsed = read_record(record, provider_event, UnreadableEvent, "message.events.unreadable_record")
         if parsed is None:
             return "not_ours"
         return apply_event(store, parsed).value

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from sendonce.clock import Clock, utc_now
+from sendonce.errors import RetryLater
 from sendonce.observability import logger, metrics
 from sendonce.webhooks.model import DeliveryStatus, Event
 from sendonce.webhooks.ports import Attempt, DeliveryTask, EndpointStore, EventStore
@@ -46,12 +47,6 @@ class Answer:
 
 class Sender(Protocol):
     def __call__(self, url: str, body: bytes, headers: Mapping[str, str]) -> Answer: ...
-
-
-class RetryLater(Exception):
-    def __init__(self, seconds: int) -> None:
-        super().__init__(f"retry in {seconds} s")
-        self.seconds = seconds
 
 
 def body_of(event: Event) -> str:

@@ -15,8 +15,8 @@ from sendonce.adapters.sqs_queue import SqsRedelivery
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
 from sendonce.aws_clients import client
 from sendonce.composition import Root
-from sendonce.delivery.ports import Redelivery
 from sendonce.settings import MessageChangesSettings, WebhookDeliverySettings
+from sendonce.sqs_batches import Redelivery
 from sendonce.webhooks.delivery import Answer, Sender, WebhookDeliverer, parse_schedule
 from sendonce.webhooks.events import EventRecorder
 

@@ -22,9 +22,8 @@ from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.sqs_webhook_queue import parse_task
 from sendonce.observability import logger, metrics
 from sendonce.side_by_side import side_by_side
-from sendonce.sqs_batches import SqsRecord, process_batch
+from sendonce.sqs_batches import SqsRecord, process_batch, read_record, retried_later
 from sendonce.stream_records import sequence_number
-from sendonce.webhooks.delivery import RetryLater
 from sendonce.webhooks.dependencies import DeliveryDependencies
 from sendonce.webhooks.events import EventRecorder
 
@@ -91,21 +90,13 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
 
 def handle_delivery_batch(dependencies: DeliveryDependencies, event: Any) -> dict[str, Any]:
     def handle_record(record: SqsRecord) -> str:
-        try:
-            task = parse_task(record.body)
-        except ValueError:
-            logger.error(
-                "webhook.delivery.unreadable_record",
-                extra={"event": "webhook.delivery.unreadable_record", "sqs_message_id": record.message_id},
-            )
-            raise
-        try:
-            return dependencies.deliverer.deliver(task).value
-        except RetryLater as retry:
-            try:
-                dependencies.redelivery.postpone(record.receipt_handle, retry.seconds)
-            except Exception:  # the queue's own visibility timeout brings it back instead
-                logger.warning("webhook.delivery.postpone_failed", extra={"event_id": task.event_id})
-            raise
+        task = read_record(record, parse_task, ValueError, "webhook.delivery.unreadable_record")
+        return retried_later(
+            dependencies.redelivery,
+            record,
+            lambda: dependencies.deliverer.deliver(task).value,
+            "webhook.delivery.postpone_failed",
+            event_id=task.event_id,
+        )
 
     return process_batch(event, handle_record)
