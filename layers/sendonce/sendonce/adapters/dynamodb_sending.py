@@ -137,21 +137,7 @@ class DynamoDbSendingStore:
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
-            {
-                "Put": {
-                    "Item": {
-                        **lock_key(claim.lock_id),
-                        "messageId": {"S": message.id},
-                        "workspaceId": {"S": message.workspace_id},
-                        "lockedAt": {"S": rfc3339(now)},
-                        "expiresAt": epoch_seconds(claim.expires_at),
-                    },
-                    # An expired lock the TTL sweep has not deleted yet never blocks.
-                    "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
-                    "ExpressionAttributeValues": {":now": epoch_seconds(now)},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
+            self._lock_put(message, claim, now),
         ]
         if tie is not None:
             items.append(
