@@ -28,6 +28,16 @@ def _channel_names(schema: dict[str, Any]) -> None:
     schema["enum"] = list(channels.names())
 
 
+# A message's metadata, on a send as on an edit.
+Metadata = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=MAX_METADATA_KEY_LENGTH)],
+        Annotated[str, Field(max_length=MAX_METADATA_VALUE_LENGTH)],
+    ],
+    Field(max_length=MAX_METADATA_KEYS),
+]
+
+
 def registered_channel(value: str) -> str:
     if value not in channels.names():
         raise ValueError(f"must be one of {', '.join(channels.names())}")
@@ -57,16 +67,7 @@ class SendMessageRequest(BaseModel):
         default=None, min_length=1, max_length=998, validate_default=True, description="Email only; required"
     )
     sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
-    metadata: (
-        Annotated[
-            dict[
-                Annotated[str, Field(min_length=1, max_length=MAX_METADATA_KEY_LENGTH)],
-                Annotated[str, Field(max_length=MAX_METADATA_VALUE_LENGTH)],
-            ],
-            Field(max_length=MAX_METADATA_KEYS),
-        ]
-        | None
-    ) = None
+    metadata: Metadata | None = None
 
     @field_validator("channel")
     @classmethod
@@ -132,16 +133,7 @@ class EditMessageRequest(BaseModel):
     body: str | None = Field(default=None, min_length=1, max_length=10_000)
     subject: str | None = Field(default=None, min_length=1, max_length=998, description="Email only")
     sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
-    metadata: (
-        Annotated[
-            dict[
-                Annotated[str, Field(min_length=1, max_length=MAX_METADATA_KEY_LENGTH)],
-                Annotated[str, Field(max_length=MAX_METADATA_VALUE_LENGTH)],
-            ],
-            Field(max_length=MAX_METADATA_KEYS),
-        ]
-        | None
-    ) = Field(default=None, description="Replaces the message's metadata")
+    metadata: Metadata | None = Field(default=None, description="Replaces the message's metadata")
 
     @field_validator("body", "subject", "sendAt", "metadata", mode="before")
     @classmethod
