@@ -55,19 +55,14 @@ def recipient_for_channel(value: str, info: ValidationInfo) -> str:
         raise ValueError(str(error)) from None
 
 
-class SendMessageRequest(BaseModel):
-    """POST /v1/messages. Unknown fields are rejected, so a typo never silently changes a send."""
+class _Recipient(BaseModel):
+    """`channel` and `to`, `to` normalised as its channel reads it: what a send and a suppression
+    name their recipient by. Unknown fields are rejected, so a typo never silently changes a request."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     channel: str = Field(json_schema_extra=_channel_names)
     to: str = Field(min_length=1, max_length=320, description="Phone number with country code, or email")
-    body: str = Field(min_length=1, max_length=10_000)
-    subject: str | None = Field(
-        default=None, min_length=1, max_length=998, validate_default=True, description="Email only; required"
-    )
-    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
-    metadata: Metadata | None = None
 
     @field_validator("channel")
     @classmethod
@@ -78,6 +73,20 @@ class SendMessageRequest(BaseModel):
     @classmethod
     def _normalise_to(cls, value: str, info: ValidationInfo) -> str:
         return recipient_for_channel(value, info)
+
+
+class SendMessageRequest(_Recipient):
+    """POST /v1/messages. Unknown fields are rejected, so a typo never silently changes a send."""
+
+    # Built at import, unlike the other requests: a function's first request is most often a send.
+    model_config = ConfigDict(defer_build=False)
+
+    body: str = Field(min_length=1, max_length=10_000)
+    subject: str | None = Field(
+        default=None, min_length=1, max_length=998, validate_default=True, description="Email only; required"
+    )
+    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
+    metadata: Metadata | None = None
 
     @field_validator("subject")
     @classmethod
@@ -188,23 +197,8 @@ class RedeliverRequest(BaseModel):
     endpointId: str | None = Field(default=None, min_length=1, max_length=64)
 
 
-class AddSuppressionRequest(BaseModel):
+class AddSuppressionRequest(_Recipient):
     """POST /v1/suppressions: a recipient as its channel reads it (an entry covers every channel)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-
-    channel: str = Field(json_schema_extra=_channel_names)
-    to: str = Field(min_length=1, max_length=320, description="Phone number with country code, or email")
-
-    @field_validator("channel")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        return registered_channel(value)
-
-    @field_validator("to")
-    @classmethod
-    def _normalise_to(cls, value: str, info: ValidationInfo) -> str:
-        return recipient_for_channel(value, info)
 
 
 # ---------------------------------------------------------------------------- responses
