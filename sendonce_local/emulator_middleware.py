@@ -3,7 +3,12 @@
 - Every successful SES v2 SendEmail and SNS Publish to a phone number becomes a sandbox delivery.
 - moto's DynamoDB and SQS backends are not thread-safe (a conditional write is a read then a
   write), so each service's requests are serialised by a lock. A long-poll ReceiveMessage must
-  not hold that lock while it waits, so it is emulated here as repeated short polls.
+  not hold that lock while it waits, so it is emulated here as short polls: one at once, then one
+  after each change to SQS (`sqs_changes`: any request but a receive), and one when the queue's
+  next hidden or delayed message comes due, until the wait time is over. An empty queue costs one
+  short poll per long poll, not one every few milliseconds.
+- Every DynamoDB request that may write marks `table_writes`: the stream pollers wait on it when
+  they find nothing new, since a stream record only ever comes from a write.
 """
 
 from __future__ import annotations
@@ -11,11 +16,16 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlparse
 
+from moto.sqs.models import sqs_backends
+
+from sendonce_local.changes import Changes
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.provider_calls import SES_SEND_EMAIL_PATH, ProviderCall, ses_send_email, sns_publish
 
@@ -23,17 +33,45 @@ log = logging.getLogger("local-stack.emulator")
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Response = tuple[str, list[tuple[str, str]], bytes]
-SHORT_POLL_INTERVAL_SECONDS = 0.05
+# How soon a waiting receive polls again when it cannot tell when the queue's next message is due.
+REPOLL_SECONDS = 0.2
+# The DynamoDB requests that never write (so never add a stream record); any other may.
+DYNAMODB_READS = frozenset(
+    {
+        "BatchGetItem",
+        "DescribeContinuousBackups",
+        "DescribeTable",
+        "DescribeTimeToLive",
+        "GetItem",
+        "ListTables",
+        "ListTagsOfResource",
+        "Query",
+        "Scan",
+        "TransactGetItems",
+    }
+)
+
+
+def _credential_scope(environ: dict[str, Any]) -> list[str]:
+    """A SigV4 Authorization header's credential scope: key id, date, region, service, terminator."""
+    auth = environ.get("HTTP_AUTHORIZATION") or ""
+    try:
+        return auth.split(",")[0].split()[1].split("/")
+    except IndexError:
+        return []
 
 
 def signing_service(environ: dict[str, Any]) -> str | None:
     """The service named in a SigV4 Authorization header's credential scope."""
-    auth = environ.get("HTTP_AUTHORIZATION") or ""
-    try:
-        scope = auth.split(",")[0].split()[1]
-        return scope.split("/")[3].lower()
-    except IndexError:
-        return None
+    scope = _credential_scope(environ)
+    return scope[3].lower() if len(scope) > 3 else None
+
+
+def writes_to_a_table(service: str | None, target: str) -> bool:
+    """Whether a request may write a DynamoDB item (the streams API and the reads never do)."""
+    if service != "dynamodb" or not target.startswith("DynamoDB_"):
+        return False
+    return target.partition(".")[2] not in DYNAMODB_READS
 
 
 class EmulatorMiddleware:
@@ -41,7 +79,14 @@ class EmulatorMiddleware:
         self._app = app
         self._deliveries = deliveries
         self._locks = {"dynamodb": threading.Lock(), "sqs": threading.Lock()}
-        self._sqs_activity = threading.Condition()
+        self.sqs_changes = Changes()
+        self.table_writes = Changes()
+        self._releasing = threading.Event()
+
+    def release_waits(self) -> None:
+        """End every waiting receive now, and let none wait from here on (the stack is stopping)."""
+        self._releasing.set()
+        self.sqs_changes.mark()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         body = _read_body(environ)
@@ -57,8 +102,9 @@ class EmulatorMiddleware:
                 with lock:
                     status, headers, payload = self._call(environ, body)
             if service == "sqs":
-                with self._sqs_activity:
-                    self._sqs_activity.notify_all()
+                self.sqs_changes.mark()
+            elif writes_to_a_table(service, target):
+                self.table_writes.mark()
         if status.startswith("2"):
             self._record(service, environ, body)
         start_response(status, headers)
@@ -95,13 +141,15 @@ class EmulatorMiddleware:
         short_poll = json.dumps(request).encode("utf-8")
         deadline = time.monotonic() + wait_seconds
         while True:
+            seen = self.sqs_changes.seen()
             with self._locks["sqs"]:
                 status, headers, payload = self._call(environ, short_poll)
+                due = _next_message_due_in(environ, request)
             remaining = deadline - time.monotonic()
-            if not status.startswith("2") or remaining <= 0 or _has_messages(payload):
+            done = remaining <= 0 or self._releasing.is_set()
+            if done or not status.startswith("2") or _has_messages(payload):
                 return status, headers, payload
-            with self._sqs_activity:
-                self._sqs_activity.wait(min(remaining, SHORT_POLL_INTERVAL_SECONDS * 4))
+            self.sqs_changes.wait_after(seen, min(remaining, due))
 
     def _record(self, service: str | None, environ: dict[str, Any], body: bytes) -> None:
         call: ProviderCall | None = None
@@ -135,6 +183,29 @@ def _read_body(environ: dict[str, Any]) -> bytes:
     if environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked" or environ.get("wsgi.input_terminated"):
         return bytes(stream.read())
     return b""
+
+
+def _next_message_due_in(environ: dict[str, Any], request: dict[str, Any]) -> float:
+    """Seconds until the queue's next hidden (in flight) or delayed message can be received again,
+    read from moto's queue (under the SQS lock); infinite when it holds none. A receive that found
+    nothing sees no message receivable now; should the queue hold one all the same, or not be found,
+    the answer is REPOLL_SECONDS, as a plain short-poll loop would wait."""
+    scope = _credential_scope(environ)
+    try:
+        account, name = urlparse(str(request["QueueUrl"])).path.strip("/").split("/")[-2:]
+        queue = sqs_backends[account][scope[2]].queues[name]
+        messages = list(queue._messages)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        return REPOLL_SECONDS
+    now_ms = time.time() * 1000
+    due_ms = math.inf
+    for message in messages:
+        receivable_at = max(float(message.visible_at), float(message.delayed_until))
+        if receivable_at <= now_ms:
+            return REPOLL_SECONDS
+        due_ms = min(due_ms, receivable_at)
+    # moto's clock has milliseconds: a moment past the due time, the message is visible.
+    return (due_ms - now_ms) / 1000 + 0.005
 
 
 def _has_messages(payload: bytes) -> bool:

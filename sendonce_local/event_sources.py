@@ -19,7 +19,9 @@ from sendonce_local.template import SqsMapping
 
 log = logging.getLogger("local-stack.sqs")
 
-WAIT_TIME_SECONDS = 1
+# A long poll, as Lambda's (which waits up to 20 s): the emulator answers it as soon as a message
+# can be received, and at once when the stack stops (EmulatorMiddleware.release_waits).
+WAIT_TIME_SECONDS = 5
 WORKERS_PER_MAPPING = 3
 ERROR_BACKOFF_SECONDS = 1.0
 

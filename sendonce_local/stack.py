@@ -8,6 +8,7 @@ import threading
 
 from sendonce_local.api_gateway import ApiServer, HttpApi
 from sendonce_local.api_keys import parse_local_api_keys, store_api_key
+from sendonce_local.changes import Changes
 from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.delivery_reporter import SWITCH, DeliveryReporter, ReportLog, reporting_enabled
@@ -117,7 +118,14 @@ class LocalStack:
             if stream_mapping.enabled:
                 function = functions[stream_mapping.function_id]
                 self._stream_pollers.append(
-                    StreamPoller(stream_mapping, function, dynamodb, streams, self._stop)
+                    StreamPoller(
+                        stream_mapping,
+                        function,
+                        dynamodb,
+                        streams,
+                        self._stop,
+                        table_writes=self._table_writes(),
+                    )
                 )
         for schedule in self.template.schedules:
             if schedule.enabled:
@@ -129,6 +137,9 @@ class LocalStack:
         for schedule_runner in self._schedules:
             schedule_runner.start()
 
+    def _table_writes(self) -> Changes | None:
+        return self._emulator.middleware.table_writes if self._emulator is not None else None
+
     def wait(self) -> None:
         self._stop.wait()
 
@@ -137,6 +148,10 @@ class LocalStack:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._emulator is not None:
+            # The pollers waiting for a message or a write see the stop now, not at their wait's end.
+            self._emulator.middleware.release_waits()
+            self._emulator.middleware.table_writes.mark()
         if self._report_tasks is not None:
             self._report_tasks.stop()
         for server in (self._api, self._sandbox):

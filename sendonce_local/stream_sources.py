@@ -11,6 +11,10 @@ MaximumRetryAttempts (-1): nothing is dropped.
   retry starts at it. A raised error, or an answer that is not a valid report, fails the whole
   batch; with BisectBatchOnFunctionError a failed batch is retried as two halves, in order.
 - A retry waits RETRY_BACKOFF_SECONDS, so that a record that always fails does not spin the CPU.
+- Given the emulator's `table_writes`, a reader that found nothing new waits for the next write to a
+  table (a stream record only ever comes from one) rather than polling four times a second: a
+  record is read as soon as it is written, and an idle stack does not keep the emulator busy.
+  IDLE_WAIT_SECONDS bounds that wait all the same.
 
 The reader keeps its place with the shard iterator GetRecords returns: it never reads a shard from
 its start again (moto keeps every record of a stream; it is not trimmed after 24 hours).
@@ -27,12 +31,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from sendonce_local.changes import Changes
 from sendonce_local.event_filters import passes
 from sendonce_local.template import StreamMapping
 
 log = logging.getLogger("local-stack.streams")
 
 POLL_INTERVAL_SECONDS = 0.25  # Lambda polls each shard four times a second
+IDLE_WAIT_SECONDS = 1.0  # with `table_writes`: the longest wait for a write before reading again
 RETRY_BACKOFF_SECONDS = 1.0
 MAX_RECORDS_PER_READ = 1000  # GetRecords' Limit
 EVENT_VERSION = "1.1"  # what Lambda's DynamoDB events carry (moto's GetRecords says 1.0)
@@ -159,6 +165,7 @@ class ShardPoller:
         poll_interval: float = POLL_INTERVAL_SECONDS,
         retry_backoff: float = RETRY_BACKOFF_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        table_writes: Changes | None = None,
     ) -> None:
         self._mapping = mapping
         self._function_name = function_name
@@ -170,6 +177,7 @@ class ShardPoller:
         self._poll_interval = poll_interval
         self._retry_backoff = retry_backoff
         self._clock = clock
+        self._table_writes = table_writes
         self._pending: list[dict[str, Any]] = []  # read, not yet done, in order (Lambda's shape)
         self._gathering_since: float | None = None
         # The sizes of the next batches, set by a failure: the same records again (or the halves of
@@ -182,6 +190,7 @@ class ShardPoller:
 
     def run(self) -> None:
         while not self._stop.is_set():
+            writes_seen = self._table_writes.seen() if self._table_writes is not None else 0
             try:
                 step = self.poll_once()
             except Exception as error:  # the emulator is unreachable or answers an error
@@ -197,6 +206,8 @@ class ShardPoller:
                 return
             if step == "failed":
                 self._stop.wait(self._retry_backoff)
+            elif step == "idle" and self._table_writes is not None:
+                self._table_writes.wait_after(writes_seen, IDLE_WAIT_SECONDS)
             elif step in ("idle", "waiting"):
                 self._stop.wait(self._poll_interval)
 
@@ -361,6 +372,7 @@ class StreamPoller:
         *,
         poll_interval: float = POLL_INTERVAL_SECONDS,
         retry_backoff: float = RETRY_BACKOFF_SECONDS,
+        table_writes: Changes | None = None,
     ) -> None:
         self._mapping = mapping
         self._function = function
@@ -369,6 +381,7 @@ class StreamPoller:
         self._stop = stop
         self._poll_interval = poll_interval
         self._retry_backoff = retry_backoff
+        self._table_writes = table_writes
         self._threads: list[threading.Thread] = []
         self.shards: list[ShardPoller] = []
 
@@ -390,6 +403,7 @@ class StreamPoller:
                 stream_arn=arn,
                 poll_interval=self._poll_interval,
                 retry_backoff=self._retry_backoff,
+                table_writes=self._table_writes,
             )
             self.shards.append(poller)
             self._threads.append(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,3 +101,114 @@ def test_a_message_received_too_often_moves_to_the_dead_letter_queue(
     assert receives == [1, 1, 0]
     moved = sqs.receive_message(QueueUrl=urls["FlakyDlq"], WaitTimeSeconds=1)["Messages"]
     assert [m["Body"] for m in moved] == ["poison"]
+
+
+# ---------------------------------------------------------------------------- a waiting receive
+# A long-poll receive waits for a change to SQS or for the queue's next hidden or delayed message to
+# come due: each case below gets its message within a wait far longer than the message is hidden, so
+# a receive that waited for neither would come back empty.
+LONG_WAIT_SECONDS = 20
+
+
+def _queue(aws: AwsEmulator, name: str) -> tuple[Any, str]:
+    sqs = client("sqs", aws.endpoint)
+    url: str = sqs.create_queue(QueueName=name)["QueueUrl"]
+    return sqs, url
+
+
+def test_a_waiting_receive_gets_a_message_whose_visibility_timeout_ends_while_it_waits(
+    emulator: tuple[AwsEmulator, DeliveryLog],
+) -> None:
+    sqs, url = _queue(emulator[0], "HiddenThenVisible")
+    sqs.send_message(QueueUrl=url, MessageBody="again")
+    (first,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"]
+
+    again = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=LONG_WAIT_SECONDS).get("Messages", [])
+
+    assert [m["MessageId"] for m in again] == [first["MessageId"]]
+
+
+def test_a_waiting_receive_gets_a_delayed_message_once_its_delay_ends(
+    emulator: tuple[AwsEmulator, DeliveryLog],
+) -> None:
+    sqs, url = _queue(emulator[0], "Delayed")
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
+
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=LONG_WAIT_SECONDS).get("Messages", [])
+
+    assert [m["Body"] for m in got] == ["later"]
+
+
+def test_a_waiting_receive_gets_a_message_sent_while_it_waits(
+    emulator: tuple[AwsEmulator, DeliveryLog],
+) -> None:
+    sqs, url = _queue(emulator[0], "SentWhileWaiting")
+    received: list[list[dict[str, Any]]] = []
+    waiting = threading.Thread(
+        target=lambda: received.append(
+            sqs.receive_message(QueueUrl=url, WaitTimeSeconds=LONG_WAIT_SECONDS).get("Messages", [])
+        )
+    )
+    waiting.start()
+    client("sqs", emulator[0].endpoint).send_message(QueueUrl=url, MessageBody="now")
+    waiting.join(LONG_WAIT_SECONDS + 10)
+
+    assert [[m["Body"] for m in got] for got in received] == [["now"]]
+
+
+def test_once_waits_are_released_a_waiting_receive_ends_at_once() -> None:
+    aws = AwsEmulator("127.0.0.1", free_port(), DeliveryLog())
+    aws.start()
+    try:
+        sqs, url = _queue(aws, "Released")
+        received: list[list[dict[str, Any]]] = []
+        waiting = threading.Thread(
+            target=lambda: received.append(
+                sqs.receive_message(QueueUrl=url, WaitTimeSeconds=LONG_WAIT_SECONDS).get("Messages", [])
+            )
+        )
+        waiting.start()
+        aws.middleware.release_waits()
+        waiting.join(LONG_WAIT_SECONDS / 2)  # well before its wait would have ended
+
+        assert not waiting.is_alive()
+        assert received == [[]]
+    finally:
+        aws.stop()
+
+
+def test_a_write_to_a_table_is_marked_and_a_read_or_a_stream_read_is_not(
+    emulator: tuple[AwsEmulator, DeliveryLog], tmp_path: Path
+) -> None:
+    aws, _ = emulator
+    snippet = {
+        "Resources": {
+            "Marked": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                    "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+                },
+            }
+        }
+    }
+    provision(parse_template(snippet, tmp_path), aws.endpoint, "no-reply@sendonce.local")
+    dynamodb, streams = client("dynamodb", aws.endpoint), client("dynamodbstreams", aws.endpoint)
+    writes = aws.middleware.table_writes
+
+    before_write = writes.seen()
+    dynamodb.put_item(TableName="Marked", Item={"pk": {"S": "a"}})
+    after_write = writes.seen()
+    dynamodb.get_item(TableName="Marked", Key={"pk": {"S": "a"}})
+    dynamodb.query(
+        TableName="Marked",
+        KeyConditionExpression="pk = :a",
+        ExpressionAttributeValues={":a": {"S": "a"}},
+    )
+    arn = dynamodb.describe_table(TableName="Marked")["Table"]["LatestStreamArn"]
+    streams.describe_stream(StreamArn=arn)
+
+    assert after_write > before_write
+    assert writes.seen() == after_write

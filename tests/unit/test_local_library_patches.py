@@ -1,7 +1,11 @@
-"""The two patches of third-party internals that remain, each pinned to what it was written against.
+"""The patches of third-party internals that remain, each pinned to what it was written against.
 
 - `sendonce_local.moto_transactions` replaces moto's `DynamoDBBackend.transact_write_items` (the
   local stack, the bench and the integration tier run on it).
+- `sendonce_local.emulator` keeps what moto's server works out afresh on every request (a host's
+  backend, a response class's method names), and `sendonce_local.emulator_middleware` reads when a
+  queue's next hidden or delayed message comes due from moto's SQS models (so that a waiting
+  receive polls again then, not every 200 ms).
 - `sendonce_local.invocation_isolation` swaps Powertools' `BaseRouter` state for per-thread state
   (only the integration tier, which calls the handlers from threads of one process; the local stack
   runs each execution environment in its own process and patches nothing).
@@ -51,6 +55,22 @@ MOTO_SOURCES = {  # what moto_transactions replaces (the first) and calls or rai
     "exceptions.MockValidationException": "e56b6f56aab16fcb",
     "exceptions.TooManyTransactionsException": "26f2ff9d8e8c203f",
     "exceptions.TransactWriteSingleOpException": "42658ca544bec7c7",
+}
+# What the emulator's caches and the middleware's wait rely on: a host's backend and a class's
+# method names depend on nothing else; a message's receivable time is its visible_at and delayed_until
+# (epoch milliseconds), set only by these methods; a queue keeps its messages in `_messages`.
+MOTO_EMULATOR_SOURCES = {
+    "DomainDispatcherApplication.get_backend_for_host": "1f41972c1e4e660f",
+    "DomainDispatcherApplication.get_application": "0ff6939685bde917",
+    "backends.list_of_moto_modules": "4f741a10b06500e8",
+    "utils.method_names_from_class": "9dbac89d082b655f",
+    "responses.BaseResponse.call_action": "26076963fd17fd1a",
+    "sqs.Message.visible": "5129b573308de62a",
+    "sqs.Message.delayed": "e2fd48abf582683a",
+    "sqs.Message.change_visibility": "fcde8986de1390dc",
+    "sqs.Message.delay": "4af4d292f3a61eaa",
+    "sqs.Queue.__init__": "0a4781ed5a21a050",
+    "sqs.SQSBackend.receive_message": "065f3e5e7d214408",
 }
 POWERTOOLS = "3.37.0"
 # invocation_isolation relies on how every method of the event handler module reads and writes
@@ -195,6 +215,61 @@ def test_the_patched_transaction_answers_and_writes_exactly_what_moto_s_own_does
     patched_answer = _outcome(regions["eu-west-1"], items)
 
     assert patched_answer == moto_answer
+
+
+def test_the_moto_source_the_emulator_caches_and_its_receive_wait_rely_on_is_the_recorded_one() -> None:
+    from moto import backends  # noqa: PLC0415
+    from moto.core import responses, utils  # noqa: PLC0415
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
+    from moto.sqs import models as sqs  # noqa: PLC0415
+
+    objects = {
+        "DomainDispatcherApplication.get_backend_for_host": DomainDispatcherApplication.get_backend_for_host,
+        "DomainDispatcherApplication.get_application": DomainDispatcherApplication.get_application,
+        "backends.list_of_moto_modules": backends.list_of_moto_modules,
+        "utils.method_names_from_class": utils.method_names_from_class,
+        "responses.BaseResponse.call_action": responses.BaseResponse.call_action,
+        "sqs.Message.visible": sqs.Message.visible.fget,
+        "sqs.Message.delayed": sqs.Message.delayed.fget,
+        "sqs.Message.change_visibility": sqs.Message.change_visibility,
+        "sqs.Message.delay": sqs.Message.delay,
+        "sqs.Queue.__init__": sqs.Queue.__init__,
+        "sqs.SQSBackend.receive_message": sqs.SQSBackend.receive_message,
+    }
+    assert {name: _digest(inspect.getsource(obj)) for name, obj in objects.items()} == MOTO_EMULATOR_SOURCES
+
+
+def test_the_emulator_s_caches_answer_what_moto_works_out_afresh() -> None:
+    from moto.core import responses, utils  # noqa: PLC0415
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app  # noqa: PLC0415
+
+    from sendonce_local.emulator import BackendByHost, install_method_names_cache  # noqa: PLC0415
+
+    hosts = [
+        None,
+        "moto_api",
+        "sqs",
+        "dynamodb.us-east-1.amazonaws.com",
+        "streams.dynamodb.us-east-1.amazonaws.com",
+        "sqs.us-east-1.amazonaws.com",
+        "sns.us-east-1.amazonaws.com",
+        "email.us-east-1.amazonaws.com",
+        "secretsmanager.us-east-1.amazonaws.com",
+    ]
+    moto_own, cached = DomainDispatcherApplication(create_backend_app), BackendByHost()
+    for _ in range(2):  # worked out, then kept
+        assert [cached.get_backend_for_host(host) for host in hosts] == [
+            moto_own.get_backend_for_host(host) for host in hosts
+        ]
+    from moto.dynamodb.responses import DynamoHandler  # noqa: PLC0415
+    from moto.sqs.responses import SQSResponse  # noqa: PLC0415
+
+    install_method_names_cache()
+    for response_class in {DynamoHandler, SQSResponse, *responses.BaseResponse.__subclasses__()}:
+        for _ in range(2):
+            assert responses.method_names_from_class(response_class) == utils.method_names_from_class(
+                response_class
+            )
 
 
 # ---------------------------------------------------------------------------- Powertools

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from sendonce_local import stream_sources
+from sendonce_local.changes import Changes
 from sendonce_local.stream_sources import Outcome, ShardPoller, judge, lambda_record
 from sendonce_local.template import StreamMapping, load_template, parse_template
 
@@ -539,3 +542,42 @@ def test_every_stream_mapping_of_the_template_reads_a_table_with_images() -> Non
         stream = tables[stream_mapping.table_id].get("StreamSpecification") or {}
         assert stream.get("StreamViewType") == "NEW_AND_OLD_IMAGES", stream_mapping
         assert stream_mapping.function_id in template.functions
+
+
+def test_given_the_emulators_table_writes_an_idle_reader_waits_for_the_next_write_not_a_poll_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stream_sources, "IDLE_WAIT_SECONDS", 600.0)  # so only the write can wake it
+    writes = Changes()
+    shard, function, stop = FakeShard(), FakeFunction(), threading.Event()
+    shard_poller = ShardPoller(
+        mapping(),
+        shard,
+        function.invoke,
+        stop,
+        function_name="F",
+        shard_id="s",
+        stream_arn=ARN,
+        table_writes=writes,
+    )
+    reader = threading.Thread(target=shard_poller.run, daemon=True)
+    reader.start()
+    try:
+        assert _within(lambda: shard.reads)  # it has read once, found nothing, and waits
+        shard.records.append(raw(0))
+        writes.mark()
+
+        assert _within(lambda: function.batches)
+        assert function.batches == [[seq(0)]]
+    finally:
+        stop.set()
+        writes.mark()
+        reader.join(10)
+    assert not reader.is_alive()
+
+
+def _within(check: Callable[[], Any], seconds: float = 30.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := check()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
