@@ -54,6 +54,28 @@ _KEYED: set[str] = set()
 _KEYED_LOCK = threading.Lock()
 
 
+_CLIENTS: dict[tuple[str, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def aws_client(service: str) -> Any:
+    """A boto3 client of the emulator, made once per service and environment and then shared.
+
+    Making a client (its service model, its handlers) costs more than most calls a test makes
+    with it; clients are safe to share between threads. The environment is part of the key, so a
+    client never outlives the endpoint or credentials it was made for.
+    """
+    environment = tuple(
+        os.environ.get(name, "")
+        for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
+    )
+    key = (service, *environment)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = boto3.client(service, region_name=REGION)
+        return _CLIENTS[key]
+
+
 def key_of(workspace: str) -> str:
     """The API key a test's caller of `workspace` sends: the events/ files' for WORKSPACE, and a
     test key (`sk_test_…`) for a test twin (`sendonce.modes.twin_of`)."""
@@ -70,7 +92,7 @@ def _issue_key(workspace: str) -> str:
     key = key_of(workspace)
     with _KEYED_LOCK:
         if workspace not in _KEYED:
-            keys = DynamoDbApiKeyStore(boto3.client("dynamodb", region_name=REGION), "ApiKeysTable")
+            keys = DynamoDbApiKeyStore(aws_client("dynamodb"), "ApiKeysTable")
             issue_api_key(keys, live_workspace_of(workspace), key)  # a test key: stored for the twin
             _KEYED.add(workspace)
     return key
@@ -291,11 +313,11 @@ class Stack:
 
     @property
     def dynamodb(self) -> Any:
-        return boto3.client("dynamodb", region_name=REGION)
+        return aws_client("dynamodb")
 
     @property
     def sqs(self) -> Any:
-        return boto3.client("sqs", region_name=REGION)
+        return aws_client("sqs")
 
     def setenv(self, name: str, value: str) -> None:
         """Change one setting of the functions, as a redeploy would (caches cleared)."""
@@ -304,7 +326,7 @@ class Stack:
 
     def put_secret(self, logical_id: str, value: str) -> None:
         """Rotate one of the template's secrets (`put-secret-value`), then start the functions afresh."""
-        secretsmanager = boto3.client("secretsmanager", region_name=REGION)
+        secretsmanager = aws_client("secretsmanager")
         secretsmanager.put_secret_value(SecretId=logical_id, SecretString=value)
         clear_caches()
 
@@ -401,7 +423,7 @@ class Stack:
         time, as TRIM_HORIZON), so a record is read once by each mapping; feeding it again is the
         test's own choice.
         """
-        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        streams = aws_client("dynamodbstreams")
         arn = stream_arn(self.dynamodb, "MessagesTable")
         shards = streams.describe_stream(StreamArn=arn)["StreamDescription"].get("Shards") or []
         iterators = self._stream_iterators.setdefault(mapping, {})
@@ -516,10 +538,10 @@ class Stack:
 
 
 def _create_resources(template: Template, secrets: LocalSecrets) -> dict[str, str]:
-    create_tables(boto3.client("dynamodb", region_name=REGION), template)
+    create_tables(aws_client("dynamodb"), template)
     resolver = Resolver(template, SQS_ENDPOINT, secrets.parameters())
-    create_secrets(boto3.client("secretsmanager", region_name=REGION), template, resolver)
-    return create_queues(boto3.client("sqs", region_name=REGION), template, Resolver(template, SQS_ENDPOINT))
+    create_secrets(aws_client("secretsmanager"), template, resolver)
+    return create_queues(aws_client("sqs"), template, Resolver(template, SQS_ENDPOINT))
 
 
 _EMULATOR: AwsEmulator | None = None

@@ -169,7 +169,7 @@ def test_once_waits_are_released_a_waiting_receive_ends_at_once() -> None:
         )
         waiting.start()
         aws.middleware.release_waits()
-        waiting.join(LONG_WAIT_SECONDS / 2)  # well before its wait would have ended
+        waiting.join(LONG_WAIT_SECONDS * 3 / 4)  # before its wait would have ended
 
         assert not waiting.is_alive()
         assert received == [[]]
