@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
@@ -84,14 +84,11 @@ class SqsRedelivery:
 
     MAX_VISIBILITY_SECONDS = 12 * 60 * 60
 
-    def __init__(self, client_factory: Callable[[], Any], queue_url: str) -> None:
-        self._client_factory = client_factory
-        self._client: Any = None
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
         self._queue_url = queue_url
 
     def postpone(self, receipt_handle: str, seconds: int) -> None:
-        if self._client is None:
-            self._client = self._client_factory()
         self._client.change_message_visibility(
             QueueUrl=self._queue_url,
             ReceiptHandle=receipt_handle,

@@ -22,7 +22,7 @@ from sendonce.api.batch import BATCH_KEY_PREFIX, SendMany, run_once
 from sendonce.api.idempotency import SendOnce, StoredAnswer, idempotency_config, make_idempotent
 from sendonce.auth.api_keys import ApiKeyStore
 from sendonce.auth.key_cache import CachedApiKeyStore
-from sendonce.aws_clients import client
+from sendonce.aws_clients import client, client_on_first_use
 from sendonce.composition import Root
 from sendonce.errors import DependencyUnavailable
 from sendonce.limits.model import Limits
@@ -82,7 +82,9 @@ class ApiDependencies:
 
 def build(settings: ApiSettings | None = None) -> ApiDependencies:
     settings = settings or ApiSettings.from_environment()
-    dynamodb, sqs = client("dynamodb"), client("sqs")
+    # A send calls DynamoDB only (its hand-off follows from the table's stream): SQS, for edits,
+    # provider events and webhooks, is built by its first call.
+    dynamodb, sqs = client("dynamodb"), client_on_first_use("sqs")
     limits = None
     if settings.limits_table:
         limits = DynamoDbLimits(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.sqs_queue import SqsRedelivery
-from sendonce.aws_clients import client
+from sendonce.aws_clients import client, client_on_first_use
 from sendonce.clock import Clock, utc_now
 from sendonce.composition import Root
 from sendonce.delivery.dispatcher import Dispatcher
@@ -140,7 +140,7 @@ def build_dispatcher(channel: str, settings: DispatcherSettings | None = None) -
             claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
         ),
         # Its client is built only when a record must be postponed.
-        redelivery=SqsRedelivery(partial(client, "sqs"), settings.queue_url(channel)),
+        redelivery=SqsRedelivery(client_on_first_use("sqs"), settings.queue_url(channel)),
     )
 
 

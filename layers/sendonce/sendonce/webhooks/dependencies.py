@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
 from sendonce.adapters.sqs_queue import SqsRedelivery
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
-from sendonce.aws_clients import client
+from sendonce.aws_clients import client, client_on_first_use
 from sendonce.composition import Root
 from sendonce.settings import MessageChangesSettings, WebhookDeliverySettings
 from sendonce.sqs_batches import Redelivery
@@ -79,7 +78,7 @@ def build_delivery(settings: WebhookDeliverySettings | None = None) -> DeliveryD
             ),
             schedule=parse_schedule(settings.retry_schedule),
         ),
-        redelivery=SqsRedelivery(partial(client, "sqs"), settings.webhook_queue_url),
+        redelivery=SqsRedelivery(client_on_first_use("sqs"), settings.webhook_queue_url),
     )
 
 

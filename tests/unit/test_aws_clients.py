@@ -1,0 +1,99 @@
+"""A client on first use is built by its first call, once, whichever threads call it; never before."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from sendonce import aws_clients
+from sendonce.api.dependencies import build
+from sendonce.settings import ApiSettings
+
+
+class Built:
+    """Stands in for `aws_clients.client`: counts the clients built, each answering its operations."""
+
+    def __init__(self) -> None:
+        self.built: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, service: str, **options: Any) -> Any:
+        with self._lock:
+            self.built.append((service, options))
+        return FakeClient(service)
+
+
+class FakeClient:
+    def __init__(self, service: str) -> None:
+        self.service = service
+
+    def send_message(self, **request: Any) -> dict[str, Any]:
+        return {"service": self.service, **request}
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> Built:
+    counter = Built()
+    monkeypatch.setattr(aws_clients, "client", counter)
+    return counter
+
+
+def test_nothing_is_built_until_an_operation_is_called(built: Built) -> None:
+    aws_clients.client_on_first_use("sqs", timeout_seconds=2, sdk_retries=False)
+
+    assert built.built == []
+
+
+def test_the_first_call_builds_the_client_with_its_options_and_later_calls_reuse_it(built: Built) -> None:
+    sqs = aws_clients.client_on_first_use("sqs", timeout_seconds=2, sdk_retries=False)
+
+    assert sqs.send_message(QueueUrl="q") == {"service": "sqs", "QueueUrl": "q"}
+    assert sqs.send_message(QueueUrl="r") == {"service": "sqs", "QueueUrl": "r"}
+    assert built.built == [("sqs", {"timeout_seconds": 2, "sdk_retries": False})]
+
+
+def test_threads_that_call_it_first_together_build_one_client(built: Built) -> None:
+    sqs = aws_clients.client_on_first_use("sqs")
+    start = threading.Barrier(16)
+
+    def call() -> None:
+        start.wait()
+        sqs.send_message(QueueUrl="q")
+
+    threads = [threading.Thread(target=call) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert [service for service, _ in built.built] == ["sqs"]
+
+
+def test_a_private_name_is_not_looked_up_on_the_client(built: Built) -> None:
+    sqs = aws_clients.client_on_first_use("sqs")
+
+    with pytest.raises(AttributeError):
+        sqs._endpoint  # noqa: B018
+
+    assert built.built == []
+
+
+def test_the_api_functions_root_builds_its_dynamodb_client_and_leaves_sqs_to_first_use(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A send calls DynamoDB only: its cold start does not pay for an SQS client.
+    monkeypatch.setattr("sendonce.api.dependencies.client", built)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+    build(ApiSettings(**_api_settings()))
+
+    assert [service for service, _ in built.built] == ["dynamodb"]
+
+
+def _api_settings() -> dict[str, Any]:
+    return {
+        "messages_table": "MessagesTable",
+        "idempotency_table": "IdempotencyTable",
+        "api_keys_table": "ApiKeysTable",
+    }
