@@ -17,6 +17,7 @@ import glob
 import importlib.metadata
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -249,14 +250,16 @@ def cold_starts_by_runtime(
     cwd: Path,
     runs: int,
     runtimes: tuple[str, ...] = RUNTIMES,
+    seed: int = 5,
 ) -> dict[str, dict[str, object]]:
     """Per runtime: the baseline's median ms, and each function's median ms and its ratio to it,
     in wall-clock time and in the process's CPU time; and the same for the API's shape alone
     (`SHAPE_FLOOR`), the least any API function built on it could cost.
 
-    The runs go round by round (each runtime's baseline, then its functions, once a round), so a
-    change in the machine's load weighs on all of them alike, and the runtimes' own figures compare.
-    The first round is not counted (the file system's caches warm up). A runtime whose interpreter
+    The runs go round by round (each runtime's baseline, shape and functions, once a round, in an
+    order shuffled anew each round), so a change in the machine's load weighs on all of them alike,
+    no script always runs right after another, and the runtimes' own figures compare. The first
+    round is not counted (the file system's caches warm up). A runtime whose interpreter
     is not on this machine, or for which the layer cannot be installed, is reported so.
     """
     results: dict[str, dict[str, object]] = {}
@@ -277,10 +280,13 @@ def cold_starts_by_runtime(
     samples: dict[str, dict[str, list[dict[str, float]]]] = {
         runtime: {name: [] for name in scripts} for runtime in ready
     }
+    order = random.Random(seed)
     for round_number in range(runs + 1):
         for runtime, (python, env) in ready.items():
-            for name, body in scripts.items():
-                times = _run_shipped(python, body, env, cwd)
+            names = list(scripts)
+            order.shuffle(names)
+            for name in names:
+                times = _run_shipped(python, scripts[name], env, cwd)
                 if round_number > 0:
                     samples[runtime][name].append(times)
     for runtime, (python, _) in ready.items():
