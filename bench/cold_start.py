@@ -298,23 +298,20 @@ def cold_starts_by_runtime(
             "python": _full_version(python),
             "baseline_ms": round(wall["baseline"], 1),
             "baseline_cpu_ms": round(cpu["baseline"], 1),
-            "functions": {
-                name: {
-                    "ms": round(wall[name], 1),
-                    "ratio": round(wall[name] / wall["baseline"], 2),
-                    "cpu_ms": round(cpu[name], 1),
-                    "cpu_ratio": round(cpu[name] / cpu["baseline"], 2),
-                }
-                for name in functions
-            },
-            SHAPE_FLOOR: {
-                "ms": round(wall[SHAPE_FLOOR], 1),
-                "ratio": round(wall[SHAPE_FLOOR] / wall["baseline"], 2),
-                "cpu_ms": round(cpu[SHAPE_FLOOR], 1),
-                "cpu_ratio": round(cpu[SHAPE_FLOOR] / cpu["baseline"], 2),
-            },
+            "functions": {name: _against_baseline(name, wall, cpu) for name in functions},
+            SHAPE_FLOOR: _against_baseline(SHAPE_FLOOR, wall, cpu),
         }
     return {runtime: results[runtime] for runtime in runtimes}
+
+
+def _against_baseline(name: str, wall: dict[str, float], cpu: dict[str, float]) -> dict[str, float]:
+    """A script's median wall-clock and CPU milliseconds, and each as a ratio to the baseline's."""
+    return {
+        "ms": round(wall[name], 1),
+        "ratio": round(wall[name] / wall["baseline"], 2),
+        "cpu_ms": round(cpu[name], 1),
+        "cpu_ratio": round(cpu[name] / cpu["baseline"], 2),
+    }
 
 
 def _full_version(python: Path) -> str:

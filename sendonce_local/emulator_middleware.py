@@ -84,9 +84,11 @@ class EmulatorMiddleware:
         self._releasing = threading.Event()
 
     def release_waits(self) -> None:
-        """End every waiting receive now, and let none wait from here on (the stack is stopping)."""
+        """End every waiting receive now, and let none wait from here on; wake every stream reader
+        waiting for a write, to see its stop (the stack is stopping)."""
         self._releasing.set()
         self.sqs_changes.mark()
+        self.table_writes.mark()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         body = _read_body(environ)

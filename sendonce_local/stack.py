@@ -151,7 +151,6 @@ class LocalStack:
         if self._emulator is not None:
             # The pollers waiting for a message or a write see the stop now, not at their wait's end.
             self._emulator.middleware.release_waits()
-            self._emulator.middleware.table_writes.mark()
         if self._report_tasks is not None:
             self._report_tasks.stop()
         for server in (self._api, self._sandbox):

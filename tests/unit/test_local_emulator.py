@@ -168,11 +168,14 @@ def test_once_waits_are_released_a_waiting_receive_ends_at_once() -> None:
             )
         )
         waiting.start()
+        writes_seen = aws.middleware.table_writes.seen()
         aws.middleware.release_waits()
         waiting.join(LONG_WAIT_SECONDS * 3 / 4)  # before its wait would have ended
 
         assert not waiting.is_alive()
         assert received == [[]]
+        # A stream reader waiting for a write wakes too, to see the stop.
+        assert aws.middleware.table_writes.seen() != writes_seen
     finally:
         aws.stop()
 

@@ -75,7 +75,7 @@ def process_batch(event: Any, handle_record: Callable[[SqsRecord], str]) -> dict
 def read_record(
     record: SqsRecord,
     parse: Callable[[str], T],
-    unreadable: type[Exception] | tuple[type[Exception], ...],
+    unreadable: type[Exception],
     event: str,
 ) -> T:
     """The record's body as `parse` reads it. One it cannot read is logged under `event` (its SQS
