@@ -1,5 +1,8 @@
 """Dispatcher function: delivers queued imessage messages, at most once each."""
 
-from sendonce.delivery.sqs_batch import dispatcher_function
+from sendonce.startup import frozen_imports
+
+with frozen_imports():
+    from sendonce.delivery.sqs_batch import dispatcher_function
 
 handler, root = dispatcher_function("imessage")

@@ -1,12 +1,15 @@
 """Message changes function: each committed status change of a message, from the table's stream,
 becomes exactly one event, and a delivery for each endpoint that wants it."""
 
-from typing import Any
+from sendonce.startup import frozen_imports
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from sendonce.observability import logger, metrics
-from sendonce.webhooks.dependencies import recorder_root as root
-from sendonce.webhooks.handlers import handle_stream_batch
+with frozen_imports():
+    from typing import Any
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from sendonce.observability import logger, metrics
+    from sendonce.webhooks.dependencies import recorder_root as root
+    from sendonce.webhooks.handlers import handle_stream_batch
 
 __all__ = ["handler", "root"]
 

@@ -3,11 +3,14 @@
 The sweep drains what is due until its invocation's time runs short, so it never is cut off mid-move.
 """
 
-from typing import Any
+from sendonce.startup import frozen_imports
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from sendonce.delivery.dependencies import outbox_root as root
-from sendonce.observability import logger, metrics
+with frozen_imports():
+    from typing import Any
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from sendonce.delivery.dependencies import outbox_root as root
+    from sendonce.observability import logger, metrics
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,11 +1,14 @@
 """Status function: applies provider delivery events (webhooks, SES notifications) once each."""
 
-from typing import Any
+from sendonce.startup import frozen_imports
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from sendonce.observability import logger, metrics
-from sendonce.provider_events.dependencies import root
-from sendonce.provider_events.sqs_batch import handle_batch
+with frozen_imports():
+    from typing import Any
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from sendonce.observability import logger, metrics
+    from sendonce.provider_events.dependencies import root
+    from sendonce.provider_events.sqs_batch import handle_batch
 
 
 @logger.inject_lambda_context(clear_state=True)

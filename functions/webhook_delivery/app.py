@@ -1,11 +1,14 @@
 """Webhook delivery function: one signed POST of one event to one endpoint a record, retried on schedule."""
 
-from typing import Any
+from sendonce.startup import frozen_imports
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from sendonce.observability import logger, metrics
-from sendonce.webhooks.dependencies import delivery_root as root
-from sendonce.webhooks.handlers import handle_delivery_batch
+with frozen_imports():
+    from typing import Any
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from sendonce.observability import logger, metrics
+    from sendonce.webhooks.dependencies import delivery_root as root
+    from sendonce.webhooks.handlers import handle_delivery_batch
 
 __all__ = ["handler", "root"]
 

@@ -2,7 +2,8 @@
 
 A function that takes its queue's records one after another is billed for the whole batch's time;
 a provider's delivery report costs its events queue requests and its status function's share; the
-cold start is checked as the layer ships, with the API's shape alone checked beside it.
+cold start is checked as the layer ships, with the API's shape alone checked beside it and the
+baseline imported as the functions import shown beside the baseline.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from bench.cold_start import SHAPE_FLOOR
+from bench.cold_start import FROZEN_BASELINE, SHAPE_FLOOR
 from bench.cost import SQS_USD_PER_MILLION_REQUESTS, LambdaUse, SendCost
-from bench.report import COLD_START_TARGET, checks
+from bench.report import COLD_START_TARGET, checks, shipped_cold_start_rows
 
 
 def test_a_batch_of_records_taken_one_after_another_is_billed_for_all_of_them() -> None:
@@ -55,6 +56,7 @@ def _results(api_ratio: float, floor_ratio: float) -> dict[str, Any]:
                     "StatusFunction": figures,
                 },
                 SHAPE_FLOOR: {**figures, "ratio": floor_ratio},
+                FROZEN_BASELINE: {**figures, "ratio": 0.9},
             },
         },
     }
@@ -67,3 +69,13 @@ def test_the_cold_start_is_checked_as_the_layer_ships_with_the_api_shape_beside_
     assert found["cold_start_by_runtime[python3.13].StatusFunction"].passed
     floor = found[f"cold_start_by_runtime[python3.13].{SHAPE_FLOOR}"]
     assert (floor.value, floor.target, floor.passed) == (1.7, f"<= {COLD_START_TARGET}", False)
+
+
+def test_the_baseline_imported_as_the_functions_import_is_shown_beside_the_baseline_never_checked() -> None:
+    results = _results(api_ratio=1.9, floor_ratio=1.7)
+
+    rows = shipped_cold_start_rows(results["cold_start_by_runtime"])
+
+    assert [row[0] for row in rows[:2]] == ["baseline", FROZEN_BASELINE]
+    assert rows[1][3] == 0.9
+    assert not any(FROZEN_BASELINE in check.name for check in checks(results))

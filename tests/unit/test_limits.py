@@ -148,3 +148,28 @@ def test_set_limits_checks_every_value_before_writing_any() -> None:
     for rate, quota in ((5, -1), (-1, None), (None, None)):
         with pytest.raises(ValueError, match=r"must be|give"):
             limits.set_limits("ws", rate, quota)  # a write would fail on the missing client
+
+
+@given(
+    daily_quota=st.integers(min_value=1, max_value=MAX_DAILY_QUOTA),
+    start=st.integers(min_value=0),
+    full=st.sets(st.integers(min_value=0, max_value=QUOTA_SHARDS)),
+)
+def test_the_shards_to_try_are_every_shard_not_known_full_once_in_turn_from_a_random_one(
+    daily_quota: int, start: int, full: set[int]
+) -> None:
+    from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415
+
+    limits_of_the_day = Limits(rate_per_second=50, daily_quota=daily_quota)
+    charge = QuotaCharge.of("ws", limits_of_the_day, at("2026-11-30T12:00:00"))
+    assert charge is not None
+    shards = charge.limits.quota_shards
+    limits = DynamoDbLimits(
+        client=None, table_name="LimitsTable", defaults=Limits(50, 150), shard_of=lambda n: start % n
+    )
+    for shard in full:
+        if shard < shards:
+            limits.mark_full(charge, shard)
+
+    in_turn = [(start % shards + i) % shards for i in range(shards)]
+    assert limits.shards_to_try(charge) == [shard for shard in in_turn if shard not in full]

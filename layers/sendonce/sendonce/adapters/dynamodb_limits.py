@@ -169,10 +169,12 @@ class DynamoDbLimits:
     def shards_to_try(self, charge: QuotaCharge) -> list[int]:
         """The shards not known full, starting at a random one: concurrent sends spread out."""
         with self._lock:
-            full = self._full.get(_full_key(charge), set())
+            full = frozenset(self._full.get(_full_key(charge), ()))
         shards = charge.limits.quota_shards
         start = self._shard_of(shards)
-        return [shard for shard in ((start + i) % shards for i in range(shards)) if shard not in full]
+        # Built from two ranges, not shard by shard: every send asks, and a quota has hundreds.
+        in_turn = [*range(start, shards), *range(start)]
+        return [shard for shard in in_turn if shard not in full] if full else in_turn
 
     def mark_full(self, charge: QuotaCharge, shard: int) -> None:
         with self._lock:
