@@ -92,9 +92,7 @@ _spec.loader.exec_module(_module)
 
 
 def function_script(spec: FunctionSpec) -> str:
-    module_path = spec.handler.rpartition(".")[0]
-    file = spec.code_dir / (module_path.replace(".", "/") + ".py")
-    return IMPORT_BY_PATH.format(file=str(file), builders=BUILD_ROOT)
+    return IMPORT_BY_PATH.format(file=str(spec.handler_file), builders=BUILD_ROOT)
 
 
 def _run_once(body: str, environment: dict[str, str], cwd: Path) -> float:

@@ -91,8 +91,8 @@ def module_name(logical_id: str) -> str:
 
 def import_handler(spec: FunctionSpec) -> Handler:
     """The handler of `spec`, its module imported by file path (no sys.path edits)."""
-    module_path, _, attribute = spec.handler.rpartition(".")
-    file = spec.code_dir / (module_path.replace(".", "/") + ".py")
+    attribute = spec.handler.rpartition(".")[2]
+    file = spec.handler_file
     if not file.is_file():
         raise FileNotFoundError(f"{spec.logical_id}: handler file {file} does not exist")
     module_spec = importlib.util.spec_from_file_location(module_name(spec.logical_id), file)
@@ -105,15 +105,15 @@ def import_handler(spec: FunctionSpec) -> Handler:
 
 
 def handler_imports(spec: FunctionSpec) -> list[str]:
-    """The absolute modules a handler file imports at its top level (what the fork server preloads)."""
-    module_path = spec.handler.rpartition(".")[0]
-    file = spec.code_dir / (module_path.replace(".", "/") + ".py")
+    """The absolute modules a handler file imports at its top level, or inside a `with` there (its
+    `frozen_imports()` block): what the fork server preloads."""
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        tree = ast.parse(spec.handler_file.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return []
+    top_level = [n for node in tree.body for n in (node.body if isinstance(node, ast.With) else [node])]
     names: list[str] = []
-    for node in tree.body:
+    for node in top_level:
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

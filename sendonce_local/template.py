@@ -30,6 +30,12 @@ class FunctionSpec:
     memory_mb: int
     environment: dict[str, Any]  # unresolved: values may still be intrinsic functions
 
+    @property
+    def handler_file(self) -> Path:
+        """The file of the handler's module: `functions.api.app.handler` is `functions/api/app.py`."""
+        module_path = self.handler.rpartition(".")[0]
+        return self.code_dir / (module_path.replace(".", "/") + ".py")
+
 
 @dataclass(frozen=True)
 class ResourceSpec:

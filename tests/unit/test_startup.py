@@ -1,5 +1,6 @@
 """A function's imports run with the collector paused, and what they built ends up frozen out of
-its reach; every function module of the template imports that way."""
+its reach; every function module of the template imports that way, and the local stack's fork
+server still preloads what it imports."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from sendonce.startup import frozen_imports
 
+from sendonce_local.lambda_runtime import handler_imports
 from sendonce_local.template import load_template
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,11 +70,7 @@ def test_an_import_that_fails_still_puts_the_collector_back(collector: None) -> 
 
 def _function_files() -> list[Path]:
     template = load_template(REPO / "template.yaml")
-    files = []
-    for spec in template.functions.values():
-        module_path = spec.handler.rpartition(".")[0]
-        files.append(spec.code_dir / (module_path.replace(".", "/") + ".py"))
-    return sorted(set(files))
+    return sorted({spec.handler_file for spec in template.functions.values()})
 
 
 @pytest.mark.parametrize("file", _function_files(), ids=lambda file: file.parent.name)
@@ -87,3 +85,13 @@ def test_every_function_module_imports_inside_frozen_imports(file: Path) -> None
     assert ast.unparse(blocks[0].items[0].context_expr) == "frozen_imports()"
     assert all(isinstance(s, ast.Import | ast.ImportFrom) for s in blocks[0].body)
     assert statements.index(blocks[0]) == statements.index(imports_at_top[0]) + 1
+
+
+@pytest.mark.parametrize("file", _function_files(), ids=lambda file: file.parent.name)
+def test_the_local_stacks_fork_server_preloads_what_a_function_imports_inside_the_block(file: Path) -> None:
+    spec = next(s for s in load_template(REPO / "template.yaml").functions.values() if s.handler_file == file)
+    block = next(s for s in ast.parse(file.read_text(encoding="utf-8")).body if isinstance(s, ast.With))
+    imported = [node.module for node in block.body if isinstance(node, ast.ImportFrom) and node.module]
+
+    assert imported
+    assert set(imported) <= set(handler_imports(spec))
