@@ -51,7 +51,7 @@ from sendonce.auth.api_keys import hash_api_key
 from sendonce.dedup.identity import dedup_identity
 from sendonce.delivery.ports import ClaimedMessage
 from sendonce.idempotency.keys import tie_identity
-from sendonce.limits.model import MAX_DAILY_QUOTA, Limits, QuotaCharge, Window
+from sendonce.limits.model import MAX_DAILY_QUOTA, Limits, QuotaCharge, QuotaPlan, Window
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, DedupClaim, KeyTie
@@ -422,6 +422,9 @@ def scaled(units: Units, weight: float) -> Units:
 API_SECONDS_PER_REQUEST = 0.05
 API_KEY_CACHE_SECONDS = 60
 CACHED_KEY_READS_PER_SEND = API_SECONDS_PER_REQUEST / API_KEY_CACHE_SECONDS
+# Likewise the workspace's limits, kept SENDONCE_LIMITS_CACHE_SECONDS (5, what a change waits out).
+LIMITS_CACHE_SECONDS = 5
+CACHED_LIMITS_READS_PER_SEND = API_SECONDS_PER_REQUEST / LIMITS_CACHE_SECONDS
 
 
 def message_life(
@@ -436,7 +439,8 @@ def message_life(
     """The DynamoDB capacity of one message's life, priced call by call on the real adapters against the
     template's own tables (moto, in process), each call weighted by how often a message makes it: the
     API key's read (`key_reads_per_send`: once a cache period per API execution environment,
-    CACHED_KEY_READS_PER_SEND; 1 without the cache); the rate check's lease (one in `lease_ceiling`
+    CACHED_KEY_READS_PER_SEND; 1 without the cache); the workspace's limits' read (likewise,
+    CACHED_LIMITS_READS_PER_SEND); the rate check's lease (one in `lease_ceiling`
     requests of a busy environment); the Idempotency-Key record (`keyed`); the create transaction with
     its lock, key tie and quota unit; the dispatcher's claim and finish (`sent`); the provider's
     `delivered`; the three status events (`queued`, `sent`, `delivered`), each with its `Applied` read
@@ -470,6 +474,7 @@ def message_life(
         keys.save(hash_api_key(API_KEY), WORKSPACE)
         step(key_reads_per_send, lambda: keys.workspace_for(hash_api_key(API_KEY)))
         counters = DynamoDbLimits(client, "LimitsTable", limits)
+        step(CACHED_LIMITS_READS_PER_SEND, lambda: counters.timeline(WORKSPACE))
         lease = limits.lease_ceiling
         step(1 / lease, lambda: counters.take_lease(WORKSPACE, Window.at(NOW), 0, lease))
         message = _send(client, counters, limits, keyed, body, step)
@@ -651,7 +656,7 @@ def busiest_partitions(
     `sends_per_second` and a day of it."""
     limits = _limits_at(sends_per_second)
     rate = limits.rate_shards if rate_shards is None else rate_shards
-    quota = limits.quota_shards if quota_shards is None else quota_shards
+    quota = QuotaPlan(limits.daily_quota, 0).shards if quota_shards is None else quota_shards
     per_family: dict[Family, dict[str, list[float]]] = {}
     for use in life.uses:
         family = family_of(use, rate, quota)

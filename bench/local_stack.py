@@ -77,8 +77,8 @@ def start_stack() -> BenchStack:
     environment = function_environment(template, ports)
     # The sms dispatcher talks to the emulated SNS: no provider sandbox is needed in-process.
     environment["SENDONCE_SMS_PROVIDER"] = "sns"
-    # Limits read as a deployed function reads them (once a minute), not as the local stack does.
-    environment["SENDONCE_LIMITS_CACHE_SECONDS"] = "60"
+    # Limits read as a deployed function reads them (every 5 s at most), not as the local stack does.
+    environment["SENDONCE_LIMITS_CACHE_SECONDS"] = "5"
     apply_environment(environment)
     deliveries = DeliveryLog()
     emulator = AwsEmulator(HOST, ports.aws, deliveries)

@@ -9,17 +9,19 @@ import os
 import signal
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
 import boto3
 from sendonce import channels
+from sendonce.clock import rfc3339
 from sendonce.modes import Mode
 
 from sendonce_local.api_keys import store_api_key
 from sendonce_local.aws_client import client
 from sendonce_local.constants import REGION
-from sendonce_local.environment import Ports
+from sendonce_local.environment import LOCAL_LIMITS, Ports
 from sendonce_local.release_lock import describe, release_lock
 from sendonce_local.template import default_template_path
 
@@ -164,15 +166,19 @@ Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION,
 def _set_limits(args: argparse.Namespace) -> int:
     from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415 - only for this command
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
-    from sendonce.limits.model import Limits  # noqa: PLC0415
+    from sendonce.limits.model import MAX_CACHE_SECONDS, Limits  # noqa: PLC0415
 
     if args.aws:
         dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
+        cache_seconds = MAX_CACHE_SECONDS  # whatever the deployed functions keep, never longer
     else:
         dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+        cache_seconds = int(
+            os.environ.get("SENDONCE_LIMITS_CACHE_SECONDS") or LOCAL_LIMITS["SENDONCE_LIMITS_CACHE_SECONDS"]
+        )
     limits = DynamoDbLimits(dynamodb, args.table, defaults=Limits(rate_per_second=1, daily_quota=0))
     try:  # every value is checked before anything is written
-        limits.set_limits(args.workspace, args.rate, args.daily_quota)
+        change = limits.set_limits(args.workspace, args.rate, args.daily_quota, cache_seconds=cache_seconds)
     except ValueError as error:
         print(f"sendonce workspace set-limits: {error}; nothing changed", file=sys.stderr)
         return 2
@@ -186,15 +192,21 @@ def _set_limits(args: argparse.Namespace) -> int:
         chosen.append(f"rate {args.rate}/s")
     if args.daily_quota is not None:
         chosen.append(f"daily quota {args.daily_quota}" if args.daily_quota else "no daily quota")
-    print(f"workspace {args.workspace}: {', '.join(chosen)} (the API reads limits again within a minute)")
+    effective = datetime.fromtimestamp(change.at, UTC)
+    print(f"workspace {args.workspace}: {', '.join(chosen)}, in effect from {rfc3339(effective)}")
+    if args.wait:
+        time.sleep(max(0.0, change.at - time.time()))
     return 0
 
 
 SET_LIMITS_HELP = """\
 Override a workspace's request rate (requests a second; bursts up to twice it) and daily send
 quota (new messages a UTC day; 0 means none). A limit not given keeps its current value. Values
-are checked before anything is written: a negative or absurd one changes nothing. The API reads
-a workspace's limits again within SENDONCE_LIMITS_CACHE_SECONDS (60 deployed, 1 locally).
+are checked before anything is written: a negative or absurd one changes nothing. The change takes
+effect at the instant printed, the same for every execution environment: once each can have read
+it (SENDONCE_LIMITS_CACHE_SECONDS, at most 5; 1 locally), at most 8 seconds after it was written.
+The day's usage is kept: a lowered quota admits only what is left under it. --wait returns once
+the change is in effect.
 
 Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table LimitsTable.
 Deployed stack: pass --aws (your default boto3 session) and --table <the stack's LimitsTableName>."""
@@ -342,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="new messages a UTC day (0: none; at most 1,000,000,000)",
     )
+    set_limits.add_argument("--wait", action="store_true", help="return once the change is in effect")
     _add_messages_table(set_limits, "LimitsTable", "the limits table")
 
     suppressions = commands.add_parser(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -26,9 +27,10 @@ OTHER_WORKSPACE = "ws_other"
 
 
 def set_limits(workspace: str = WORKSPACE, rate: int | None = None, daily_quota: int | None = None) -> None:
-    """As `sendonce workspace set-limits` does."""
+    """As `sendonce workspace set-limits --wait` does, for functions that keep no limits cached."""
     limits = DynamoDbLimits(boto3.client("dynamodb", region_name=REGION), "LimitsTable", Limits(1, 0))
-    limits.set_limits(workspace, rate, daily_quota)
+    change = limits.set_limits(workspace, rate, daily_quota, cache_seconds=0)
+    time.sleep(max(0.0, change.at - time.time()))
 
 
 @pytest.fixture
@@ -115,6 +117,63 @@ def test_given_a_429_under_a_key_then_nothing_is_stored_and_the_key_works_once_t
     assert refused.status == 429
     assert retried.status == 201
     assert retried.header("Idempotency-Replayed") is None
+
+
+def send_batch(stack: Stack, count: int, label: str) -> list[int]:
+    items = [sms(f"{label} {i}", to=f"+1555011{i:04d}") for i in range(count)]
+    answer = stack.call(stack.event("api_send_sms.json", body={"messages": items}, path="/v1/messages/batch"))
+    assert answer.status == 200, answer.raw_body
+    return [result["status"] for result in answer.json["results"]]
+
+
+def around_a_change(stack: Stack, label: str, batch: int) -> int:
+    """30 sends racing a batch of `batch` items, as the outside suite sent them: how many were new."""
+
+    def contender(index: int) -> list[int]:
+        if index == 30:
+            return send_batch(stack, batch, f"{label} batch")
+        return [stack.send(body=sms(f"{label} {index}", to=f"+1555012{index:04d}")).status]
+
+    statuses = [status for answer in race(31, contender) for status in answer]
+    assert set(statuses) <= {201, 429}, statuses
+    return statuses.count(201)
+
+
+def test_given_the_quota_lowered_to_one_more_than_used_then_usage_is_kept_and_one_more_is_sent(
+    limited: Stack,
+) -> None:
+    set_limits(daily_quota=100_000)
+    assert send_batch(limited, 61, "morning") == [201] * 61
+    set_limits(daily_quota=62)
+
+    kept = usage(limited)["quota"]
+    accepted = around_a_change(limited, "after", batch=60)
+
+    assert kept["usedToday"] == 61  # it said 0 before
+    assert kept["daily"] == 62
+    assert accepted == 1  # 121 accepted on a quota of 62, before
+    assert usage(limited)["quota"]["usedToday"] == 62
+    assert len(limited.messages()) == 62
+
+
+def test_given_the_quota_raised_then_lowered_then_raised_the_day_never_passes_the_quota_in_force(
+    limited: Stack,
+) -> None:
+    set_limits(daily_quota=150)
+    assert send_batch(limited, 150, "morning") == [201] * 150
+
+    set_limits(daily_quota=200)
+    raised = around_a_change(limited, "raised", batch=120)
+    set_limits(daily_quota=120)
+    lowered = around_a_change(limited, "lowered", batch=60)
+    set_limits(daily_quota=260)
+    raised_again = around_a_change(limited, "raised again", batch=120)
+
+    assert raised == 50  # 100 more, and 250 used of 200, before
+    assert lowered == 0
+    assert raised_again == 60
+    assert usage(limited)["quota"] == {**usage(limited)["quota"], "daily": 260, "usedToday": 260}
+    assert len(limited.messages()) == 260
 
 
 def test_given_a_spent_quota_then_another_workspace_still_sends(limited: Stack) -> None:

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sendonce.limits.model import (
+    MAX_CACHE_SECONDS,
     MAX_DAILY_QUOTA,
     MAX_RATE_PER_SECOND,
     MIN_SHARD_CAP,
     QUOTA_SHARDS,
+    WINDOW_SECONDS,
     Limits,
+    LimitsChange,
+    LimitsTimeline,
     QuotaCharge,
+    QuotaPlan,
     RateDecision,
     Window,
+    change_at,
     day_of,
     next_day,
     seconds_to_next_day,
@@ -58,15 +65,24 @@ def test_a_rate_is_counted_on_enough_shards_that_none_takes_over_500_writes_a_se
     assert max(caps) - min(caps) <= 1
 
 
-@given(st.integers(min_value=1, max_value=MAX_DAILY_QUOTA))
-def test_the_quota_shards_caps_sum_to_the_quota_and_none_is_empty(quota: int) -> None:
-    limits = Limits(rate_per_second=50, daily_quota=quota)
-    caps = [limits.quota_shard_cap(shard) for shard in range(limits.quota_shards)]
+@given(st.integers(min_value=1, max_value=MAX_DAILY_QUOTA), st.integers(min_value=0))
+def test_a_plans_shares_sum_to_what_it_splits_and_none_is_empty(quota: int, total: int) -> None:
+    plan = QuotaPlan(quota, since=0)
+    shares = [plan.share(shard) for shard in range(plan.shards)]
 
-    assert sum(caps) == quota
-    assert min(caps) >= min(quota, MIN_SHARD_CAP)  # room for two bulk transactions
-    assert max(caps) - min(caps) <= 1
-    assert limits.quota_shards == max(1, min(quota // MIN_SHARD_CAP, QUOTA_SHARDS))
+    assert sum(shares) == quota
+    assert min(shares) >= min(quota, MIN_SHARD_CAP)  # room for two bulk transactions
+    assert max(shares) - min(shares) <= 1
+    assert plan.shards == max(1, min(quota // MIN_SHARD_CAP, QUOTA_SHARDS))
+    assert sum(plan.share(shard, total) for shard in range(plan.shards)) == total
+
+
+@given(st.integers(min_value=0, max_value=MAX_DAILY_QUOTA), st.integers(min_value=0, max_value=2**40))
+def test_a_plans_stamp_names_it(quota: int, since: int) -> None:
+    plan = QuotaPlan(quota, since)
+
+    assert QuotaPlan.from_stamp(plan.stamp) == plan
+    assert QuotaPlan.from_stamp("replanning:0123abcd") is None
 
 
 def test_no_quota_charges_nothing() -> None:
@@ -120,7 +136,7 @@ def test_the_rate_check_refuses_past_the_window_quota_and_counts_per_workspace()
 
 def test_the_rate_check_fails_open_when_the_limits_cannot_be_read() -> None:
     class Down(FakeLimits):
-        def limits_of(self, workspace_id: str) -> Limits:
+        def timeline(self, workspace_id: str) -> LimitsTimeline:
             from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
 
             raise DependencyUnavailable("the limits table is down")
@@ -128,16 +144,22 @@ def test_the_rate_check_fails_open_when_the_limits_cannot_be_read() -> None:
     assert RequestLimits(Down()).check_rate("ws") is None
 
 
-def test_a_charge_larger_than_a_shards_cap_is_refused_before_any_write() -> None:
+def test_a_fresh_plans_charge_may_start_a_shard_only_with_units_its_share_holds() -> None:
     from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415
 
     charge = QuotaCharge.of("ws", Limits(rate_per_second=50, daily_quota=150), at("2026-11-30T12:00:00"))
     assert charge is not None
+    assert charge.fresh
     limits = DynamoDbLimits(client=None, table_name="LimitsTable", defaults=Limits(50, 150))
 
-    assert limits.charge_item(charge, 0, 150)["Update"]["ExpressionAttributeValues"][":room"] == {"N": "0"}
-    with pytest.raises(ValueError, match="do not fit"):
-        limits.charge_item(charge, 0, 151)
+    fits = limits.charge_item(charge, 0, 150)["Update"]
+    too_many = limits.charge_item(charge, 0, 151)["Update"]
+    not_fresh = limits.charge_item(replace(charge, fresh=False), 0, 1)["Update"]
+
+    assert fits["ExpressionAttributeValues"][":share"] == {"N": "150"}
+    assert "attribute_not_exists" in fits["ConditionExpression"]
+    assert "attribute_not_exists" not in too_many["ConditionExpression"]
+    assert "attribute_not_exists" not in not_fresh["ConditionExpression"]
 
 
 def test_set_limits_checks_every_value_before_writing_any() -> None:
@@ -163,7 +185,7 @@ def test_the_shards_to_try_are_every_shard_not_known_full_once_in_turn_from_a_ra
     limits_of_the_day = Limits(rate_per_second=50, daily_quota=daily_quota)
     charge = QuotaCharge.of("ws", limits_of_the_day, at("2026-11-30T12:00:00"))
     assert charge is not None
-    shards = charge.limits.quota_shards
+    shards = charge.plan.shards
     limits = DynamoDbLimits(
         client=None, table_name="LimitsTable", defaults=Limits(50, 150), shard_of=lambda n: start % n
     )
@@ -173,3 +195,110 @@ def test_the_shards_to_try_are_every_shard_not_known_full_once_in_turn_from_a_ra
 
     in_turn = [(start % shards + i) % shards for i in range(shards)]
     assert limits.shards_to_try(charge) == [shard for shard in in_turn if shard not in full]
+
+
+# ---------------------------------------------------------------------------- changes over time
+DEFAULTS = Limits(rate_per_second=50, daily_quota=10_000)
+
+
+def epoch(text: str) -> int:
+    return int(at(text).timestamp())
+
+
+def test_a_change_takes_effect_at_a_windows_start_once_every_environment_can_have_read_it() -> None:
+    written = at("2026-11-30T12:00:00.300")
+
+    effective = change_at(written)  # 12:00:01 + 5 s of cache + 1 s for the clocks, to a window's start
+    local = change_at(written, cache_seconds=1)
+
+    assert effective == epoch("2026-11-30T12:00:08")
+    assert effective % WINDOW_SECONDS == 0
+    assert local == epoch("2026-11-30T12:00:04")
+    assert change_at(written, cache_seconds=3600) == effective  # never more than MAX_CACHE_SECONDS
+    assert effective - written.timestamp() <= 10  # CONTRACT section 9: within 10 seconds
+
+
+@given(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)), st.integers(0, 60))
+def test_a_change_is_never_in_effect_before_the_cache_has_turned_over(written: datetime, cache: int) -> None:
+    written = written.replace(tzinfo=UTC)
+    effective = change_at(written, cache)
+
+    assert effective >= written.timestamp() + min(cache, MAX_CACHE_SECONDS) + 1
+    assert effective <= written.timestamp() + MAX_CACHE_SECONDS + 1 + WINDOW_SECONDS
+    assert effective % WINDOW_SECONDS == 0
+
+
+def test_the_limits_in_force_follow_the_changes_and_none_is_the_default() -> None:
+    timeline = LimitsTimeline(
+        DEFAULTS,
+        (
+            LimitsChange(epoch("2026-11-30T10:00:00"), rate_per_second=5, daily_quota=None),
+            LimitsChange(epoch("2026-11-30T11:00:00"), rate_per_second=5, daily_quota=62),
+        ),
+    )
+
+    assert timeline.at(at("2026-11-30T09:59:59")) == DEFAULTS
+    assert timeline.at(at("2026-11-30T10:00:00")) == Limits(5, 10_000)
+    assert timeline.at(at("2026-11-30T11:00:00")) == Limits(5, 62)
+
+
+def test_a_days_quota_plans_are_the_one_at_its_start_and_each_new_quota_since_it_took_effect() -> None:
+    timeline = LimitsTimeline(
+        DEFAULTS,
+        (
+            LimitsChange(epoch("2026-11-29T08:00:00"), rate_per_second=None, daily_quota=100_000),
+            LimitsChange(epoch("2026-11-30T10:00:00"), rate_per_second=7, daily_quota=100_000),  # rate only
+            LimitsChange(epoch("2026-11-30T11:00:00"), rate_per_second=7, daily_quota=62),
+            LimitsChange(epoch("2026-11-30T13:00:00"), rate_per_second=7, daily_quota=200),
+        ),
+    )
+    day_start = epoch("2026-11-30T00:00:00")
+
+    assert timeline.quota_plans(at("2026-11-30T12:00:00")) == [
+        QuotaPlan(100_000, day_start),  # in force since before the day: named by the day's start
+        QuotaPlan(62, epoch("2026-11-30T11:00:00")),
+    ]
+    morning = QuotaCharge.of("ws", timeline, at("2026-11-30T10:30:00"))
+    noon = QuotaCharge.of("ws", timeline, at("2026-11-30T12:00:00"))
+    assert morning is not None
+    assert noon is not None
+    assert morning.fresh  # shards start with their share at their first charge
+    assert not noon.fresh  # only a re-plan gives shards their share after a change
+    assert noon.plan == QuotaPlan(62, epoch("2026-11-30T11:00:00"))
+    tomorrow = QuotaCharge.of("ws", timeline, at("2026-12-01T00:00:01"))
+    assert tomorrow is not None
+    assert tomorrow.fresh
+    assert tomorrow.plan == QuotaPlan(200, epoch("2026-12-01T00:00:00"))
+
+
+def test_a_quota_of_none_charges_nothing_and_its_day_keeps_what_was_charged_before() -> None:
+    timeline = LimitsTimeline(
+        DEFAULTS, (LimitsChange(epoch("2026-11-30T11:00:00"), rate_per_second=None, daily_quota=0),)
+    )
+
+    assert QuotaCharge.of("ws", timeline, at("2026-11-30T12:00:00")) is None
+    assert timeline.quota_plans(at("2026-11-30T12:00:00"))[0] == QuotaPlan(
+        10_000, epoch("2026-11-30T00:00:00")
+    )
+
+
+def test_a_new_change_replaces_one_pending_at_its_instant_and_old_ones_are_folded() -> None:
+    now = at("2026-11-30T12:00:00")
+    old = [
+        LimitsChange(epoch(f"2026-11-{day}T08:00:00"), None, quota)
+        for day, quota in ((20, 1), (25, 2), (27, 3))
+    ]
+    pending = LimitsChange(change_at(now), None, 4)
+    timeline = LimitsTimeline(DEFAULTS, (*old, pending))
+
+    changed = timeline.with_change(LimitsChange(change_at(now), 9, 5), now)
+
+    # The one in force two days ago stays (it sets the value then); the older ones go.
+    assert changed.changes == (old[2], LimitsChange(change_at(now), 9, 5))
+    assert changed.at(now - timedelta(days=2)) == timeline.at(now - timedelta(days=2))
+
+
+def test_the_settings_never_let_limits_be_kept_longer_than_a_change_waits() -> None:
+    from sendonce.settings import LIMITS_CACHE_MAX_SECONDS  # noqa: PLC0415
+
+    assert LIMITS_CACHE_MAX_SECONDS == MAX_CACHE_SECONDS

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sendonce.limits.model import LEASE_MAX, Grant, Limits, RateDecision, Window
+from sendonce.limits.model import LEASE_MAX, Grant, Limits, LimitsChange, RateDecision, Window
 from sendonce.limits.service import RequestLimits
 
 from tests.unit.unit_fakes import FakeLimits, ManualClock
@@ -275,3 +275,26 @@ def test_leases_of_workspaces_not_seen_lately_are_forgotten() -> None:
     check(environment, "ws_now")
 
     assert set(environment._leases) == {"ws_now"}
+
+
+def test_a_rate_change_takes_effect_at_a_windows_start_for_every_environment_at_once() -> None:
+    """No window is counted under two rates: every environment applies the change from the same
+    window on (`change_at`), so a window's shards and caps are one layout, and its count its own."""
+    store, clock = fake(1_000), ManualClock(START)  # 2,000 a window on 2 shards
+    change = Window.at(START).number * 2 + 4  # two windows later (epoch seconds, a window's start)
+    store.changes[WS] = (LimitsChange(change, rate_per_second=300, daily_quota=None),)  # 600, 1 shard
+    fleet = environments(store, clock, 4, seed=7)
+
+    admitted: Counter[int] = Counter()
+    for _ in range(4):  # four windows, the change at the start of the third
+        for _ in range(700):
+            for environment in fleet:
+                if check(environment).allowed:
+                    admitted[Window.at(clock()).number] += 1
+        clock.advance(2)
+
+    first = Window.at(START).number
+    assert [admitted[first + i] for i in range(4)] == [2_000, 2_000, 600, 600]
+    shards = {window: {shard for (_, w, shard) in store.counters if w == window} for window in admitted}
+    assert shards[first] == shards[first + 1] == {0, 1}
+    assert shards[first + 2] == shards[first + 3] == {0}

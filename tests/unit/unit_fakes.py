@@ -16,7 +16,7 @@ from sendonce.clock import Clock
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.delivery.stream_handoff import hand_off_batch
 from sendonce.errors import DependencyUnavailable, MessageNotCancelable, MessageNotFound, QueueUnavailable
-from sendonce.limits.model import Limits, QuotaCharge, Window
+from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, Window
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
@@ -238,7 +238,7 @@ class InMemoryStore:
         if quota is None:
             return True
         day = (quota.workspace_id, quota.day)
-        if self.quota_used.get(day, 0) >= quota.limits.daily_quota:
+        if self.quota_used.get(day, 0) >= quota.plan.quota:
             return False
         self.quota_used[day] = self.quota_used.get(day, 0) + 1
         return True
@@ -543,6 +543,7 @@ class FakeLimits:
 
     defaults: Limits = field(default_factory=lambda: Limits(rate_per_second=50, daily_quota=10_000))
     overrides: dict[str, Limits] = field(default_factory=dict)
+    changes: dict[str, tuple[LimitsChange, ...]] = field(default_factory=dict)  # set-limits, by when
     counters: dict[tuple[str, int, int], int] = field(default_factory=dict)
     # Every lease taken: (workspace, window, shard, tokens).
     leases: list[tuple[str, int, int, int]] = field(default_factory=list)
@@ -550,8 +551,10 @@ class FakeLimits:
     down: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def limits_of(self, workspace_id: str) -> Limits:
-        return self.overrides.get(workspace_id, self.defaults)
+    def timeline(self, workspace_id: str) -> LimitsTimeline:
+        return LimitsTimeline(
+            self.overrides.get(workspace_id, self.defaults), self.changes.get(workspace_id, ())
+        )
 
     def take_lease(self, workspace_id: str, window: Window, shard: int, tokens: int) -> int:
         if self.down:
@@ -563,8 +566,8 @@ class FakeLimits:
             self.leases.append((workspace_id, window.number, shard, tokens))
             return self.counters[key]
 
-    def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
-        charge = QuotaCharge.of(workspace_id, limits, now)
+    def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
+        charge = QuotaCharge.of(workspace_id, timeline, now)
         if charge is None or self.store is None:
             return 0
         return self.store.quota_used.get((workspace_id, charge.day), 0)

@@ -18,6 +18,10 @@ from typing import Any, Self
 
 from sendonce import channels
 
+# sendonce.limits.model.MAX_CACHE_SECONDS, which a change of the limits waits out (a test holds the
+# two equal; importing the model here would put it on every function's cold start).
+LIMITS_CACHE_MAX_SECONDS = 5
+
 
 class InvalidSettings(ValueError):
     """The environment gives a function settings it cannot run with; each problem names its variable."""
@@ -161,9 +165,12 @@ class ApiSettings(_Settings):
     daily_send_quota: int = _setting(
         "SENDONCE_DAILY_SEND_QUOTA", _integer(minimum=0, maximum=1_000_000_000), 10_000
     )
-    # How long an execution environment keeps a workspace's limits before reading them again.
+    # How long an execution environment keeps a workspace's limits before reading them again: at most
+    # what a change of the limits waits out before it takes effect.
     limits_cache_seconds: int = _setting(
-        "SENDONCE_LIMITS_CACHE_SECONDS", _integer(minimum=0, maximum=3600), 60
+        "SENDONCE_LIMITS_CACHE_SECONDS",
+        _integer(minimum=0, maximum=LIMITS_CACHE_MAX_SECONDS),
+        LIMITS_CACHE_MAX_SECONDS,
     )
 
     @classmethod

@@ -1,65 +1,160 @@
-"""The limits on DynamoDB (LimitsTable): per-workspace overrides, rate counters and quota shards.
+"""The limits on DynamoDB (LimitsTable): per-workspace overrides, rate counters and the quota's ledger.
 
-Overrides are read through a Powertools parameters provider (its documented custom-provider
-extension), so each execution environment reads a workspace's limits at most once per cache
-period. A rate lease is one atomic `ADD` of its size on one shard of its window, whose answer (the
-shard's new count) tells what it was granted; the count only grows within its window. A
-quota shard is an item the sending store's create transaction updates under its cap; the shards
-this environment found full today are remembered, so a spent quota costs no probing twice.
-Counters carry `expiresAt`, which the table's TTL removes.
+Overrides are one item per workspace holding its changes, each with the instant it takes effect
+(`limits.model.change_at`), read through a Powertools parameters provider (its documented
+custom-provider extension), so each execution environment reads a workspace's limits at most once
+per cache period. A rate lease is one atomic `ADD` of its size on one shard of its window, whose
+answer (the shard's new count) tells what it was granted; the count only grows within its window.
+
+The quota is a ledger of shard items per (workspace, day), each holding what it has taken (`used`),
+what it may still take (`left`) and the plan that gave it its allowance (`plan`). A create takes its
+units in its own transaction, only from a shard carrying the plan in force with room left, so the
+day never accepts more than that plan allows; a plan fresh since the day began gives a shard its
+share at its first charge. The first charge under a new quota finds the shards on an older plan and
+re-plans the day: it freezes every shard (no charge matches a frozen one, so `used` is final), sums
+what they used, and gives them their shares of what is left under the new quota. One planner at a
+time holds the day's plan lock; every step is conditional on what it read, so a planner that died
+or was overtaken leaves the next one a ledger it can plan from. Units used are never moved nor
+lost, whatever the quotas were: the day's usage is the sum of `used`.
+
+The shards this environment found full under a plan are remembered a while, so a spent quota costs
+no probing twice. Counters carry `expiresAt`, which the table's TTL removes.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 
 from sendonce.adapters.dynamodb_items import epoch_seconds
-from sendonce.adapters.dynamodb_writes import DynamoDbTable
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
 from sendonce.errors import DependencyUnavailable
-from sendonce.limits.model import Limits, QuotaCharge, Window, check_daily_quota, check_rate
+from sendonce.limits.model import (
+    MAX_CACHE_SECONDS,
+    QUOTA_SHARDS,
+    Limits,
+    LimitsChange,
+    LimitsTimeline,
+    QuotaCharge,
+    QuotaPlan,
+    Window,
+    change_at,
+    check_daily_quota,
+    check_rate,
+    day_of,
+)
+from sendonce.side_by_side import side_by_side
 
 COUNTER = "count"  # the sort key of every counter item
-RATE = "ratePerSecond"
-DAILY_QUOTA = "dailyQuota"
-# BatchGetItem reads at most 100 keys a call.
-BATCH_GET_LIMIT = 100
+CHANGES = "changes"  # the sort key of a workspace's overrides
+PLAN_LOCK = "plan"  # the sort key of a day's plan lock
+# A planner holds the day's lock at most this long; one that died is taken over after it.
+PLAN_LOCK_SECONDS = 10
+# A charge that meets a day being re-planned waits this long in all, then answers 503.
+PLAN_WAIT_SECONDS = 10.0
+# A charge that has waited this long on frozen shards also tries to take the day's plan over.
+PLAN_TAKEOVER_SECONDS = 2.0
+# A shard found full is not tried again for this long (a re-plan may give it room again).
+FULL_MEMORY_SECONDS = 60.0
+FROZEN = "replanning:"  # a frozen shard's plan: `FROZEN` and the planner's id
+PLAN_WORKERS = 8
+# TransactWriteItems takes at most 100 items.
+MAX_TRANSACTION_ITEMS = 100
 
 
-def overrides_key(workspace_id: str) -> str:
-    return f"LIMITS#{workspace_id}"
+def overrides_key(workspace_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"LIMITS#{workspace_id}"}, "sk": {"S": CHANGES}}
 
 
 def rate_key(workspace_id: str, window: int, shard: int) -> dict[str, Any]:
     return {"pk": {"S": f"RATE#{workspace_id}#{window}#{shard}"}, "sk": {"S": COUNTER}}
 
 
-def quota_key(charge: QuotaCharge, shard: int) -> dict[str, Any]:
-    return {"pk": {"S": f"QUOTA#{charge.workspace_id}#{charge.day}#{shard}"}, "sk": {"S": COUNTER}}
+def quota_key(workspace_id: str, day: str, shard: int) -> dict[str, Any]:
+    return {"pk": {"S": f"QUOTA#{workspace_id}#{day}#{shard}"}, "sk": {"S": COUNTER}}
+
+
+def plan_lock_key(charge: QuotaCharge) -> dict[str, Any]:
+    return {"pk": {"S": f"QUOTAPLAN#{charge.workspace_id}#{charge.day}"}, "sk": {"S": PLAN_LOCK}}
+
+
+# ---------------------------------------------------------------------------- refusals of a charge
+@dataclass(frozen=True, slots=True)
+class NoRoom:
+    """The shard carries the charge's plan and has less left than the charge's units."""
+
+    left: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """The shard carries an older plan, or none while the plan is not fresh: the day needs a re-plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replanning:
+    """Another planner has frozen the shard: wait for its plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """The shard carries a later plan than this environment's (or, for the stack's defaults, another
+    one in force as long): charge under it."""
+
+    plan: QuotaPlan
+
+
+Refusal = NoRoom | Replan | Replanning | Adopt
+
+
+def _number(item: Item, name: str) -> int:
+    return int(item.get(name, {}).get("N", "0"))
+
+
+# ---------------------------------------------------------------------------- overrides
+def _change_of(entry: dict[str, Any]) -> LimitsChange:
+    fields = entry["M"]
+
+    def value(name: str) -> int | None:
+        return int(fields[name]["N"]) if "N" in fields.get(name, {}) else None
+
+    return LimitsChange(at=int(fields["at"]["N"]), rate_per_second=value("rate"), daily_quota=value("quota"))
+
+
+def _entry_of(change: LimitsChange) -> dict[str, Any]:
+    def value(number: int | None) -> dict[str, Any]:
+        return {"NULL": True} if number is None else {"N": str(number)}
+
+    return {
+        "M": {
+            "at": {"N": str(change.at)},
+            "rate": value(change.rate_per_second),
+            "quota": value(change.daily_quota),
+        }
+    }
 
 
 class _Overrides(BaseProvider):
-    """Powertools' cache over one Query of a workspace's override items (sort key: the limit's name)."""
+    """Powertools' cache over one GetItem of a workspace's overrides: its changes, oldest first."""
 
     def __init__(self, table: DynamoDbTable) -> None:
         super().__init__(client=table.client)  # type: ignore[no-untyped-call]
         self._table = table
 
-    def _get(self, name: str, **sdk_options: Any) -> str:
-        raise NotImplementedError("overrides are read together, with get_multiple")
+    def _get(self, name: str, **sdk_options: Any) -> dict[str, Any]:
+        item = self._table.get(overrides_key(name)) or {}
+        return {"changes": tuple(_change_of(entry) for entry in item.get(CHANGES, {}).get("L", []))}
 
     def _get_multiple(self, path: str, **sdk_options: Any) -> dict[str, str]:
-        response = self._table.query(
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": path}},
-            ConsistentRead=True,
-        )
-        return {item["sk"]["S"]: item["value"]["N"] for item in response.get("Items", [])}
+        raise NotImplementedError("a workspace's overrides are one item, read with get")
 
 
 class DynamoDbLimits:
@@ -68,47 +163,94 @@ class DynamoDbLimits:
         client: Any,
         table_name: str,
         defaults: Limits,
-        cache_seconds: int = 60,
+        cache_seconds: int = MAX_CACHE_SECONDS,
         shard_of: Callable[[int], int] = random.randrange,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._table = DynamoDbTable(client, table_name)
         self._defaults = defaults
-        self._cache_seconds = cache_seconds
+        self._cache_seconds = min(cache_seconds, MAX_CACHE_SECONDS)
         self._overrides = _Overrides(self._table)
         self._shard_of = shard_of
-        self._full: dict[tuple[str, str, int], set[int]] = {}  # (workspace, day, quota): full shards
+        self._sleep = sleep
+        # (workspace, day, plan) -> the shards found full, and when each was found so.
+        self._full: dict[tuple[str, str, str], dict[int, float]] = {}
         self._lock = threading.Lock()
 
+    @property
+    def name(self) -> str:
+        return self._table.name
+
     # ------------------------------------------------------------------ overrides
-    def limits_of(self, workspace_id: str) -> Limits:
+    def timeline(self, workspace_id: str) -> LimitsTimeline:
         try:
-            found = self._overrides.get_multiple(overrides_key(workspace_id), max_age=self._cache_seconds)
+            found = self._overrides.get(workspace_id, max_age=self._cache_seconds)
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error
-        return Limits(
-            rate_per_second=int(str(found.get(RATE, self._defaults.rate_per_second))),
-            daily_quota=int(str(found.get(DAILY_QUOTA, self._defaults.daily_quota))),
-        )
+        changes = found.get("changes", ()) if isinstance(found, dict) else ()
+        return LimitsTimeline(self._defaults, tuple(changes))
 
-    def set_limits(self, workspace_id: str, rate: int | None, daily_quota: int | None) -> None:
-        """The operator's override (the CLI's). Every value is checked first (ValueError), so a bad
-        one changes nothing."""
+    def set_limits(
+        self,
+        workspace_id: str,
+        rate: int | None,
+        daily_quota: int | None,
+        *,
+        now: datetime | None = None,
+        cache_seconds: int = MAX_CACHE_SECONDS,
+    ) -> LimitsChange:
+        """The operator's override (the CLI's), and when it takes effect: at most `cache_seconds`
+        (the functions' SENDONCE_LIMITS_CACHE_SECONDS) plus three seconds after `now`, by default the
+        table's own clock (its answer's Date), so an operator's clock can never put it earlier.
+        Every value is checked first (ValueError), so a bad one changes nothing. A value left out
+        keeps the one last set; two writers at once are ordered by a condition on what each read."""
         if rate is None and daily_quota is None:
             raise ValueError("give a rate, a daily quota or both")
         if rate is not None:
             check_rate(rate)
         if daily_quota is not None:
             check_daily_quota(daily_quota)
-        for name, value in {RATE: rate, DAILY_QUOTA: daily_quota}.items():
-            if value is not None:
-                self._table.write(
-                    "put_item",
-                    Item={
-                        "pk": {"S": overrides_key(workspace_id)},
-                        "sk": {"S": name},
-                        "value": {"N": str(value)},
-                    },
-                )
+        for _ in range(8):
+            item, table_now = self._read_overrides(workspace_id)
+            written_at = now or table_now
+            entries = item.get(CHANGES, {}).get("L", [])
+            timeline = LimitsTimeline(self._defaults, tuple(_change_of(entry) for entry in entries))
+            pending = timeline.pending() or LimitsChange(0, None, None)
+            change = LimitsChange(
+                at=change_at(written_at, cache_seconds),
+                rate_per_second=pending.rate_per_second if rate is None else rate,
+                daily_quota=pending.daily_quota if daily_quota is None else daily_quota,
+            )
+            changed = timeline.with_change(change, written_at)
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+            if entries:
+                condition = {
+                    "ConditionExpression": "#changes = :seen",
+                    "ExpressionAttributeNames": {"#changes": CHANGES},
+                    "ExpressionAttributeValues": {":seen": {"L": entries}},
+                }
+            answer = self._table.write(
+                "put_item",
+                Item={**overrides_key(workspace_id), CHANGES: {"L": [_entry_of(c) for c in changed.changes]}},
+                **condition,
+            )
+            if not isinstance(answer, ConditionFailed):
+                return change
+        raise DependencyUnavailable("the workspace's limits kept changing while they were being set")
+
+    def _read_overrides(self, workspace_id: str) -> tuple[Item, datetime]:
+        try:
+            response = self._table.client.get_item(
+                TableName=self._table.name, Key=overrides_key(workspace_id), ConsistentRead=True
+            )
+        except Exception as error:
+            raise DependencyUnavailable(str(error)) from error
+        from email.utils import parsedate_to_datetime  # noqa: PLC0415 - the operator's command only
+
+        date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        table_now = parsedate_to_datetime(date) if date else datetime.now().astimezone()
+        return response.get("Item") or {}, table_now
 
     # ------------------------------------------------------------------ request rate
     def take_lease(self, workspace_id: str, window: Window, shard: int, tokens: int) -> int:
@@ -128,49 +270,242 @@ class DynamoDbLimits:
             raise DependencyUnavailable("the rate window's update was refused")
         return int(response["Attributes"]["hits"]["N"])
 
-    # ------------------------------------------------------------------ daily quota
-    def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
-        charge = QuotaCharge.of(workspace_id, limits, now)
-        return 0 if charge is None else sum(self._shard_counts(charge).values())
+    # ------------------------------------------------------------------ daily quota: usage
+    def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
+        """The sum of `used` over every shard a plan may have: whatever the quota was, or is now."""
+        if not any(plan.quota > 0 for plan in timeline.quota_plans(now)):
+            return 0
+        day = day_of(now)
+        shards = self._table.batch_get([quota_key(workspace_id, day, shard) for shard in range(QUOTA_SHARDS)])
+        return sum(_number(item, "used") for item in shards.values())
 
-    def _shard_counts(self, charge: QuotaCharge) -> dict[int, int]:
-        """Every shard's count today (BatchGetItem, 100 keys a call); a shard never written is absent."""
-        keys = [quota_key(charge, shard) for shard in range(charge.limits.quota_shards)]
-        prefix = f"QUOTA#{charge.workspace_id}#{charge.day}#"
-        counts: dict[int, int] = {}
-        for start in range(0, len(keys), BATCH_GET_LIMIT):
-            request: dict[str, Any] = {self._table.name: {"Keys": keys[start : start + BATCH_GET_LIMIT]}}
-            while request:
-                try:
-                    response = self._table.client.batch_get_item(RequestItems=request)
-                except Exception as error:
-                    raise DependencyUnavailable(str(error)) from error
-                for item in response["Responses"].get(self._table.name, []):
-                    counts[int(item["pk"]["S"].removeprefix(prefix))] = int(item["used"]["N"])
-                request = response.get("UnprocessedKeys") or {}
-        return counts
+    # ------------------------------------------------------------------ daily quota: charging
+    def charge_item(self, charge: QuotaCharge, shard: int, units: int) -> dict[str, Any]:
+        """The transaction item that takes `units` of `shard` under the charge's plan, only while it
+        has them left (a fresh plan's shard not charged yet starts from its share)."""
+        plan = charge.plan
+        share = plan.share(shard) if shard < plan.shards else 0
+        condition = "(#plan = :plan AND #left >= :units)"
+        if charge.fresh and share >= units:
+            condition += " OR attribute_not_exists(#plan)"
+        return {
+            "Update": {
+                "TableName": self._table.name,
+                "Key": quota_key(charge.workspace_id, charge.day, shard),
+                "UpdateExpression": (
+                    "SET #left = if_not_exists(#left, :share) - :units, #plan = if_not_exists(#plan, :plan), "
+                    "expiresAt = if_not_exists(expiresAt, :expires) ADD used :units"
+                ),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#left": "left", "#plan": "plan"},
+                "ExpressionAttributeValues": {
+                    ":units": {"N": str(units)},
+                    ":share": {"N": str(share)},
+                    ":plan": {"S": plan.stamp},
+                    ":expires": epoch_seconds(charge.expires_at),
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
 
+    def refusal(self, charge: QuotaCharge, shard: int, item: Item | None) -> Refusal:
+        """What a refused charge of `shard` met (`item`: the shard as it was, None if absent)."""
+        stamp = item.get("plan", {}).get("S") if item is not None else None
+        if stamp is None:
+            # Absent: a fresh plan's shard whose share is less than the units; otherwise unplanned.
+            return NoRoom(0) if charge.fresh else Replan()
+        if stamp == charge.plan.stamp:
+            left = _number(item or {}, "left")
+            if left <= 0:
+                self.mark_full(charge, shard)
+            return NoRoom(left)
+        if stamp.startswith(FROZEN):
+            return Replanning()
+        carried = QuotaPlan.from_stamp(stamp)
+        if carried is None:
+            raise DependencyUnavailable(f"a quota shard carries an unknown plan: {stamp!r}")
+        return Replan() if charge.plan.supersedes(carried) else Adopt(carried)
+
+    def settle(self, charge: QuotaCharge, refusal: Replan | Replanning | Adopt, since: float) -> QuotaCharge:
+        """Act on a refusal that is not a lack of room: the charge to try again with. `since`: when
+        (time.monotonic) this create began; after PLAN_WAIT_SECONDS of planners, it is a 503."""
+        waited = time.monotonic() - since
+        if waited >= PLAN_WAIT_SECONDS:
+            raise DependencyUnavailable("the day's quota is being re-planned; try again")
+        if isinstance(refusal, Adopt):
+            return charge.adopting(refusal.plan)
+        # A planner at work has its plan ready shortly: wait for it. One that died left its shards
+        # frozen: its lock expires, and a waiter takes the day over.
+        planned = (
+            self.replan(charge) if isinstance(refusal, Replan) or waited > PLAN_TAKEOVER_SECONDS else False
+        )
+        if isinstance(planned, QuotaPlan):
+            return charge.adopting(planned)
+        if not planned:  # waits that grow with the wait so far: many waiters make few calls
+            self._sleep(min(1.0, 0.1 + waited / 2) * random.uniform(0.5, 1.0))
+        return charge
+
+    # ------------------------------------------------------------------ daily quota: planning
+    def replan(self, charge: QuotaCharge) -> bool | QuotaPlan:
+        """Give the day's shards the charge's plan, keeping every unit used: True once they have it.
+        False when another planner holds the day (the caller waits for its plan); the plan a shard
+        carries when it supersedes the charge's (the caller adopts it). Raises DependencyUnavailable."""
+        owner = secrets.token_hex(16)
+        if not self._take_plan_lock(charge, owner):
+            return False
+        try:
+            later = self._replan(charge, FROZEN + owner)
+        finally:
+            self._table.write(
+                "delete_item",
+                Key=plan_lock_key(charge),
+                ConditionExpression="#owner = :owner",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":owner": {"S": owner}},
+            )
+        with self._lock:
+            self._full.pop(_full_key(charge), None)
+        return later or True
+
+    def _take_plan_lock(self, charge: QuotaCharge, owner: str) -> bool:
+        now = time.time()
+        answer = self._table.write(
+            "put_item",
+            Item={
+                **plan_lock_key(charge),
+                "owner": {"S": owner},
+                "until": {"N": str(now + PLAN_LOCK_SECONDS)},
+                "expiresAt": epoch_seconds(charge.expires_at),
+            },
+            ConditionExpression="attribute_not_exists(pk) OR #until < :now",
+            ExpressionAttributeNames={"#until": "until"},
+            ExpressionAttributeValues={":now": {"N": str(now)}},
+        )
+        return not isinstance(answer, ConditionFailed)
+
+    def _replan(self, charge: QuotaCharge, frozen: str) -> QuotaPlan | None:
+        """Freeze every shard a plan may have (one never charged is made, frozen, so nothing can start
+        it late; a plan of the stack's defaults leaves no trace of how many it had), sum what they
+        used, then give each its share of what the quota leaves.
+        A shard that carries a plan superseding the charge's is left to it: that plan is answered."""
+        plan = charge.plan
+        keys = [quota_key(charge.workspace_id, charge.day, shard) for shard in range(QUOTA_SHARDS)]
+        found = self._table.batch_get(keys)
+        seen = [found.get(key["pk"]["S"]) for key in keys]
+        carried = {
+            QuotaPlan.from_stamp(item.get("plan", {}).get("S", "")) for item in seen if item is not None
+        }
+        later = [other for other in carried if other is not None and other.supersedes(plan)]
+        if later:
+            return later[0]  # another planner gave the day a later plan
+        if all(item is not None and item.get("plan", {}).get("S") == plan.stamp for item in seen):
+            return None  # another planner gave the day this plan
+        expires = epoch_seconds(charge.expires_at)
+        freezes = []
+        for key, item in zip(keys, seen, strict=True):
+            if item is None:
+                freezes.append(
+                    {
+                        "Put": {
+                            "Item": {
+                                **key,
+                                "plan": {"S": frozen},
+                                "left": {"N": "0"},
+                                "used": {"N": "0"},
+                                "expiresAt": expires,
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                )
+            else:
+                freezes.append(
+                    {
+                        "Update": {
+                            "Key": key,
+                            "UpdateExpression": "SET #plan = :frozen, #left = :zero",
+                            "ConditionExpression": "#plan = :seen",
+                            "ExpressionAttributeNames": {"#plan": "plan", "#left": "left"},
+                            "ExpressionAttributeValues": {
+                                ":frozen": {"S": frozen},
+                                ":zero": {"N": "0"},
+                                ":seen": item["plan"],
+                            },
+                        }
+                    }
+                )
+        self._write_all(freezes)
+        # Frozen: no charge matches them, so what they used is final.
+        used = sum(_number(item, "used") for item in self._table.batch_get(keys).values())
+        left = max(0, plan.quota - used)
+        self._write_all(
+            [
+                {
+                    "Update": {
+                        "Key": key,
+                        "UpdateExpression": "SET #plan = :plan, #left = :share",
+                        "ConditionExpression": "#plan = :frozen",
+                        "ExpressionAttributeNames": {"#plan": "plan", "#left": "left"},
+                        "ExpressionAttributeValues": {
+                            ":plan": {"S": plan.stamp},
+                            ":share": {"N": str(plan.share(shard, left) if shard < plan.shards else 0)},
+                            ":frozen": {"S": frozen},
+                        },
+                    }
+                }
+                for shard, key in enumerate(keys)
+            ]
+        )
+        return None
+
+    def _write_all(self, writes: list[dict[str, Any]]) -> None:
+        """Every conditional write, a transaction of up to 100 at a time; a chunk that meets a charge
+        on one of its shards at that moment (a conflict, which a busy day makes likely) is written
+        item by item instead. A failed condition means another planner moved on: 503."""
+        chunks = [
+            writes[start : start + MAX_TRANSACTION_ITEMS]
+            for start in range(0, len(writes), MAX_TRANSACTION_ITEMS)
+        ]
+
+        def write(chunk: list[dict[str, Any]]) -> None:
+            canceled = self._table.transact(chunk)
+            if canceled is None:
+                return
+            if any(canceled.failed(index) for index in range(len(chunk))):
+                raise DependencyUnavailable("another planner moved the day's quota shards")
+            side_by_side(self._write_one, chunk, PLAN_WORKERS)
+
+        side_by_side(write, chunks, PLAN_WORKERS)
+
+    def _write_one(self, write: dict[str, Any]) -> None:
+        ((operation, request),) = write.items()
+        answer = self._table.write("put_item" if operation == "Put" else "update_item", **request)
+        if isinstance(answer, ConditionFailed):
+            raise DependencyUnavailable("another planner moved the day's quota shards")
+
+    # ------------------------------------------------------------------ daily quota: full shards
     def learn_full(self, charge: QuotaCharge) -> None:
-        """Read every shard's count once and remember the full ones: near the quota's end, one read
-        of all shards costs less than probing them one by one."""
-        for shard, used in self._shard_counts(charge).items():
-            self._note_count(charge, shard, used)
-
-    def note_refusal(self, charge: QuotaCharge, shard: int, item: dict[str, Any] | None) -> None:
-        """A shard refused a charge: full for the day when its count (the refusal's ALL_OLD item)
-        reached its cap; otherwise it only lacked room for that many units."""
-        if item is not None:
-            self._note_count(charge, shard, int(item.get("used", {}).get("N", "0")))
-
-    def _note_count(self, charge: QuotaCharge, shard: int, used: int) -> None:
-        if used >= charge.limits.quota_shard_cap(shard):
-            self.mark_full(charge, shard)
+        """Read every shard of the plan once and remember the full ones: near the quota's end, one
+        read of all shards costs less than probing them one by one."""
+        plan = charge.plan
+        keys = [quota_key(charge.workspace_id, charge.day, shard) for shard in range(plan.shards)]
+        found = self._table.batch_get(keys)
+        for shard, key in enumerate(keys):
+            item = found.get(key["pk"]["S"])
+            if (
+                item is not None
+                and item.get("plan", {}).get("S") == plan.stamp
+                and _number(item, "left") <= 0
+            ):
+                self.mark_full(charge, shard)
 
     def shards_to_try(self, charge: QuotaCharge) -> list[int]:
-        """The shards not known full, starting at a random one: concurrent sends spread out."""
+        """The plan's shards not known full, starting at a random one: concurrent sends spread out."""
+        now = time.monotonic()
         with self._lock:
-            full = frozenset(self._full.get(_full_key(charge), ()))
-        shards = charge.limits.quota_shards
+            found = self._full.get(_full_key(charge), {})
+            full = frozenset(shard for shard, at in found.items() if now - at < FULL_MEMORY_SECONDS)
+        shards = charge.plan.shards
         start = self._shard_of(shards)
         # Built from two ranges, not shard by shard: every send asks, and a quota has hundreds.
         in_turn = [*range(start, shards), *range(start)]
@@ -178,28 +513,8 @@ class DynamoDbLimits:
 
     def mark_full(self, charge: QuotaCharge, shard: int) -> None:
         with self._lock:
-            self._full.setdefault(_full_key(charge), set()).add(shard)
-
-    def charge_item(self, charge: QuotaCharge, shard: int, units: int) -> dict[str, Any]:
-        """The transaction item that takes `units` of `shard`, only while they fit under its cap."""
-        room = charge.limits.quota_shard_cap(shard) - units
-        if room < 0:  # a shard never written would take them all: its condition could not refuse
-            raise ValueError(f"{units} units do not fit under shard {shard}'s cap at all")
-        return {
-            "Update": {
-                "TableName": self._table.name,
-                "Key": quota_key(charge, shard),
-                "UpdateExpression": "ADD used :units SET expiresAt = if_not_exists(expiresAt, :expires)",
-                "ConditionExpression": "attribute_not_exists(used) OR used <= :room",
-                "ExpressionAttributeValues": {
-                    ":units": {"N": str(units)},
-                    ":room": {"N": str(room)},
-                    ":expires": epoch_seconds(charge.expires_at),
-                },
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
+            self._full.setdefault(_full_key(charge), {})[shard] = time.monotonic()
 
 
-def _full_key(charge: QuotaCharge) -> tuple[str, str, int]:
-    return (charge.workspace_id, charge.day, charge.limits.daily_quota)
+def _full_key(charge: QuotaCharge) -> tuple[str, str, str]:
+    return (charge.workspace_id, charge.day, charge.plan.stamp)

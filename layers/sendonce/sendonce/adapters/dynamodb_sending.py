@@ -35,7 +35,7 @@ from sendonce.adapters.dynamodb_items import (
     workspace_shard,
     workspace_status,
 )
-from sendonce.adapters.dynamodb_limits import DynamoDbLimits
+from sendonce.adapters.dynamodb_limits import Adopt, DynamoDbLimits, NoRoom, Refusal, Replan, Replanning
 from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
@@ -77,7 +77,6 @@ from sendonce.side_by_side import side_by_side
 class _Shard(Enum):
     """What a charged try found of its quota shard instead of an outcome."""
 
-    FULL = "no room left under its cap"
     BUSY = "another transaction on it at the same moment"
 
 
@@ -177,16 +176,18 @@ class DynamoDbSendingStore:
         self, message: Message, tie: KeyTie | None, items: list[dict[str, Any]], quota: QuotaCharge
     ) -> CreateOutcome:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
-        room. QuotaSpent only once every shard was found full; a shard busy with another transaction
-        is tried again, and one that stays busy is a 503, never a 429. After a few full shards in a
-        row, every shard's count is read at once, so the quota's end costs a few calls, not one a shard.
+        room. QuotaSpent only once every shard of the plan in force was found full; a shard busy with
+        another transaction is tried again, and one that stays busy is a 503, never a 429. A shard on
+        another plan is re-planned, waited for or followed (`DynamoDbLimits.settle`). After a few full
+        shards in a row, every shard is read at once, so the quota's end costs a few calls, not one a
+        shard.
         """
-        shards = self._require_quota()
+        shards, began = self._require_quota(), time.monotonic()
         # Every shard known full: one try all the same, which still tells a duplicate or a replay.
         to_try = deque(shards.shards_to_try(quota) or [0])
         busy: list[int] = []
-        full_in_a_row, learnt = 0, False
-        for attempt in range(MAX_ATTEMPTS):
+        full_in_a_row, learnt, attempt = 0, False, 0
+        while True:
             while to_try:
                 shard = to_try.popleft()
                 outcome = with_retries(
@@ -195,22 +196,31 @@ class DynamoDbSendingStore:
                 )
                 if outcome is _Shard.BUSY:
                     busy.append(shard)
-                elif outcome is _Shard.FULL:
-                    shards.mark_full(quota, shard)
+                elif isinstance(outcome, NoRoom):
                     full_in_a_row += 1
                     if full_in_a_row >= PROBES_BEFORE_READING_SHARDS and not learnt and to_try:
                         shards.learn_full(quota)
                         learnt, known = True, set(shards.shards_to_try(quota))
                         to_try = deque(s for s in to_try if s in known)
+                elif isinstance(outcome, Replan | Replanning | Adopt):
+                    quota = shards.settle(quota, outcome, began)
+                    to_try, busy, full_in_a_row, learnt = (
+                        deque(shards.shards_to_try(quota) or [0]),
+                        [],
+                        0,
+                        False,
+                    )
                 else:
                     return outcome
             if not busy:
                 return QuotaSpent()
+            attempt += 1
+            if attempt >= MAX_ATTEMPTS:
+                raise DependencyUnavailable("every quota shard with room stayed busy")
             to_try, busy = deque(busy), []
             # Full jitter, doubling: concurrent creates on a small quota's one shard take turns
             # within about a second and a half in all.
             time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
-        raise DependencyUnavailable("every quota shard with room stayed busy")
 
     def _try_charged(
         self,
@@ -219,17 +229,17 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]],
         quota: QuotaCharge,
         shard: int,
-    ) -> CreateOutcome | _Shard:
+    ) -> CreateOutcome | Refusal | _Shard:
         counter = len(items)
         charged = [*items, self._require_quota().charge_item(quota, shard, 1)]
-        canceled = self._table.transact(charged, token=f"{message.id}.{shard}")
+        canceled = self._table.transact(charged, token=_token(f"{message.id}.{shard}.{quota.plan.stamp}"))
         if canceled is None:
             return Created(message)
         outcome = self._explain(message, tie, canceled)
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
-            return _Shard.FULL
+            return self._require_quota().refusal(quota, shard, canceled.item(counter))
         if canceled.codes[counter : counter + 1] == (CONFLICT,):
             return _Shard.BUSY
         if canceled.contended:
@@ -325,20 +335,22 @@ class DynamoDbSendingStore:
     ) -> None:
         pending = list(chunk)
         conflicts = 0
+        began = time.monotonic()
         refused: set[int] = set()  # the quota shards that had no room for this chunk
         while pending:
             items = [item for _, _, pair in pending for item in pair]
             shard = None
             if quota is not None:
-                shard = self._shard_with_room(quota, len(pending), refused)
+                shard = self._shard_with_room(quota, refused)
                 if shard is None:  # near the quota's end: entry by entry, each on a shard with room
                     self._write_one_by_one(pending, now, outcomes, quota)
                     return
                 items.append(self._require_quota().charge_item(quota, shard, len(pending)))
             # The same messages, the same token: the SDK's retry of a lost answer writes nothing twice.
-            token = hashlib.sha256(f"{','.join(m.id for _, m, _ in pending)}.{shard}".encode()).hexdigest()[
-                :36
-            ]
+            stamp = quota.plan.stamp if quota is not None else ""
+            token = hashlib.sha256(
+                f"{','.join(m.id for _, m, _ in pending)}.{shard}.{stamp}".encode()
+            ).hexdigest()[:36]
             canceled = self._table.transact(items, token=token)
             if canceled is None:
                 for index, message, _ in pending:
@@ -354,24 +366,23 @@ class DynamoDbSendingStore:
                 pending = [entry for entry in pending if entry[0] not in settled]
                 continue  # the held locks are out: write the rest again at once
             if quota is not None and shard is not None and canceled.failed(2 * len(pending)):
-                # The shard had less room than the chunk needs: another shard, a few at most.
-                refused.add(shard)
-                self._require_quota().note_refusal(quota, shard, canceled.item(2 * len(pending)))
+                refusal = self._require_quota().refusal(quota, shard, canceled.item(2 * len(pending)))
+                if isinstance(refusal, NoRoom):
+                    refused.add(shard)  # less room than the chunk needs: another shard, a few at most
+                else:
+                    quota, refused = self._require_quota().settle(quota, refusal, began), set()
                 continue
             if not canceled.contended or conflicts + 1 >= MAX_ATTEMPTS:
                 raise DependencyUnavailable(f"the bulk create transaction was canceled: {canceled.codes}")
             conflicts += 1
             time.sleep(random.uniform(0.005, 0.02) * conflicts)
 
-    def _shard_with_room(self, quota: QuotaCharge, units: int, refused: set[int]) -> int | None:
-        """A shard not known full whose cap could take `units` (its count is learnt by trying); None
-        after BULK_SHARD_TRIES refusals, when entry by entry is cheaper than probing on."""
+    def _shard_with_room(self, quota: QuotaCharge, refused: set[int]) -> int | None:
+        """A shard not known full (its room is learnt by trying); None after BULK_SHARD_TRIES
+        refusals, when entry by entry is cheaper than probing on."""
         if len(refused) >= BULK_SHARD_TRIES:
             return None
-        for shard in self._require_quota().shards_to_try(quota):
-            if shard not in refused and quota.limits.quota_shard_cap(shard) >= units:
-                return shard
-        return None
+        return next((s for s in self._require_quota().shards_to_try(quota) if s not in refused), None)
 
     def _write_one_by_one(
         self,
@@ -639,6 +650,11 @@ class DynamoDbSendingStore:
         items, more = fetch_page(self._table, entries, limit, keep)
         messages = [from_item(item) for item in items]
         return Page(messages=messages, next_cursor=messages[-1].id if more and messages else None)
+
+
+def _token(request: str) -> str:
+    """A ClientRequestToken (at most 36 characters) that names one request's writes."""
+    return hashlib.sha256(request.encode()).hexdigest()[:36]
 
 
 def _chunks(

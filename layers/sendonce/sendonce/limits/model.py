@@ -1,5 +1,5 @@
-"""A workspace's limits and their arithmetic: the request-rate window and its leases, the quota's day
-and shards.
+"""A workspace's limits and their arithmetic: the request-rate window and its leases, the quota's day,
+its shards and their plans, and the timeline of an operator's changes.
 
 The request rate is counted in fixed windows of `WINDOW_SECONDS` allowing `WINDOW_SECONDS * rate`
 requests each: a workspace sustains its rate and may burst to twice it, which is what the IETF
@@ -14,17 +14,21 @@ is exact), and never more than `LEASE_MAX`, a shard's cap, nor a `LEASE_SHARE`th
 environment admitted of the workspace lately (docs/scaling.md, "Limits").
 
 No counter is one hot item: a window is counted on `rate_shards` items, each taking at most
-`ITEM_WRITES_PER_SECOND` writes, and a day's quota on `quota_shards` items; each shard has its own
-cap, a window's caps summing to its quota exactly and a day's to the daily quota. A new message
-takes one unit of one shard below its cap, so no more than the quota is ever accepted; a shard found
-full is never full by mistake, since counts only grow within a day (and a window's within its
-window).
+`ITEM_WRITES_PER_SECOND` writes, and a day's quota on its plan's shards. A window's caps sum to its
+quota exactly. A quota shard holds what it has taken (`used`) and what it may still take (its
+allowance); a plan's allowances sum to the quota less what the day has used, so no more than the
+quota in force is ever accepted.
+
+A change of a workspace's limits takes effect at an instant written with it (`change_at`), later
+than any execution environment can still hold the limits before it: at every instant all
+environments apply the same limits, so no window is counted under two, and the first charge under
+a new quota re-plans the day (`dynamodb_limits`), keeping every unit already used.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 WINDOW_SECONDS = 2
@@ -47,6 +51,12 @@ LEASE_SHARE = 4
 # Sanity bounds of an override: a rate or quota above them is a typo, not a plan.
 MAX_RATE_PER_SECOND = 100_000
 MAX_DAILY_QUOTA = 1_000_000_000
+# The longest an execution environment keeps a workspace's limits before reading them again, and a
+# second for the clocks of the environments and of the writer: a change takes effect after both.
+MAX_CACHE_SECONDS = 5
+CLOCK_MARGIN_SECONDS = 1
+# How far back a workspace's changes are kept: the counters of a day are charged until it ends.
+HISTORY_DAYS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +93,6 @@ class Limits:
         """The tokens an environment asks for, having admitted `admitted_lately` requests of the
         workspace in this window or the last (the larger): 1 up to the ceiling."""
         return max(1, min(self.lease_ceiling, admitted_lately // LEASE_SHARE))
-
-    @property
-    def quota_shards(self) -> int:
-        """As many shards as the quota allows, each with a cap of at least MIN_SHARD_CAP."""
-        return max(1, min(QUOTA_SHARDS, self.daily_quota // MIN_SHARD_CAP))
-
-    def quota_shard_cap(self, shard: int) -> int:
-        """The caps sum to the daily quota: the first `quota % shards` take one more."""
-        base, extra = divmod(self.daily_quota, self.quota_shards)
-        return base + (1 if shard < extra else 0)
 
 
 def check_rate(value: int) -> None:
@@ -173,10 +173,13 @@ def day_of(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%d")
 
 
+def start_of_day(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def next_day(now: datetime) -> datetime:
     """When the quota of `now`'s UTC day resets: the next midnight, UTC."""
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return today + timedelta(days=1)
+    return start_of_day(now) + timedelta(days=1)
 
 
 def seconds_to_next_day(now: datetime) -> int:
@@ -184,20 +187,163 @@ def seconds_to_next_day(now: datetime) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitsChange:
+    """An operator's override, in force from `at` (epoch seconds, a window's start) until the next
+    change; a value None is the stack's default."""
+
+    at: int
+    rate_per_second: int | None
+    daily_quota: int | None
+
+    def __post_init__(self) -> None:
+        if self.rate_per_second is not None:
+            check_rate(self.rate_per_second)
+        if self.daily_quota is not None:
+            check_daily_quota(self.daily_quota)
+
+
+def change_at(written_at: datetime, cache_seconds: int = MAX_CACHE_SECONDS) -> int:
+    """When a change written at `written_at` takes effect: once every execution environment can have
+    read it (its cache, and a second for the clocks), at the start of a window, so no window is
+    counted under two limits. At most `cache_seconds + 1 + WINDOW_SECONDS` after it was written."""
+    waited = min(cache_seconds, MAX_CACHE_SECONDS) + CLOCK_MARGIN_SECONDS
+    earliest = math.ceil(written_at.timestamp()) + waited
+    return -(-earliest // WINDOW_SECONDS) * WINDOW_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsTimeline:
+    """A workspace's limits over time: the defaults, and its overrides by when each takes effect.
+
+    Every execution environment holds a copy at most MAX_CACHE_SECONDS old, and a change takes
+    effect later than that (`change_at`): so at every instant all environments apply the same
+    limits, and the counters they share are never counted under two limits at once.
+    """
+
+    defaults: Limits
+    changes: tuple[LimitsChange, ...] = ()  # oldest first
+
+    def at(self, when: datetime) -> Limits:
+        return self._limits(self._in_force(when.timestamp()))
+
+    def _in_force(self, epoch: float) -> LimitsChange | None:
+        in_force = None
+        for change in self.changes:
+            if change.at > epoch:
+                break
+            in_force = change
+        return in_force
+
+    def _limits(self, change: LimitsChange | None) -> Limits:
+        if change is None:
+            return self.defaults
+        rate, quota = change.rate_per_second, change.daily_quota
+        return Limits(
+            rate_per_second=self.defaults.rate_per_second if rate is None else rate,
+            daily_quota=self.defaults.daily_quota if quota is None else quota,
+        )
+
+    def quota_plans(self, when: datetime) -> list[QuotaPlan]:
+        """The quota plans in force in `when`'s UTC day up to `when`, the one in force now last.
+
+        A plan's `since` is when its quota took effect, or the day's start for one already in force
+        then: a change of the rate alone is no new plan, and every environment names a plan alike.
+        """
+        day_start = int(start_of_day(when).timestamp())
+        now = when.timestamp()
+        plans = [QuotaPlan(self._limits(self._in_force(day_start)).daily_quota, day_start)]
+        for change in self.changes:
+            if day_start < change.at <= now:
+                quota = self._limits(change).daily_quota
+                if quota != plans[-1].quota:
+                    plans.append(QuotaPlan(quota, change.at))
+        return plans
+
+    def with_change(self, change: LimitsChange, now: datetime) -> LimitsTimeline:
+        """This timeline with `change` added (replacing one pending at the same instant), and without
+        changes no longer needed: the one in force HISTORY_DAYS ago and every later one are kept,
+        so any day a counter can still be charged for is planned alike."""
+        horizon = (now - timedelta(days=HISTORY_DAYS)).timestamp()
+        kept = [existing for existing in self.changes if existing.at < change.at]
+        oldest = max((i for i, existing in enumerate(kept) if existing.at <= horizon), default=0)
+        return replace(self, changes=(*kept[oldest:], change))
+
+    def pending(self) -> LimitsChange | None:
+        """The last change written: what a new one with a value left out keeps of it."""
+        return self.changes[-1] if self.changes else None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaPlan:
+    """How a day's quota is split over its shards while `quota` is in force (from `since`, epoch s).
+
+    A shard's allowance is what it may still take; a fresh plan gives each its share of the
+    quota, and a plan made after a change gives each its share of what is left under the new quota.
+    """
+
+    quota: int
+    since: int
+
+    @property
+    def shards(self) -> int:
+        """As many shards as the quota allows, each with an allowance of at least MIN_SHARD_CAP."""
+        return max(1, min(QUOTA_SHARDS, self.quota // MIN_SHARD_CAP))
+
+    def share(self, shard: int, total: int | None = None) -> int:
+        """Shard `shard`'s part of `total` (the quota when None): the parts sum to it."""
+        base, extra = divmod(self.quota if total is None else total, self.shards)
+        return base + (1 if shard < extra else 0)
+
+    def supersedes(self, other: QuotaPlan) -> bool:
+        """This plan, not `other`, is the day's: it took effect later. Two in force as long (the
+        stack's default changed by a deploy while its environments are replaced) agree on the
+        smaller quota, so every environment settles on one."""
+        return self.since > other.since or (self.since == other.since and self.quota < other.quota)
+
+    @property
+    def stamp(self) -> str:
+        """The plan's name on every shard it planned; parsed back by `from_stamp`."""
+        return f"{self.quota}@{self.since}"
+
+    @classmethod
+    def from_stamp(cls, stamp: str) -> QuotaPlan | None:
+        """The plan a stamp names; None for anything else (a shard being re-planned)."""
+        quota, at, since = stamp.partition("@")
+        if not at or not quota.isdigit() or not since.isdigit():
+            return None
+        return cls(int(quota), int(since))
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaCharge:
-    """One new message's (or a bulk transaction's) claim on its workspace's quota for `day`."""
+    """A new message's (or a bulk transaction's) claim on its workspace's quota for `day`, under
+    `plan`. `fresh`: the plan has been in force since the day began, so a shard it has not charged
+    yet may take its share at its first charge; after a change, only a re-plan gives shards theirs."""
 
     workspace_id: str
     day: str
-    limits: Limits
+    plan: QuotaPlan
+    fresh: bool
     expires_at: datetime  # when its counters may go: two days after the day ends
 
     @classmethod
-    def of(cls, workspace_id: str, limits: Limits, now: datetime) -> QuotaCharge | None:
-        """None when the workspace has no quota: nothing is counted."""
-        if limits.daily_quota == 0:
+    def of(cls, workspace_id: str, limits: Limits | LimitsTimeline, now: datetime) -> QuotaCharge | None:
+        """None when the workspace has no quota now: nothing is counted."""
+        timeline = limits if isinstance(limits, LimitsTimeline) else LimitsTimeline(limits)
+        plans = [plan for plan in timeline.quota_plans(now) if plan.quota > 0]
+        if not plans or plans[-1].quota != timeline.at(now).daily_quota:
             return None
-        return cls(workspace_id, day_of(now), limits, next_day(now) + timedelta(days=2))
+        return cls(
+            workspace_id,
+            day_of(now),
+            plans[-1],
+            fresh=plans[-1].since == int(start_of_day(now).timestamp()),
+            expires_at=next_day(now) + timedelta(days=2),
+        )
+
+    def adopting(self, plan: QuotaPlan) -> QuotaCharge:
+        """This charge under the plan the shards carry (a later one than this environment knew)."""
+        return replace(self, plan=plan, fresh=False)
 
 
 @dataclass(frozen=True, slots=True)

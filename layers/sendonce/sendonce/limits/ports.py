@@ -1,16 +1,16 @@
-"""The limits context's ports: a workspace's limits, its rate counters and its quota usage."""
+"""The limits context's ports: a workspace's limits over time, its rate counters and its quota usage."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.limits.model import Limits, Window
+from sendonce.limits.model import LimitsTimeline, Window
 
 
 class LimitsStore(Protocol):
-    def limits_of(self, workspace_id: str) -> Limits:
-        """The workspace's override where one is set, otherwise the defaults (cached briefly)."""
+    def timeline(self, workspace_id: str) -> LimitsTimeline:
+        """The workspace's defaults and the overrides set for it, as of at most MAX_CACHE_SECONDS ago."""
         ...
 
     def take_lease(self, workspace_id: str, window: Window, shard: int, tokens: int) -> int:
@@ -18,6 +18,6 @@ class LimitsStore(Protocol):
         count the shard now holds (what the lease was granted follows from it: `Grant`)."""
         ...
 
-    def used_today(self, workspace_id: str, limits: Limits, now: datetime) -> int:
-        """New messages accepted in `now`'s UTC day."""
+    def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
+        """New messages accepted in `now`'s UTC day under its quotas, whatever they were."""
         ...

@@ -9,7 +9,8 @@ The rate is taken in leases. This execution environment (one `RequestLimits`, bu
 composition root) takes tokens from a shard of the workspace's window in one atomic `ADD`, and
 spends them on its next requests of that window without a call. A request is admitted only on a
 token the shared counter granted, so all environments together never admit more than a window's
-quota. Unspent tokens die with their window, or when the workspace's limits change. A shard found
+quota. Unspent tokens die with their window, or when the workspace's limits change (which they do
+only at a window's start, the same for every environment). A shard found
 full is not asked again in its window (its count only grows), and once every shard is, a request is
 refused without a call. The `RateLimit` field's `r` is then an estimate: what the counter had left
 at the last lease, plus this environment's unspent tokens.
@@ -81,9 +82,11 @@ class RequestLimits:
 
     def check_rate(self, workspace_id: str) -> RateDecision | None:
         """This request counted in its workspace's window; None when it could not be counted."""
-        window = Window.at(self._clock())
+        now = self._clock()
+        window = Window.at(now)
         try:
-            limits = self._store.limits_of(workspace_id)
+            # A change takes effect at a window's start, so this is the window's limits.
+            limits = self._store.timeline(workspace_id).at(now)
         except DependencyUnavailable as error:
             _unavailable(error)
             return None
@@ -138,8 +141,8 @@ class RequestLimits:
 
     def usage(self, workspace_id: str) -> Usage:
         now = self._clock()
-        limits = self._store.limits_of(workspace_id)
-        return Usage(limits, self._store.used_today(workspace_id, limits, now), next_day(now))
+        timeline = self._store.timeline(workspace_id)
+        return Usage(timeline.at(now), self._store.used_today(workspace_id, timeline, now), next_day(now))
 
 
 def _unavailable(error: DependencyUnavailable) -> None:

@@ -85,7 +85,7 @@ def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -
     """What a new message takes of its workspace's quota today; None when nothing is counted."""
     if limits is None:
         return None
-    return QuotaCharge.of(workspace_id, limits.limits_of(workspace_id), now)
+    return QuotaCharge.of(workspace_id, limits.timeline(workspace_id), now)
 
 
 def suppressed(
