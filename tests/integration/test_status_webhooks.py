@@ -13,6 +13,8 @@ arrives. The receiver verifies every delivery with the `standardwebhooks` librar
   until it answers 2xx; a deleted endpoint's pending retry is dropped.
 - `GET /v1/events` pages and filters; another workspace sees none of it; a redelivery arrives
   with the same `webhook-id`; during a rotation both secrets verify every delivery.
+- Ten rotations asked at once all answer 200, each with a secret that was stored: the next
+  delivery verifies with every one of them, and every copy of the endpoint holds them all.
 """
 
 from __future__ import annotations
@@ -386,3 +388,40 @@ def test_during_a_rotation_both_secrets_verify_every_delivery(stack: Stack, hook
     old = copies[0]["secrets"]["L"][1]["M"]
     until = datetime.fromisoformat(old["expiresAt"]["S"].replace("Z", "+00:00"))
     assert timedelta(hours=23, minutes=59) < until - datetime.now(UTC) <= timedelta(hours=24)
+
+
+def test_ten_rotations_at_once_each_answer_a_secret_that_verifies_the_next_delivery(
+    stack: Stack, hooks: WebhookReceiver
+) -> None:
+    endpoint = add_endpoint(stack, hooks.url)
+    rotations = 10
+    start = threading.Barrier(rotations)
+    answers: list[ApiAnswer | None] = [None] * rotations
+
+    def rotate(index: int) -> None:
+        start.wait()
+        answers[index] = api(stack, "POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+
+    threads = [threading.Thread(target=rotate, args=(i,)) for i in range(rotations)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    statuses = [a.status if a else None for a in answers]
+    assert statuses == [200] * rotations, [a and a.raw_body for a in answers]
+    answered = [a.json["endpoint"]["secret"] for a in answers if a]
+    assert len(set(answered)) == rotations
+    send_and_tell(stack)
+    stack.deliver_webhooks()
+
+    [request] = hooks.requests
+    assert len(request.headers["webhook-signature"].split(" ")) == rotations + 1
+    payloads = [verified(request, secret) for secret in [endpoint["secret"], *answered]]
+    assert all(p == payloads[0] for p in payloads)
+    copies = [i for i in stack.scan("WebhooksTable") if i["sk"]["S"] == f"WHEP#{endpoint['id']}"]
+    assert len(copies) == ENDPOINT_COPIES
+    assert all((c["secrets"], c["version"]) == (copies[0]["secrets"], copies[0]["version"]) for c in copies)
+    assert copies[0]["version"] == {"N": str(1 + rotations)}
+    stored = {s["M"]["value"]["S"] for s in copies[0]["secrets"]["L"]}
+    assert stored == {endpoint["secret"], *answered}

@@ -2,12 +2,14 @@
 
 Endpoints and events belong to one workspace: another workspace's id is not found. Of 30 endpoints
 added at once exactly 10 are kept, and the count beside them agrees; every copy of an endpoint reads
-the same. An event and its message's `Applied` are written together or not at all, once, whoever
-else records the same change; a record that read `Applied` before it moved on writes nothing.
-Listing gives every event once, newest first, over every shard of the events' index, whatever a
-filter or DynamoDB's 1 MB leaves out of one read and whatever is recorded between two pages.
-Attempts add up, and a failure never undoes a success. Events and `Applied` expire 30 days after
-the change.
+the same. A replacement is written only over the version it was made from: of two made from one,
+the second writes nothing and is told the first; rotations asked at once through the service all
+apply, one after another, up to the cap, and every secret they answered signs. An event and its
+message's `Applied` are written together or not at all, once, whoever else records the same
+change; a record that read `Applied` before it moved on writes nothing. Listing gives every event
+once, newest first, over every shard of the events' index, whatever a filter or DynamoDB's 1 MB
+leaves out of one read and whatever is recorded between two pages. Attempts add up, and a failure
+never undoes a success. Events and `Applied` expire 30 days after the change.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from sendonce.adapters.dynamodb_webhooks import (
     event_item,
 )
 from sendonce.adapters.dynamodb_writes import MAX_ATTEMPTS
-from sendonce.errors import DependencyUnavailable, InvalidCursor
+from sendonce.errors import DependencyUnavailable, InvalidCursor, TooManyRotations
 from sendonce.messages.ids import new_message_id, ulid
 from sendonce.webhooks.model import (
     EVENT_PREFIX,
+    MAX_REPLACED_SECRETS,
+    ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
     Endpoint,
@@ -41,7 +45,8 @@ from sendonce.webhooks.model import (
     new_endpoint_id,
     new_secret,
 )
-from sendonce.webhooks.ports import Applied, Attempt, TooManyEndpoints
+from sendonce.webhooks.ports import Applied, Attempt, Changed, DeliveryTask, Gone, Replaced, TooManyEndpoints
+from sendonce.webhooks.service import WebhookService
 
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template
@@ -202,7 +207,9 @@ def test_given_another_workspaces_endpoint_then_delete_and_replace_find_nothing_
     before = webhooks.items()
 
     assert store.delete_endpoint("ws_b", endpoint.id) is False
-    assert store.replace_endpoint(replace(endpoint, workspace_id="ws_b", url="https://evil.example")) is False
+    assert (
+        store.replace_endpoint(replace(endpoint, workspace_id="ws_b", url="https://evil.example")) == Gone()
+    )
 
     assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
     assert store.endpoint("ws_a", endpoint.id) == endpoint
@@ -217,12 +224,12 @@ def test_given_a_rotated_endpoint_then_replace_stores_it_and_after_delete_finds_
     store.add_endpoint(endpoint, LIMIT)
     rotated = endpoint.rotated(new_secret(), NOW + timedelta(minutes=1))
 
-    assert store.replace_endpoint(rotated) is True
-    assert store.endpoint("ws_a", endpoint.id) == rotated
+    assert store.replace_endpoint(rotated) == Replaced(replace(rotated, version=2))
+    assert store.endpoint("ws_a", endpoint.id) == replace(rotated, version=2)
     assert store.delete_endpoint("ws_a", endpoint.id) is True
     assert store.delete_endpoint("ws_a", endpoint.id) is False
 
-    assert store.replace_endpoint(rotated) is False  # deleted meanwhile: not brought back
+    assert store.replace_endpoint(rotated) == Gone()  # deleted meanwhile: not brought back
     assert store.endpoint("ws_a", endpoint.id) is None
     assert webhooks.count("ws_a") == 0
 
@@ -240,12 +247,108 @@ def test_every_copy_of_an_endpoint_reads_the_same_after_an_add_a_rotation_and_a_
     copies[0].add_endpoint(endpoint, LIMIT)
     assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {endpoint}
     assert all(store.endpoints("ws_a") == [endpoint] for store in copies)
-    assert copies[5].replace_endpoint(rotated) is True
-    assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {rotated}
+    assert copies[5].replace_endpoint(rotated) == Replaced(replace(rotated, version=2))
+    assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {replace(rotated, version=2)}
     assert copies[9].delete_endpoint("ws_a", endpoint.id) is True
     assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {None}
     assert all(store.endpoints("ws_a") == [] for store in copies)
     assert webhooks.items() == [{"pk": {"S": "WS#ws_a"}, "sk": {"S": COUNT_SK}, "count": {"N": "0"}}]
+
+
+def _every_copy(webhooks: Webhooks, workspace: str, endpoint_id: str) -> set[Endpoint | None]:
+    """The endpoint as each of its copies reads, strongly consistent."""
+    return {
+        DynamoDbWebhookStore(webhooks.engine.client, TABLE, copy_of=lambda _, copy=copy: copy).endpoint(
+            workspace, endpoint_id
+        )
+        for copy in range(ENDPOINT_COPIES)
+    }
+
+
+def test_given_two_replacements_made_from_one_version_then_the_second_writes_nothing_and_is_told_the_first(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    endpoint = _endpoint()
+    store.add_endpoint(endpoint, LIMIT)
+    at = NOW + timedelta(minutes=1)
+    first, second = endpoint.rotated(new_secret(), at), endpoint.rotated(new_secret(), at)
+
+    assert store.replace_endpoint(first) == Replaced(replace(first, version=2))
+    assert store.replace_endpoint(second) == Changed(replace(first, version=2))
+
+    assert _every_copy(webhooks, "ws_a", endpoint.id) == {replace(first, version=2)}
+    # Made again from what it was told, it is written after the first, which it replaces.
+    again = replace(first, version=2).rotated(second.secrets[0].value, at)
+    assert store.replace_endpoint(again) == Replaced(replace(again, version=3))
+    stored = store.endpoint("ws_a", endpoint.id)
+    assert stored is not None
+    assert stored.signing_secrets(at) == (
+        second.secrets[0].value,
+        first.secrets[0].value,
+        endpoint.secrets[0].value,
+    )
+    assert _every_copy(webhooks, "ws_a", endpoint.id) == {stored}
+
+
+def test_given_an_endpoint_stored_before_versions_then_it_reads_as_version_0_and_is_replaced_once(
+    webhooks: Webhooks,
+) -> None:
+    store = webhooks.store
+    endpoint = _endpoint(version=0)
+    store.add_endpoint(endpoint, LIMIT)
+    for copy in range(ENDPOINT_COPIES):  # as the store wrote them before: no version at all
+        webhooks.engine.client.update_item(
+            TableName=TABLE,
+            Key={"pk": {"S": f"WHEP#ws_a#{copy}"}, "sk": {"S": f"WHEP#{endpoint.id}"}},
+            UpdateExpression="REMOVE version",
+        )
+    assert store.endpoint("ws_a", endpoint.id) == endpoint
+    first, second = endpoint.rotated(new_secret(), NOW), endpoint.rotated(new_secret(), NOW)
+
+    assert store.replace_endpoint(first) == Replaced(replace(first, version=1))
+    assert store.replace_endpoint(second) == Changed(replace(first, version=1))
+    assert _every_copy(webhooks, "ws_a", endpoint.id) == {replace(first, version=1)}
+
+
+def _rotations(webhooks: Webhooks) -> WebhookService:
+    """The customer's rotations, as the API makes them, over this store."""
+
+    class NoQueue:
+        def enqueue(self, tasks: Sequence[DeliveryTask]) -> None:
+            raise AssertionError("a rotation queues nothing")
+
+    return WebhookService(
+        endpoints=webhooks.store,
+        events=webhooks.store,
+        queue=NoQueue(),
+        check_target=lambda url: url,
+        clock=lambda: NOW,
+    )
+
+
+@pytest.mark.parametrize("count", [10, CONTENDERS])
+def test_given_rotations_at_once_then_each_applies_after_the_others_up_to_the_cap_and_every_answer_signs(
+    webhooks: Webhooks, count: int
+) -> None:
+    service = _rotations(webhooks)
+    endpoint = service.add_endpoint("ws_a", "https://hooks.example.com/sendonce", None, None)
+
+    answers = race(count, lambda _: service.rotate_secret("ws_a", endpoint.id))
+
+    rotated = only(answers, Endpoint)
+    refused = only(answers, TooManyRotations)
+    assert len(rotated) == min(count, MAX_REPLACED_SECRETS), answers
+    assert len(rotated) + len(refused) == count, answers  # no 409, no 503: none lost
+    [stored] = _every_copy(webhooks, "ws_a", endpoint.id)
+    assert stored is not None
+    assert stored.version == 1 + len(rotated)
+    assert sorted(r.version for r in rotated) == list(range(2, 2 + len(rotated)))  # one after another
+    signing = stored.signing_secrets(NOW)
+    assert set(signing) == {r.secrets[0].value for r in rotated} | {endpoint.secrets[0].value}
+    assert len(signing) == len(rotated) + 1
+    assert signing[0] == max(rotated, key=lambda r: r.version).secrets[0].value
+    assert all(s.expires_at == NOW + ROTATION_OVERLAP for s in stored.secrets[1:])
 
 
 def test_given_30_endpoints_added_at_once_then_exactly_10_are_kept_and_counted(webhooks: Webhooks) -> None:

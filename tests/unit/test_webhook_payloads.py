@@ -4,7 +4,8 @@
   attempt, and the event's id is its `webhook-id`.
 - Signatures are the `standardwebhooks` package's: `Webhook(secret).verify` accepts a delivery;
   while a secret is rotated a delivery carries one signature per live secret, and each secret alone
-  verifies it; after the overlap only the new one signs.
+  verifies it; after the overlap only the new one signs. At most MAX_REPLACED_SECRETS replaced
+  secrets sign at once: the rotation past them waits for the oldest to stop.
 - The retry schedule: the first attempt at once, one after each delay (±10% jitter, at least a
   second), and after the last the delivery is `failed`.
 """
@@ -32,6 +33,7 @@ from sendonce.webhooks.delivery import (
     parse_schedule,
 )
 from sendonce.webhooks.model import (
+    MAX_REPLACED_SECRETS,
     ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
@@ -235,6 +237,30 @@ def test_a_second_rotation_keeps_the_first_old_secrets_deadline_and_drops_expire
     ]
     later = second.rotated("whsec_fourth", T0 + ROTATION_OVERLAP + timedelta(hours=2))
     assert [s.value for s in later.secrets] == ["whsec_fourth", "whsec_third"]
+
+
+def test_a_rotation_keeps_the_version_it_was_made_from_for_the_store_to_move_on() -> None:
+    made = endpoint()
+
+    assert made.version == 1
+    assert made.rotated(new_secret(), T0).version == 1
+
+
+def test_rotations_past_the_cap_wait_until_the_oldest_replaced_secret_stops_signing() -> None:
+    rotated = endpoint(SigningSecret("whsec_0"))
+    for n in range(1, MAX_REPLACED_SECRETS + 1):
+        assert rotated.rotation_refused_until(T0 + timedelta(minutes=n)) is None
+        rotated = rotated.rotated(f"whsec_{n}", T0 + timedelta(minutes=n))
+    full = T0 + timedelta(minutes=MAX_REPLACED_SECRETS + 1)
+    oldest_stops = T0 + timedelta(minutes=1) + ROTATION_OVERLAP  # whsec_0's, replaced first
+
+    assert len(rotated.signing_secrets(full)) == MAX_REPLACED_SECRETS + 1
+    assert rotated.rotation_refused_until(full) == oldest_stops
+    assert rotated.rotation_refused_until(oldest_stops - timedelta(seconds=1)) == oldest_stops
+    assert rotated.rotation_refused_until(oldest_stops) is None  # whsec_0 no longer signs
+    again = rotated.rotated("whsec_next", oldest_stops)
+    assert len(again.signing_secrets(oldest_stops)) == MAX_REPLACED_SECRETS + 1
+    assert "whsec_0" not in again.signing_secrets(oldest_stops)
 
 
 def test_an_endpoint_shows_its_secret_only_when_asked() -> None:

@@ -4,6 +4,10 @@
   (or resolves to) a private, loopback, link-local or metadata address; an 11th endpoint; an
   unknown event type.
 - A secret is shown when the endpoint is added and when it is rotated, never again.
+- Rotations apply one after another: one whose write finds another rotation written first is made
+  again from it, so every secret answered is stored and every one it replaced signs for 24 hours;
+  after MAX_ROTATION_TRIES lost races it is a 409 `rotation_conflict`, and past
+  MAX_REPLACED_SECRETS replaced secrets a 429 `too_many_rotations`, with nothing rotated.
 - Another workspace's endpoint or event is 404, for every operation.
 - `GET /v1/events` pages newest first and filters by message and type; a redelivery queues the
   event again with its id, on a schedule of its own.
@@ -24,23 +28,26 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.errors import EndpointNotFound, EventNotFound, InvalidEndpoint
+from sendonce.errors import EndpointNotFound, EventNotFound, InvalidEndpoint, TooManyRotations
 from sendonce.messages.ids import ulid
 from sendonce.messages.service import MessageService
 from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer
 from sendonce.webhooks.dependencies import target_checker
 from sendonce.webhooks.model import (
     MAX_ENDPOINTS,
+    MAX_REPLACED_SECRETS,
     ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
+    Endpoint,
     Event,
     EventType,
     SigningSecret,
+    new_secret,
 )
 from sendonce.webhooks.outbound import check_url
 from sendonce.webhooks.ports import DeliveryTask
-from sendonce.webhooks.service import WebhookService
+from sendonce.webhooks.service import MAX_ROTATION_TRIES, WebhookService
 
 from tests.unit.unit_fakes import (
     T0,
@@ -114,7 +121,7 @@ def fakes() -> Iterator[Fakes]:
 _BASE = json.loads((EVENTS / "api_get_message.json").read_text(encoding="utf-8"))
 
 
-def call(
+def respond(
     method: str,
     path: str,
     body: Any = None,
@@ -122,8 +129,8 @@ def call(
     query: dict[str, str] | None = None,
     workspace: str = WS,
     raw: str | None = None,
-) -> tuple[int, dict[str, Any]]:
-    """The API function's handler, as API Gateway calls it for this request."""
+) -> dict[str, Any]:
+    """The API function's handler, as API Gateway calls it for this request: its whole answer."""
     event = copy.deepcopy(_BASE)
     event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {path}"
     event["rawPath"] = event["requestContext"]["http"]["path"] = path
@@ -138,7 +145,13 @@ def call(
     if query:
         event["rawQueryString"] = "&".join(f"{k}={v}" for k, v in query.items())
         event["queryStringParameters"] = dict(query)
-    response = handle(event, FakeLambdaContext())  # type: ignore[arg-type]
+    response: dict[str, Any] = handle(event, FakeLambdaContext())  # type: ignore[arg-type]
+    return response
+
+
+def call(method: str, path: str, body: Any = None, **options: Any) -> tuple[int, dict[str, Any]]:
+    """The handler's status and body for this request."""
+    response = respond(method, path, body, **options)
     return response["statusCode"], json.loads(response["body"])
 
 
@@ -357,14 +370,141 @@ def test_another_workspaces_endpoint_is_404(fakes: Fakes, method: str, suffix: s
 def test_a_rotation_of_an_endpoint_deleted_meanwhile_is_not_found() -> None:
     local = build()
     endpoint = local.service.add_endpoint(WS, HOOK, None, None)
+    local.store.before_replace.append(lambda: local.store.delete_endpoint(WS, endpoint.id))
 
-    class DeletedMeanwhile(InMemoryWebhookStore):
-        def replace_endpoint(self, endpoint: Any) -> bool:
-            return False
-
-    racing = replace(local.service, endpoints=DeletedMeanwhile(endpoint_items=local.store.endpoint_items))
     with pytest.raises(EndpointNotFound):
-        racing.rotate_secret(WS, endpoint.id)
+        local.service.rotate_secret(WS, endpoint.id)
+
+    assert local.store.endpoint_items == {}  # not brought back
+
+
+# ---------------------------------------------------------------------------- rotations at once
+def rival_rotation(fakes: Fakes, endpoint_id: str, answered: list[str]) -> Any:
+    """Another request's rotation, written between this one's read and its write (its secret
+    appended to `answered`, as its 200 would show it)."""
+
+    def rotate() -> None:
+        current = fakes.store.endpoint_items[(WS, endpoint_id)]
+        answered.append(new_secret())
+        rotated = current.rotated(answered[-1], fakes.clock.now)
+        fakes.store.endpoint_items[(WS, endpoint_id)] = replace(rotated, version=current.version + 1)
+
+    return rotate
+
+
+def other_write(fakes: Fakes, endpoint_id: str) -> Any:
+    """Another write of the endpoint that is no rotation: it moves the version on, nothing else."""
+
+    def write() -> None:
+        current = fakes.store.endpoint_items[(WS, endpoint_id)]
+        fakes.store.endpoint_items[(WS, endpoint_id)] = replace(current, version=current.version + 1)
+
+    return write
+
+
+def stored_endpoint(fakes: Fakes, endpoint_id: str) -> Endpoint:
+    stored = fakes.store.endpoint(WS, endpoint_id)
+    assert stored is not None
+    return stored
+
+
+def test_a_rotation_that_loses_a_race_is_applied_after_the_winner_and_both_secrets_sign(fakes: Fakes) -> None:
+    endpoint = added()
+    rivals: list[str] = []
+    fakes.store.before_replace.append(rival_rotation(fakes, endpoint["id"], rivals))
+
+    status, body = call("POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+
+    assert status == 200, body
+    ours = body["endpoint"]["secret"]
+    stored = stored_endpoint(fakes, endpoint["id"])
+    assert stored.signing_secrets(fakes.clock.now) == (ours, rivals[0], endpoint["secret"])
+    assert [s.expires_at for s in stored.secrets] == [None] + [fakes.clock.now + ROTATION_OVERLAP] * 2
+    assert stored.version == 3  # added, the rival's, ours
+
+
+def test_a_rotation_that_loses_nine_races_in_a_row_is_stored_after_all_nine(fakes: Fakes) -> None:
+    endpoint = added()
+    rivals: list[str] = []
+    fakes.store.before_replace.extend(rival_rotation(fakes, endpoint["id"], rivals) for _ in range(9))
+
+    rotated = fakes.service.rotate_secret(WS, endpoint["id"])
+
+    assert fakes.store.before_replace == []  # every try but the last lost
+    stored = stored_endpoint(fakes, endpoint["id"])
+    assert rotated == stored
+    assert stored.signing_secrets(fakes.clock.now) == (
+        rotated.secrets[0].value,
+        *reversed(rivals),
+        endpoint["secret"],
+    )
+    assert stored.version == 11
+
+
+def test_a_rotation_that_loses_every_try_is_a_409_and_stores_no_secret_of_its_own(fakes: Fakes) -> None:
+    endpoint = added()
+    fakes.store.before_replace.extend(other_write(fakes, endpoint["id"]) for _ in range(MAX_ROTATION_TRIES))
+
+    response = respond("POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+
+    assert response["statusCode"] == 409, response
+    assert json.loads(response["body"])["error"]["code"] == "rotation_conflict"
+    assert response["headers"]["Retry-After"] == "1"
+    assert fakes.store.before_replace == []
+    stored = stored_endpoint(fakes, endpoint["id"])
+    assert stored.signing_secrets(fakes.clock.now) == (endpoint["secret"],)
+    assert stored.version == 1 + MAX_ROTATION_TRIES
+    # Asked again, it is applied.
+    status, body = call("POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+    assert status == 200
+    current = stored_endpoint(fakes, endpoint["id"]).signing_secrets(fakes.clock.now)
+    assert current == (body["endpoint"]["secret"], endpoint["secret"])
+
+
+def test_rotations_that_race_up_to_the_cap_end_in_a_429_not_a_409(fakes: Fakes) -> None:
+    endpoint = added()
+    rivals: list[str] = []
+    rotate = rival_rotation(fakes, endpoint["id"], rivals)
+    fakes.store.before_replace.extend(rotate for _ in range(MAX_REPLACED_SECRETS))
+
+    with pytest.raises(TooManyRotations):
+        fakes.service.rotate_secret(WS, endpoint["id"])
+
+    assert MAX_ROTATION_TRIES > MAX_REPLACED_SECRETS  # the cap refuses before the tries run out
+    stored = stored_endpoint(fakes, endpoint["id"])
+    assert stored.signing_secrets(fakes.clock.now) == (*reversed(rivals), endpoint["secret"])
+
+
+def test_a_rotation_past_the_cap_is_a_429_until_the_oldest_replaced_secret_stops_signing(
+    fakes: Fakes,
+) -> None:
+    endpoint = added()
+    answered = [endpoint["secret"]]
+    for _ in range(MAX_REPLACED_SECRETS):
+        fakes.clock.advance(600)
+        status, body = call("POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+        assert status == 200, body
+        answered.append(body["endpoint"]["secret"])
+    first_stops = T0 + timedelta(seconds=600) + ROTATION_OVERLAP  # the added secret's, replaced first
+    before = stored_endpoint(fakes, endpoint["id"])
+    assert before.signing_secrets(fakes.clock.now) == tuple(reversed(answered))
+    fakes.clock.advance(60)
+
+    response = respond("POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+
+    assert response["statusCode"] == 429, response
+    error = json.loads(response["body"])["error"]
+    assert error["code"] == "too_many_rotations"
+    assert str(MAX_REPLACED_SECRETS) in error["message"]
+    wait = first_stops - fakes.clock.now
+    assert response["headers"]["Retry-After"] == str(int(wait.total_seconds()))
+    assert stored_endpoint(fakes, endpoint["id"]) == before  # nothing rotated
+
+    fakes.clock.advance(wait.total_seconds())  # the added secret stops signing: room for one more
+    status, body = call("POST", f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret")
+    assert status == 200
+    after = stored_endpoint(fakes, endpoint["id"]).signing_secrets(fakes.clock.now)
+    assert after == (body["endpoint"]["secret"], *reversed(answered[1:]))
 
 
 # ---------------------------------------------------------------------------- events

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,7 +46,17 @@ from sendonce.simulator.ports import MAX_LISTED, SimulatedDelivery
 from sendonce.suppressions.model import Suppression, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
-from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask, EventPage, TooManyEndpoints
+from sendonce.webhooks.ports import (
+    Applied,
+    Attempt,
+    Changed,
+    DeliveryTask,
+    EventPage,
+    Gone,
+    Replaced,
+    Replacement,
+    TooManyEndpoints,
+)
 from sendonce.webhooks.service import WebhookService
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -388,7 +398,8 @@ class InMemoryApiKeys:
 @dataclass
 class InMemoryWebhookStore:
     """Endpoints and events in memory, with the DynamoDB adapter's conditional rules: an event is
-    written once, together with its message's `Applied`, and only if `Applied` is as it was read."""
+    written once, together with its message's `Applied`, and only if `Applied` is as it was read;
+    an endpoint is replaced only over the version it was made from, and its version moves on."""
 
     endpoint_items: dict[tuple[str, str], Endpoint] = field(default_factory=dict)
     event_items: dict[tuple[str, str], Event] = field(default_factory=dict)
@@ -398,6 +409,9 @@ class InMemoryWebhookStore:
     crash_before_read: int = 0
     crash_before_record: int = 0
     crash_after_record: int = 0
+    # Races: each replace_endpoint() first runs the next of these, as another request's write
+    # landing between this one's read and its write would.
+    before_replace: list[Callable[[], object]] = field(default_factory=list)
 
     def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
         if sum(1 for ws, _ in self.endpoint_items if ws == endpoint.workspace_id) >= limit:
@@ -413,12 +427,17 @@ class InMemoryWebhookStore:
     def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
         return self.endpoint_items.pop((workspace_id, endpoint_id), None) is not None
 
-    def replace_endpoint(self, endpoint: Endpoint) -> bool:
+    def replace_endpoint(self, endpoint: Endpoint) -> Replacement:
+        if self.before_replace:
+            self.before_replace.pop(0)()
         key = (endpoint.workspace_id, endpoint.id)
-        if key not in self.endpoint_items:
-            return False
-        self.endpoint_items[key] = endpoint
-        return True
+        current = self.endpoint_items.get(key)
+        if current is None:
+            return Gone()
+        if current.version != endpoint.version:
+            return Changed(current)
+        stored = self.endpoint_items[key] = replace(endpoint, version=endpoint.version + 1)
+        return Replaced(stored)
 
     def applied(self, message_id: str) -> Applied | None:
         if self.crash_before_read:

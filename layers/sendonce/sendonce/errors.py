@@ -113,6 +113,29 @@ class EventNotFound(SendonceError):
     pass
 
 
+class RotationConflict(SendonceError):
+    """Other rotations of the endpoint's secret were written first, try after try: nothing was
+    rotated by this one, and it is safe to ask again."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(
+            f"the secret of this endpoint was rotated by other requests during each of {attempts} tries"
+        )
+        self.attempts = attempts
+
+
+class TooManyRotations(SendonceError):
+    """The endpoint signs with as many replaced secrets as it may: no rotation until the oldest
+    stops, `retry_after_seconds` from now. Nothing was rotated."""
+
+    def __init__(self, replaced: int, retry_after_seconds: int) -> None:
+        super().__init__(
+            f"this endpoint already signs with {replaced} secrets it replaced within the last 24 hours"
+        )
+        self.replaced = replaced
+        self.retry_after_seconds = retry_after_seconds
+
+
 class InvalidEndpoint(SendonceError):
     """`field` and a message the customer can act on: answered 400 validation_error."""
 

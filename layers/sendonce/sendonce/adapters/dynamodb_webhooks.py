@@ -3,7 +3,10 @@
 A workspace's endpoints are kept whole in each of ENDPOINT_COPIES partitions of its own
 (`WHEP#<workspace>#<copy>`), every copy written and deleted in one transaction, so a consistent read
 of any copy sees every change, and the reads of a busy workspace's deliveries spread over them.
-Another workspace's endpoint id is simply not found. Events are keyed by their own id
+Every copy carries the endpoint's `version`; a replacement is conditional on every copy holding the
+version it was made from and writes the next one, so of two made from one version exactly one is
+written, and the other is answered with the endpoint as the first left it. Another workspace's
+endpoint id is simply not found. Events are keyed by their own id
 (`EVT#<event id>`), so however many events one workspace makes, no partition is hot; each names its
 workspace, checked on every read and write, and the `ByWorkspace` index lists them: a workspace's
 events spread over EVENT_SHARDS partitions of it (`<workspace>#<n>`), merged newest first when
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime, shard_of, workspace_shard
@@ -46,7 +50,16 @@ from sendonce.webhooks.model import (
     EventType,
     SigningSecret,
 )
-from sendonce.webhooks.ports import Applied, Attempt, EventPage, TooManyEndpoints
+from sendonce.webhooks.ports import (
+    Applied,
+    Attempt,
+    Changed,
+    EventPage,
+    Gone,
+    Replaced,
+    Replacement,
+    TooManyEndpoints,
+)
 
 COUNT_SK = "WHEPCOUNT"
 APPLIED_SK = "APPLIED"
@@ -100,6 +113,7 @@ def _endpoint_item(endpoint: Endpoint, copy: int) -> Item:
         "workspaceId": {"S": endpoint.workspace_id},
         "url": {"S": endpoint.url},
         "createdAt": {"S": rfc3339(endpoint.created_at)},
+        "version": {"N": str(endpoint.version)},
         "secrets": {
             "L": [
                 {
@@ -136,6 +150,7 @@ def _endpoint(item: Item) -> Endpoint:
             )
             for s in item["secrets"]["L"]
         ),
+        version=int(item["version"]["N"]) if "version" in item else 0,  # stored before versions: 0
     )
 
 
@@ -294,25 +309,44 @@ class DynamoDbWebhookStore:
             raise TryAgain
         raise DependencyUnavailable(f"the endpoint could not be deleted: {canceled.codes}")
 
-    def replace_endpoint(self, endpoint: Endpoint) -> bool:
-        """Every copy, or none: not one of a deleted endpoint brought back."""
+    def replace_endpoint(self, endpoint: Endpoint) -> Replacement:
+        """Every copy, or none, and only over `endpoint.version`: not one of a deleted endpoint
+        brought back, nor another replacement written over. A transaction is serializable with
+        every single-item read, so once it commits, a consistent read of any copy sees it; the
+        endpoint a refusal answers is the one the condition saw (copy 0's, ALL_OLD)."""
+        stored = replace(endpoint, version=endpoint.version + 1)
+        if endpoint.version == 0:  # stored before versions: it has none yet
+            condition: dict[str, Any] = {
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#version)",
+                "ExpressionAttributeNames": {"#version": "version"},
+            }
+        else:  # and so, it exists
+            condition = {
+                "ConditionExpression": "#version = :version",
+                "ExpressionAttributeNames": {"#version": "version"},
+                "ExpressionAttributeValues": {":version": {"N": str(endpoint.version)}},
+            }
+        items = [
+            {
+                "Put": {
+                    "Item": _endpoint_item(stored, copy),
+                    **condition,
+                    **({"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if copy == 0 else {}),
+                }
+            }
+            for copy in range(ENDPOINT_COPIES)
+        ]
 
-        def attempt() -> bool:
-            canceled = self._table.transact(
-                [
-                    {
-                        "Put": {
-                            "Item": _endpoint_item(endpoint, copy),
-                            "ConditionExpression": "attribute_exists(pk)",
-                        }
-                    }
-                    for copy in range(ENDPOINT_COPIES)
-                ]
-            )
+        def attempt() -> Replacement:
+            canceled = self._table.transact(items)
             if canceled is None:
-                return True
+                return Replaced(stored)
+            if canceled.failed(0):
+                current = canceled.item(0)
+                return Changed(_endpoint(current)) if current is not None else Gone()
             if any(canceled.failed(copy) for copy in range(ENDPOINT_COPIES)):
-                return False
+                # Copies are only ever written together: this is an item changed by hand.
+                raise DependencyUnavailable(f"the copies of endpoint {endpoint.id} disagree")
             if _conflicted(canceled):
                 raise TryAgain
             raise DependencyUnavailable(f"the endpoint could not be replaced: {canceled.codes}")

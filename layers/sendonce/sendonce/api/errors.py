@@ -20,8 +20,10 @@ from sendonce.errors import (
     QuotaExceeded,
     RateLimited,
     RecipientSuppressed,
+    RotationConflict,
     SendonceError,
     SuppressionNotFound,
+    TooManyRotations,
 )
 
 JSON = "application/json; charset=utf-8"
@@ -104,6 +106,20 @@ def from_domain_error(error: SendonceError) -> ApiError:
         return not_found("No event with this id.")
     if isinstance(error, InvalidEndpoint):
         return validation_error([{"field": error.field, "message": str(error)}])
+    if isinstance(error, RotationConflict):
+        return ApiError(
+            409,
+            "rotation_conflict",
+            f"Not rotated: {error!s}. Every secret those answered is stored; retry to rotate again.",
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        )
+    if isinstance(error, TooManyRotations):
+        return ApiError(
+            429,
+            "too_many_rotations",
+            f"Not rotated: {error!s}, as many as may sign at once. Retry once the oldest stops signing.",
+            headers={"Retry-After": str(error.retry_after_seconds)},
+        )
     if isinstance(error, MessageNotCancelable):
         return ApiError(409, "message_not_cancelable", str(error))
     if isinstance(error, MessageNotEditable):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar
@@ -36,12 +36,14 @@ from sendonce.api.schemas import (
     WebhookEndpointEnvelope,
     WebhookEndpointList,
 )
+from sendonce.webhooks.model import MAX_REPLACED_SECRETS, ROTATION_OVERLAP
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 _PARAMETER = re.compile(r"\{(\w+)\}")
 # A request body over its route's limit is a 413 before anything else reads it.
 MAX_BODY_BYTES = 256 * 1024
+_OVERLAP_HOURS = int(ROTATION_OVERLAP.total_seconds()) // 3600
 
 _ERRORS = {
     400: "validation_error, missing_idempotency_key or invalid_idempotency_key",
@@ -87,6 +89,8 @@ class Route:
     description: str | None = None
     tags: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES  # over it: 413, before the body is read
+    # The route's own words for an error status it answers, in place of the shared ones (_ERRORS).
+    error_descriptions: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -115,7 +119,10 @@ class Route:
     @property
     def responses(self) -> dict[int, Any]:
         errors = {
-            status: {"description": _ERRORS[status], "content": {"application/json": {"model": ErrorBody}}}
+            status: {
+                "description": self.error_descriptions.get(status, _ERRORS[status]),
+                "content": {"application/json": {"model": ErrorBody}},
+            }
             for status in self.error_statuses
         }
         if 413 in errors:
@@ -297,10 +304,27 @@ ROTATE_WEBHOOK_SECRET = Route(
     "POST",
     "/v1/webhook-endpoints/{id}/rotate-secret",
     summary="Rotate an endpoint's signing secret",
-    description="For 24 hours every delivery is signed with both the old and the new secret.",
+    description=(
+        "Every delivery is signed with the current secret and with each secret it replaced within "
+        f"the last {_OVERLAP_HOURS} hours. Rotations asked at once apply one after another: every "
+        f"`secret` answered with a 200 is stored and signs. At most {MAX_REPLACED_SECRETS} replaced "
+        "secrets sign at once: a rotation past them is refused (429 too_many_rotations) until the "
+        "oldest stops signing, `Retry-After` seconds later."
+    ),
     answers={200: _json("Rotated; the new `secret` is shown this once", WebhookEndpointEnvelope)},
-    errors=(404, 503),
+    errors=(404, 409, 503),
     tags=("webhooks",),
+    error_descriptions={
+        409: (
+            "rotation_conflict (with Retry-After: 1): other rotations of this endpoint were written "
+            "first on each of its tries; nothing was rotated by this one"
+        ),
+        429: (
+            "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields) or "
+            f"too_many_rotations ({MAX_REPLACED_SECRETS} replaced secrets still sign; Retry-After: "
+            "seconds until the oldest stops)"
+        ),
+    },
 )
 LIST_EVENTS = Route(
     "GET",

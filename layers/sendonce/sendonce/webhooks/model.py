@@ -2,6 +2,11 @@
 
 An event is derived from one committed change of a message and never changes afterwards except
 for the record of its deliveries. Its id is the `webhook-id` of every delivery of it, forever.
+
+An endpoint signs with its current secret and with each secret it replaced within
+ROTATION_OVERLAP, at most MAX_REPLACED_SECRETS of them at once. Its `version` moves on with every
+write of it, so a rotation is written only over the endpoint it was made from, never over another
+one's.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix Standard Webhooks secrets car
 MAX_ENDPOINTS = 10
 # While a secret is rotated, deliveries are signed with the old one too for this long.
 ROTATION_OVERLAP = timedelta(hours=24)
+# At most this many replaced secrets sign at once; a rotation past it is refused until the oldest
+# stops. Each costs about 48 bytes of every delivery's `webhook-signature` and 90 of each of the
+# endpoint's copies, while the request rate would allow millions of rotations a day: 24 (one an
+# hour) keeps the header near 1.2 KB and every copy a few KB (docs/architecture.md).
+MAX_REPLACED_SECRETS = 24
 EVENT_RETENTION = timedelta(days=30)
 
 
@@ -81,6 +91,9 @@ class Endpoint:
     description: str | None
     created_at: datetime
     secrets: tuple[SigningSecret, ...]  # the current one first
+    # Moved on by the store with every replacement: a replacement is written only over the version
+    # it was made from. An endpoint stored before versions existed reads as 0.
+    version: int = 1
 
     def wants(self, event_type: EventType) -> bool:
         return self.event_types is None or event_type in self.event_types
@@ -88,7 +101,20 @@ class Endpoint:
     def signing_secrets(self, now: datetime) -> tuple[str, ...]:
         return tuple(s.value for s in self.secrets if s.expires_at is None or s.expires_at > now)
 
+    def rotation_refused_until(self, now: datetime) -> datetime | None:
+        """None when a rotation may happen now; else when enough replaced secrets will have stopped
+        signing to leave MAX_REPLACED_SECRETS - 1 of them."""
+        replaced = sorted(
+            s.expires_at for s in self.secrets if s.expires_at is not None and s.expires_at > now
+        )
+        if len(replaced) < MAX_REPLACED_SECRETS:
+            return None
+        return replaced[len(replaced) - MAX_REPLACED_SECRETS]
+
     def rotated(self, new_value: str, now: datetime) -> Endpoint:
+        """`new_value` current; the current one, and every replaced one still signing, kept until
+        its expiry (the current one's: ROTATION_OVERLAP from now). The version is the one read:
+        the store moves it on when it writes the result."""
         kept = tuple(
             replace(s, expires_at=s.expires_at or now + ROTATION_OVERLAP)
             for s in self.secrets

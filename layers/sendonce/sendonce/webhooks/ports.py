@@ -15,6 +15,29 @@ class TooManyEndpoints(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Replaced:
+    """Written, every copy: `endpoint` as stored, its version moved on."""
+
+    endpoint: Endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """Nothing written: another write replaced the endpoint since the version the replacement was
+    made from. `current` is the endpoint as that write left it, as the store saw it when it refused."""
+
+    current: Endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """Nothing written: there is no such endpoint (deleted meanwhile, or another workspace's)."""
+
+
+Replacement = Replaced | Changed | Gone
+
+
+@dataclass(frozen=True, slots=True)
 class Applied:
     """How far a message's changes have been told: the last sequence and its stream position."""
 
@@ -64,8 +87,10 @@ class EndpointStore(Protocol):
         """False if there was no such endpoint."""
         ...
 
-    def replace_endpoint(self, endpoint: Endpoint) -> bool:
-        """Stores a rotated endpoint; False if it was deleted meanwhile."""
+    def replace_endpoint(self, endpoint: Endpoint) -> Replacement:
+        """Stores `endpoint` (every copy, with its version plus one) only over the version it carries,
+        the one it was made from: a concurrent write is never overwritten, nor a deleted endpoint
+        brought back."""
         ...
 
 

@@ -3,17 +3,30 @@
 Every operation is scoped by workspace; another workspace's endpoint or event does not exist. A
 secret is shown when it is made (on adding and rotating) and never again. A target is checked
 when it is added, and again before every delivery.
+
+Rotations of one endpoint apply one after another: each is written only over the endpoint it was
+made from, and one that finds another written first is made again from that one. So every secret
+a rotation answers is stored, and every secret it replaced keeps signing for ROTATION_OVERLAP.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sendonce.clock import Clock, utc_now
-from sendonce.errors import EndpointNotFound, EventNotFound, InvalidEndpoint
+from sendonce.errors import (
+    EndpointNotFound,
+    EventNotFound,
+    InvalidEndpoint,
+    RotationConflict,
+    TooManyRotations,
+)
+from sendonce.observability import logger
 from sendonce.webhooks.model import (
     MAX_ENDPOINTS,
+    MAX_REPLACED_SECRETS,
     Endpoint,
     Event,
     EventType,
@@ -27,11 +40,17 @@ from sendonce.webhooks.ports import (
     EndpointStore,
     EventPage,
     EventStore,
+    Gone,
+    Replaced,
     TooManyEndpoints,
 )
 
 # Raises an exception with a `reason` when the URL may not be a target.
 CheckTarget = Callable[[str], object]
+# A rotation's write loses only to another rotation's, and each of those leaves one more replaced
+# secret: after MAX_REPLACED_SECRETS losses the cap refuses it (429). So this many tries apply
+# every rotation the cap allows, however many race; 409 only if secrets expire during the race.
+MAX_ROTATION_TRIES = MAX_REPLACED_SECRETS + 1
 
 
 @dataclass
@@ -81,10 +100,40 @@ class WebhookService:
             raise EndpointNotFound(endpoint_id)
 
     def rotate_secret(self, workspace_id: str, endpoint_id: str) -> Endpoint:
-        rotated = self.endpoint(workspace_id, endpoint_id).rotated(new_secret(), self.clock())
-        if not self.endpoints.replace_endpoint(rotated):
-            raise EndpointNotFound(endpoint_id)
-        return rotated
+        """The endpoint as stored with a new current secret, applied after every rotation written
+        before it. TooManyRotations past the cap, RotationConflict after MAX_ROTATION_TRIES lost
+        races: nothing rotated by this request, either way."""
+        secret = new_secret()
+        endpoint = self.endpoint(workspace_id, endpoint_id)
+        for tries in range(1, MAX_ROTATION_TRIES + 1):
+            now = self.clock()
+            refused_until = endpoint.rotation_refused_until(now)
+            if refused_until is not None:
+                wait = max(1, math.ceil((refused_until - now).total_seconds()))
+                self._log_refusal(workspace_id, endpoint_id, "too_many_rotations", tries)
+                raise TooManyRotations(MAX_REPLACED_SECRETS, wait)
+            outcome = self.endpoints.replace_endpoint(endpoint.rotated(secret, now))
+            if isinstance(outcome, Replaced):
+                return outcome.endpoint
+            if isinstance(outcome, Gone):
+                raise EndpointNotFound(endpoint_id)
+            # Another rotation was written first: made again from it, so it is replaced, not lost.
+            endpoint = outcome.current
+        self._log_refusal(workspace_id, endpoint_id, "rotation_conflict", MAX_ROTATION_TRIES)
+        raise RotationConflict(MAX_ROTATION_TRIES)
+
+    @staticmethod
+    def _log_refusal(workspace_id: str, endpoint_id: str, reason: str, tries: int) -> None:
+        logger.info(
+            "webhooks.rotation.refused",
+            extra={
+                "event": "webhooks.rotation.refused",
+                "workspace_id": workspace_id,
+                "endpoint_id": endpoint_id,
+                "reason": reason,
+                "tries": tries,
+            },
+        )
 
     # -- events
     def list_events(
