@@ -35,12 +35,16 @@ class HttpApi:
         self._functions = functions
 
     def handle(self, request: HttpRequest) -> HttpResponse:
+        # As API Gateway: the route is matched on the path URL-decoded once (so `a%2Fb` is two
+        # segments), and each path parameter is decoded once more before it is passed on (so
+        # `a%252Fb` is the parameter `a/b`); `rawPath` stays as the client sent it.
         found = self._router.match(request.method, unquote(request.raw_path))
         if found is None:
             return gateway_error(404, "Not Found")
         route = found.route
         context = request_context(request, route.route_key)
-        event = proxy_event(request, route.route_key, found.path_parameters, context)
+        parameters = {name: unquote(value) for name, value in found.path_parameters.items()}
+        event = proxy_event(request, route.route_key, parameters, context)
         try:
             result = self._functions[route.function_id].invoke(event)
             response = lambda_response(result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -313,3 +314,209 @@ def test_given_a_send_at_that_is_no_real_instant_then_400_and_nothing_written(st
 
     _assert_error(answer, 400, "validation_error")
     assert stack.messages() == []
+
+
+# ---------------------------------------------------------------------------- bodies the parser refuses
+LONG = "1" * 5_000  # over Python's 4,300-digit limit of int() on text
+SMS_TEXT = '{"channel": "sms", "to": "+15550100000", "body": "hi"'
+
+
+def _call(stack, method: str, path: str, body: str | None = None, **kw: Any):
+    name = "api_send_sms.json" if body is not None else "api_get_message.json"
+    return stack.call(
+        stack.event(name, method=method, path=path, **({"body": body} if body is not None else {}), **kw)
+    )
+
+
+def _nothing_written(stack) -> None:
+    assert stack.messages() == []
+    assert [item for item in stack.scan("MessagesTable") if item["pk"]["S"].startswith("SUPPRESSION#")] == []
+    assert stack.scan("WebhooksTable") == []
+    assert stack.scan("IdempotencyTable") == []
+    assert stack.receive("sms") == []
+
+
+def _scheduled(stack) -> str:
+    at = (datetime.now(UTC) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    answer = stack.send(body=VALID_SMS | {"sendAt": at})
+    assert answer.status == 201, answer.raw_body
+    message_id: str = answer.json["message"]["id"]
+    return message_id
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/messages", SMS_TEXT + f', "sendAt": {LONG}}}', "sendAt"),
+        ("/v1/messages", SMS_TEXT + f', "metadata": {{"k": {LONG}}}}}', "metadata.k"),
+        ("/v1/messages/batch", f'{{"messages": [{SMS_TEXT}, "sendAt": {LONG}}}]}}', "messages.0.sendAt"),
+        ("/v1/messages/batch?validation=strict", f'{{"messages": [{SMS_TEXT}}}, {LONG}]}}', "messages.1"),
+        (
+            "/v1/webhook-endpoints",
+            f'{{"url": "https://example.com/hook", "description": {LONG}}}',
+            "description",
+        ),
+        ("/v1/suppressions", f'{{"channel": "sms", "to": {LONG}}}', "to"),
+    ],
+)
+def test_given_a_number_too_long_for_python_then_400_naming_it_and_nothing_written(
+    stack, path: str, body: str, field: str
+) -> None:
+    path, _, query = path.partition("?")
+    query_parameters = dict([query.split("=")]) if query else None
+    answer = _call(stack, "POST", path, body, headers={"Idempotency-Key": "k-long"}, query=query_parameters)
+
+    error = _assert_error(answer, 400, "validation_error")
+    assert [detail["field"] for detail in error["details"]] == [field]
+    assert "5000 digits" in error["details"][0]["message"]
+    _nothing_written(stack)
+
+
+def test_given_an_edit_with_a_number_too_long_then_400_and_the_message_unchanged(stack) -> None:
+    message_id = _scheduled(stack)
+    before = stack.message(message_id)
+
+    answer = _call(stack, "PATCH", f"/v1/messages/{message_id}", f'{{"sendAt": {LONG}}}')
+
+    error = _assert_error(answer, 400, "validation_error")
+    assert error["details"][0]["field"] == "sendAt"
+    assert stack.message(message_id) == before
+
+
+def test_given_a_field_repeated_then_400_naming_it_and_nothing_sent_to_either_number(stack) -> None:
+    body = '{"channel": "sms", "to": "+15550100000", "to": "+15550100001", "body": "hi"}'
+
+    error = _assert_error(stack.send(body=body), 400, "validation_error")
+
+    assert error["details"] == [
+        {"field": "to", "message": "is repeated: a field may appear once in an object"}
+    ]
+    _nothing_written(stack)
+
+
+@pytest.mark.parametrize("validation", ["permissive", "strict"])
+def test_given_a_field_repeated_in_a_batch_item_then_the_whole_batch_is_a_400(stack, validation: str) -> None:
+    body = f'{{"messages": [{SMS_TEXT}}}, {SMS_TEXT}, "metadata": {{"a": "1", "a": "2"}}}}]}}'
+
+    answer = _call(stack, "POST", "/v1/messages/batch", body, query={"validation": validation})
+
+    error = _assert_error(answer, 400, "validation_error")
+    assert [detail["field"] for detail in error["details"]] == ["messages.1.metadata.a"]
+    _nothing_written(stack)
+
+
+def test_given_a_field_repeated_under_an_idempotency_key_then_400_the_key_not_taken(stack) -> None:
+    repeated = '{"channel": "sms", "to": "+15550100000", "body": "hi", "body": "hi"}'
+
+    _assert_error(stack.send(body=repeated, key="k-repeat"), 400, "validation_error")
+    first = stack.send(body=VALID_SMS, key="k-repeat")
+    again = stack.send(body=' {"body": "hi", "to": "+15550100000", "channel": "sms"} ', key="k-repeat")
+
+    assert first.status == 201, first.raw_body  # the 400 was not stored under the key
+    assert (again.status, again.header("Idempotency-Replayed")) == (201, "true")  # the same parsed body
+    assert again.raw_body == first.raw_body
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('{"channel": "sms", "to": "+15550100000", "body": NaN}', "NaN, which is not JSON"),
+        ('{"channel": "sms",, "to": 1}', "not valid JSON: Expecting property name"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_given_any_other_body_the_parser_refuses_then_400_saying_why(stack, body: str, message: str) -> None:
+    error = _assert_error(stack.send(body=body), 400, "validation_error")
+
+    assert message in error["details"][0]["message"]
+    _nothing_written(stack)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    where=st.sampled_from(["sendAt", "metadata.k", "subject", "body", "extra"]),
+    digits=st.integers(min_value=4_301, max_value=50_000),
+    sign=st.sampled_from(["", "-"]),
+)
+def test_property_a_long_digit_run_anywhere_in_a_send_is_a_400_never_a_5xx(
+    stack, where: str, digits: int, sign: str
+) -> None:
+    placeholder = "<the number>"
+    outer, _, inner = where.partition(".")
+    fields: dict[str, Any] = dict(VALID_SMS)
+    fields[outer] = {inner: placeholder} if inner else placeholder  # `body`: in place of the text
+    body = json.dumps(fields).replace(json.dumps(placeholder), sign + "7" * digits)
+
+    error = _assert_error(stack.send(body=body), 400, "validation_error")
+
+    assert [detail["field"] for detail in error["details"]] == [where]
+    assert stack.messages() == []
+
+
+# ---------------------------------------------------------------------------- ids holding a slash
+_SLASHED = [
+    ("GET", "/v1/messages/{}"),
+    ("DELETE", "/v1/messages/{}"),
+    ("PATCH", "/v1/messages/{}"),
+    ("GET", "/v1/suppressions/{}"),
+    ("DELETE", "/v1/suppressions/{}"),
+    ("GET", "/v1/webhook-endpoints/{}"),
+    ("DELETE", "/v1/webhook-endpoints/{}"),
+    ("POST", "/v1/webhook-endpoints/{}/rotate-secret"),
+    ("GET", "/v1/events/{}"),
+    ("POST", "/v1/events/{}/redeliver"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), _SLASHED)
+@pytest.mark.parametrize("value", ["a%2fb", "a%2Fb", "a%252fb"])
+@pytest.mark.parametrize("route_key", ["as API Gateway names it", "$default", "the route's"])
+def test_given_an_id_that_decodes_to_a_slash_then_404_with_the_ratelimit_fields_never_401(
+    stack, method: str, path: str, value: str, route_key: str
+) -> None:
+    event = stack.event("api_get_message.json", method=method, path=path.format(value))
+    template_route = f"{method} {path.format('{id}' if 'suppressions' not in path else '{to}')}"
+    if route_key == "as API Gateway names it":  # `%2F` matches no route; `%252F` one segment, its route
+        event["routeKey"] = "$default" if "%2" in value and "%25" not in value else template_route
+    else:
+        event["routeKey"] = "$default" if route_key == "$default" else template_route
+
+    answer = stack.call(event)
+
+    _assert_error(answer, 404, "not_found")
+    assert answer.header("RateLimit")
+    assert answer.header("RateLimit-Policy")
+    assert stack.messages() == []
+
+
+# ---------------------------------------------------------------------------- RateLimit on 404 and 405
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/nope", 404),
+        ("GET", "/v1/messages/a/b", 404),
+        ("GET", "/v1/messages/", 404),
+        ("POST", "/v1/message", 404),
+        ("PUT", "/v1/messages", 405),
+        ("POST", "/v1/messages/msg_01KDVDNA00QV9D1V5ZMBF8DBMW", 405),
+        ("POST", "/v1/health", 405),
+        ("GET", "/v1/webhooks/http", 405),
+        ("PUT", "/v1/suppressions/%2B15550100000", 405),
+    ],
+)
+def test_given_a_good_key_then_a_404_or_405_carries_the_ratelimit_fields_and_a_bad_one_none(
+    stack, method: str, path: str, status: int
+) -> None:
+    good = stack.call(stack.event("api_get_message.json", method=method, path=path))
+    wrong = stack.call(
+        stack.event(
+            "api_get_message.json", method=method, path=path, headers={"authorization": "Bearer sk_wrong"}
+        )
+    )
+    none = stack.call(stack.event("api_get_message.json", method=method, path=path, workspace=None))
+
+    assert (good.status, wrong.status, none.status) == (status, status, status)
+    assert good.header("RateLimit")
+    assert good.header("RateLimit-Policy")
+    assert wrong.header("RateLimit") is None
+    assert none.header("RateLimit") is None

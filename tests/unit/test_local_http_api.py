@@ -144,3 +144,26 @@ def test_lambda_responses() -> None:
         {"statusCode": 200, "body": base64.b64encode(b"\x01").decode(), "isBase64Encoded": True}
     )
     assert binary.body == b"\x01"
+
+
+def test_an_encoded_slash_is_routed_as_api_gateway_routes_it() -> None:
+    """The path is decoded once to find the route, and each parameter once more: `%2F` makes two
+    segments (`$default`), `%252F` is one segment whose parameter is `a/b`; `rawPath` stays as sent."""
+    api_function = _Function()
+    api = HttpApi(ROUTES, {"Api": api_function})  # type: ignore[dict-item]
+
+    for raw_path in (
+        "/v1/messages/a%2Fb",
+        "/v1/messages/a%2fb",
+        "/v1/messages/a%252Fb",
+        "/v1/messages/%2B1%40x",
+    ):
+        api.handle(request(method="GET", raw_path=raw_path, body=b""))
+
+    routed = [(e["routeKey"], e["rawPath"], e.get("pathParameters")) for e in api_function.events]
+    assert routed == [
+        ("$default", "/v1/messages/a%2Fb", None),
+        ("$default", "/v1/messages/a%2fb", None),
+        ("GET /v1/messages/{id}", "/v1/messages/a%252Fb", {"id": "a/b"}),
+        ("GET /v1/messages/{id}", "/v1/messages/%2B1%40x", {"id": "+1@x"}),
+    ]

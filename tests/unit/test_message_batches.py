@@ -57,7 +57,7 @@ class Batches:
     ) -> list[dict[str, Any]]:
         answer = answer_batch(
             workspace="ws_a",
-            raw_body=json.dumps({"messages": items}),
+            body={"messages": items},
             strict=strict,
             header_key=None,
             key_required=key_required,
@@ -160,13 +160,13 @@ def test_zero_or_more_than_500_items_is_a_400(batches: Batches, items: list[Any]
 
 
 @pytest.mark.parametrize(
-    "body", ["[]", '{"messages": {}}', '{"messages": [], "extra": 1}', "{", '{"nope": 1}']
+    "body", [[], {"messages": {}}, {"messages": [], "extra": 1}, "text", None, {"nope": 1}]
 )
-def test_a_body_that_is_not_a_list_of_messages_is_a_400(batches: Batches, body: str) -> None:
+def test_a_body_that_is_not_a_list_of_messages_is_a_400(batches: Batches, body: Any) -> None:
     with pytest.raises(ApiError) as raised:
         answer_batch(
             workspace="ws_a",
-            raw_body=body,
+            body=body,
             strict=False,
             header_key=None,
             key_required=False,
@@ -270,7 +270,7 @@ def test_a_store_failure_answers_503_for_the_items_not_written_and_the_batch_is_
 
     answer = answer_batch(
         workspace="ws_a",
-        raw_body=json.dumps({"messages": [sms("a"), sms("b"), sms("b")]}),
+        body={"messages": [sms("a"), sms("b"), sms("b")]},
         strict=False,
         header_key=None,
         key_required=False,

@@ -11,19 +11,55 @@ from __future__ import annotations
 import copy
 import json
 import re
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cfn_tools import load_yaml
+from pydantic import BaseModel
+from sendonce import composition
+from sendonce.api import dependencies, preflight
 from sendonce.api.app import handle
+from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.errors import ApiError
+from sendonce.api.json_body import decode_json as _decode_json
 from sendonce.api.preflight import check_request
-from sendonce.api.routes import ROUTES, Body, Route, allowed_methods
+from sendonce.api.routes import (
+    ADD_SUPPRESSION,
+    ADD_WEBHOOK_ENDPOINT,
+    EDIT_MESSAGE,
+    PROVIDER_WEBHOOK,
+    REDELIVER_EVENT,
+    ROUTES,
+    SEND_BATCH,
+    SEND_MESSAGE,
+    Body,
+    Route,
+    allowed_methods,
+)
 from sendonce.auth.api_keys import resolve_workspace
+from sendonce.limits.model import Limits
+from sendonce.limits.service import RequestLimits
+from sendonce.messages.service import MessageService
+from sendonce.provider_events.signature import sign
+from sendonce.suppressions.service import SuppressionService
 
 from sendonce_local.template import Template, parse_template
-from tests.unit.unit_fakes import InMemoryApiKeys, key_of
+from tests.unit.unit_fakes import (
+    FakeLambdaContext,
+    FakeLimits,
+    FakeQueue,
+    InMemoryApiKeys,
+    InMemoryStore,
+    InMemorySuppressions,
+    fake_api_dependencies,
+    key_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 API_FUNCTION = "ApiFunction"
@@ -254,3 +290,202 @@ def test_each_route_documents_what_its_preflight_answers(route: Route) -> None:
     assert (413 in statuses) is (route.body is not Body.NONE)
     assert (415 in statuses) is (route.body in (Body.JSON, Body.OPTIONAL_JSON))
     assert (429 in statuses) is (not route.public)  # the workspace's request rate, right after the key
+
+
+# ---------------------------------------------------------------------------- through the real handler
+_WS = "ws"
+
+
+@pytest.fixture
+def api() -> Iterator[ApiDependencies]:
+    """The real handler on fakes: the key of `_WS`, a request rate, and spies of the keyed sends."""
+    store = InMemoryStore()
+    deps = fake_api_dependencies(
+        MessageService(store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15)),
+        InMemoryApiKeys.of(_WS),
+        limits=RequestLimits(FakeLimits()),
+        suppressions=SuppressionService(InMemorySuppressions()),
+        webhook_secret=lambda: "whsec_unit",
+        send_once=_Spy({"statusCode": 201, "body": "{}"}),
+        send_batch_once=_Spy({"statusCode": 200, "body": '{"success": true, "results": []}'}),
+    )
+    dependencies.root.use(deps)
+    yield deps
+    composition.reset_all()
+
+
+class _Spy:
+    """A keyed send that answers `answer` and keeps the request it was handed."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, *, request: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.requests.append(request)
+        return self.answer
+
+
+def _forms_of_404_and_405() -> list[tuple[str, str, int]]:
+    """(method, path, status) for every declared path: each method not declared on it (405), and the
+    paths next to it that no route takes (404): a segment more, a trailing slash, an encoded slash."""
+    forms: list[tuple[str, str, int]] = []
+    for path in _paths():
+        concrete = _concrete(path)
+        declared = {route.method for route in ROUTES if route.matches(concrete)}
+        forms += [
+            (method, concrete, 405)
+            for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+            if method not in declared
+        ]
+        forms += [
+            ("GET", nearby, 404)
+            for nearby in (concrete + "/x", concrete + "/")
+            if not allowed_methods(nearby)
+        ]
+        if "{" in path:
+            forms += [
+                (method, re.sub(r"\{\w+\}", slash, path), 404)
+                for method in sorted({r.method for r in ROUTES if r.path == path})
+                for slash in ("a%2Fb", "a%252fb")
+            ]
+    return forms
+
+
+@pytest.mark.parametrize(("method", "path", "status"), _forms_of_404_and_405())
+def test_every_404_and_405_to_a_good_key_carries_the_ratelimit_fields(
+    api: ApiDependencies, method: str, path: str, status: int
+) -> None:
+    answer = handle(_event(method, path, route_key="$default", workspace=_WS), FakeLambdaContext())  # type: ignore[arg-type]
+
+    assert answer["statusCode"] == status, answer["body"]
+    assert json.loads(answer["body"])["error"]["code"] == (
+        "not_found" if status == 404 else "method_not_allowed"
+    )
+    assert {"RateLimit", "RateLimit-Policy"} <= set(answer["headers"])
+
+
+@pytest.mark.parametrize(("method", "path", "status"), _forms_of_404_and_405()[:12])
+def test_a_404_or_405_without_a_good_key_carries_no_ratelimit_fields(
+    api: ApiDependencies, method: str, path: str, status: int
+) -> None:
+    event = _event(method, path, route_key="$default")
+    event["headers"]["authorization"] = "Bearer sk_wrong"
+
+    answer = handle(event, FakeLambdaContext())  # type: ignore[arg-type]
+
+    assert answer["statusCode"] in (status, 401)  # 401: an id holding a slash, on a route that takes a key
+    assert "RateLimit" not in answer["headers"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "route_key", "status"),
+    [
+        ("GET", "/v1/health", "GET /v1/health", 200),
+        ("GET", "/openapi.json", "GET /openapi.json", 200),
+        ("GET", "/v1/nowhere", "$default", 404),
+        ("DELETE", "/v1/messages", "$default", 405),
+        ("GET", "/v1/messages", "GET /v1/messages", 429),
+    ],
+)
+def test_over_the_rate_a_good_key_is_refused_only_where_a_key_is_needed_and_always_told_where_it_stands(
+    api: ApiDependencies, method: str, path: str, route_key: str, status: int
+) -> None:
+    limits = RequestLimits(FakeLimits(defaults=Limits(rate_per_second=1, daily_quota=0)))
+    dependencies.root.use(replace(api, limits=limits))
+    while limits.check_rate(_WS).allowed:  # type: ignore[union-attr]
+        pass  # the window spent
+
+    answer = handle(_event(method, path, route_key=route_key, workspace=_WS), FakeLambdaContext())  # type: ignore[arg-type]
+
+    assert answer["statusCode"] == status
+    assert answer["headers"]["RateLimit"].startswith('"workspace";r=0;')  # nothing left of the window
+    assert ("Retry-After" in answer["headers"]) is (status == 429)
+
+
+def _body_for(route: Route) -> str:
+    return {
+        SEND_MESSAGE.key: '{"channel": "sms", "to": "+15550100000", "body": "hi"}',
+        SEND_BATCH.key: '{"messages": [{"channel": "sms", "to": "+15550100000", "body": "hi"}]}',
+        EDIT_MESSAGE.key: '{"body": "new"}',
+        ADD_WEBHOOK_ENDPOINT.key: '{"url": "https://example.com/hook"}',
+        REDELIVER_EVENT.key: '{"endpointId": "we_1"}',
+        ADD_SUPPRESSION.key: '{"channel": "sms", "to": "+15550100000"}',
+        PROVIDER_WEBHOOK.key: '{"eventId": "e1", "messageId": "msg_01KDVDNA00QV9D1V5ZMBF8DBMW", '
+        '"type": "sent", "occurredAt": "2026-01-01T00:00:00Z"}',
+    }[route.key]
+
+
+_BODY_ROUTES = [route for route in ROUTES if route.body is not Body.NONE]
+
+
+def test_every_route_that_reads_a_body_is_exercised_below() -> None:
+    assert {route.key for route in _BODY_ROUTES} == {
+        route.key
+        for route in (
+            SEND_MESSAGE,
+            SEND_BATCH,
+            EDIT_MESSAGE,
+            ADD_WEBHOOK_ENDPOINT,
+            REDELIVER_EVENT,
+            ADD_SUPPRESSION,
+            PROVIDER_WEBHOOK,
+        )
+    }
+
+
+@pytest.mark.parametrize("route", _BODY_ROUTES, ids=lambda route: route.key)
+def test_every_route_that_reads_a_body_takes_the_preflights_value_and_never_parses_the_text(
+    api: ApiDependencies, route: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _body_for(route)
+    decoded: list[Any] = []
+    parsed: list[Any] = []  # every text parsed outside the preflight's decoding
+
+    def decode_once(body: str) -> Any:
+        decoded.append(_decode_json(body))
+        return decoded[-1]
+
+    real_decode = json.JSONDecoder.decode
+
+    def decode(self: json.JSONDecoder, s: str, *args: Any, **kwargs: Any) -> Any:
+        if not _in_preflight():
+            parsed.append(s)
+        return real_decode(self, s, *args, **kwargs)
+
+    real_validate_json = BaseModel.model_validate_json.__func__  # type: ignore[attr-defined]
+
+    def validate_json(cls: type[BaseModel], data: Any, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(data)
+        return real_validate_json(cls, data, *args, **kwargs)
+
+    monkeypatch.setattr(preflight, "decode_json", decode_once)
+    monkeypatch.setattr(json.JSONDecoder, "decode", decode)
+    monkeypatch.setattr(BaseModel, "model_validate_json", classmethod(validate_json))
+    event = _event(
+        route.method,
+        _concrete(route.path),
+        workspace=None if route.public else _WS,
+        body=text,
+        content_type="application/json",
+    )
+    event["headers"]["idempotency-key"] = "k-1"
+    if route is PROVIDER_WEBHOOK:
+        event["rawPath"] = event["requestContext"]["http"]["path"] = "/v1/webhooks/http"
+        event["headers"]["x-sendonce-signature"] = sign("whsec_unit", int(time.time()), text.encode())
+
+    answer = handle(event, FakeLambdaContext())  # type: ignore[arg-type]
+
+    assert answer["statusCode"] < 500, answer["body"]
+    assert answer["statusCode"] not in (400, 401), answer["body"]
+    assert len(decoded) == 1  # the preflight decoded the text once
+    assert [s for s in parsed if text in str(s)] == []  # and no one parsed it again
+    if route is SEND_MESSAGE:
+        assert api.send_once.requests[0]["payload"] is decoded[0]  # type: ignore[attr-defined]
+    if route is SEND_BATCH:
+        assert api.send_batch_once.requests[0]["payload"] is decoded[0]  # type: ignore[attr-defined]
+
+
+def _in_preflight() -> bool:
+    """Whether the caller's stack is inside the preflight's one decoding function."""
+    return any(frame.f_code is _decode_json.__code__ for frame, _ in traceback.walk_stack(None))

@@ -1,7 +1,9 @@
 """The handlers of the HTTP API (v1) on Powertools' event handler, and the function's entry point.
 
-Each handler is registered from its route's declaration in `sendonce.api.routes`. Handlers parse,
-call one domain use case, and shape the answer. Every failure becomes the contract's error body in
+Each handler is registered from its route's declaration in `sendonce.api.routes`. Handlers validate,
+call one domain use case, and shape the answer. A JSON body is decoded once, by the preflight
+(`sendonce.api.preflight`); the resolver's validation (its `json_body`) and every handler take that
+value, and none parses the body's text again. Every failure becomes the contract's error body in
 `sendonce.api.errors`; nothing, however malformed, answers 500.
 """
 
@@ -38,7 +40,7 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
-from sendonce.api.preflight import check_request, header, raw_body
+from sendonce.api.preflight import RequestBody, check_request, header, raw_body
 from sendonce.api.routes import (
     ADD_SUPPRESSION,
     ADD_WEBHOOK_ENDPOINT,
@@ -94,7 +96,13 @@ from sendonce.secret_values import SecretUnavailable
 from sendonce.suppressions.service import SuppressionService
 from sendonce.webhooks.model import EventType
 
-app = APIGatewayHttpResolver(enable_validation=True)
+
+def _preflight_body(_text: str) -> Any:
+    """The resolver's `json_body`: the value the preflight decoded from this very text, not a second parse."""
+    return _json_body()
+
+
+app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_preflight_body)
 
 CURSOR_PATTERN = r"^msg_[0-9A-HJKMNP-TV-Z]{26}$"  # nextCursor: the last message id of a page
 EVENT_CURSOR_PATTERN = r"^evt_[0-9A-HJKMNP-TV-Z]{26}$"
@@ -110,8 +118,10 @@ def _json_response(status: int, payload: Any, headers: dict[str, str] | None = N
     return Response(status_code=status, content_type=JSON, body=body, headers=headers or {})
 
 
-# The router's context key of the caller's workspace, which the preflight found (set on every request).
+# The router's context keys of the caller's workspace and of the decoded body, which the preflight
+# found (set on every request).
 _CALLER = "caller_workspace"
+_BODY = "request_body"
 
 
 def _workspace() -> str:
@@ -119,6 +129,20 @@ def _workspace() -> str:
     if not isinstance(workspace, str) or not workspace:  # the preflight already answered 401
         raise ApiError(401, "unauthorized", "A valid API key is required.")
     return workspace
+
+
+def _request_body() -> RequestBody | None:
+    """The body as the preflight decoded it; None when the request sent none."""
+    body = app.context.get(_BODY)
+    return body if isinstance(body, RequestBody) else None
+
+
+def _json_body() -> Any:
+    """The decoded JSON body (raising its refusal); a route that requires one got it from the preflight."""
+    body = _request_body()
+    if body is None:
+        raise validation_error([{"field": "body", "message": "is required: a JSON object"}])
+    return body.json()
 
 
 # ---------------------------------------------------------------------------- POST /v1/messages
@@ -147,8 +171,9 @@ def send_message(
     if key is None:
         answer = deps.send(command_of(message, workspace, None))
     else:
-        # Compared on the parsed body: key order and white space never make two requests differ.
-        payload = json.loads(app.current_event.body or "null")
+        # Compared on the parsed body (the very value the model was validated from): key order and
+        # white space never make two requests differ.
+        payload = _json_body()
         command = command_of(message, workspace, key, payload=payload)
         # An in-progress record expires with this invocation's time, should it die mid-request.
         deps.idempotency_config.register_lambda_context(app.lambda_context)
@@ -183,7 +208,7 @@ def send_batch(
     deps.idempotency_config.register_lambda_context(app.lambda_context)
     answer = answer_batch(
         workspace=workspace,
-        raw_body=app.current_event.body,
+        body=_json_body(),
         strict=validation == "strict",
         header_key=idempotency_key,
         key_required=deps.settings.require_idempotency_key,
@@ -303,9 +328,9 @@ def get_event(id: str) -> Response[Any]:
 
 @route(REDELIVER_EVENT)
 def redeliver_event(id: str) -> Response[Any]:
-    raw = app.current_event.body
+    body = _request_body()  # optional: none at all asks for every endpoint
     try:
-        request = RedeliverRequest.model_validate_json(raw) if raw and raw.strip() else RedeliverRequest()
+        request = RedeliverRequest.model_validate(body.json()) if body is not None else RedeliverRequest()
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
     dependencies.root.get().webhooks.redeliver(_workspace(), id, request.endpointId)
@@ -318,7 +343,7 @@ def provider_webhook(provider: str) -> Response[Any]:
     if provider != "http":
         raise not_found("No such provider.")
     raw_event = app.current_event.raw_event
-    body = raw_body(raw_event)
+    signed = raw_body(raw_event)  # the bytes as they came: the signature is over them
     deps = dependencies.root.get()
     try:
         secret = deps.webhook_secret()
@@ -329,14 +354,14 @@ def provider_webhook(provider: str) -> Response[Any]:
         )
         raise unavailable("The webhook could not be verified now; nothing was applied. Retry it.") from None
     try:
-        verify_signature(header(raw_event, "x-sendonce-signature"), body, secret, time.time())
+        verify_signature(header(raw_event, "x-sendonce-signature"), signed, secret, time.time())
     except InvalidSignature as error:
         raise ApiError(401, "unauthorized", f"The webhook signature is not valid: {error}.") from None
     # A provider's webhook is not a send: its body's model loads with the first one.
     from sendonce.provider_events.webhook_body import HttpProviderEvent  # noqa: PLC0415
 
     try:
-        event = HttpProviderEvent.model_validate_json(body)
+        event = HttpProviderEvent.model_validate(_json_body())
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
     deps.events.publish(event.to_event(provider))
@@ -475,8 +500,11 @@ def _invalid_request(error: RequestValidationError) -> Response[Any]:
 
 
 def _not_found(_: NotFoundError) -> Response[Any]:
+    # The preflight answered every request no declared route takes; the resolver, matching the raw
+    # path, may still miss one that a route takes once decoded: nothing there, then, not a 405.
     allowed = allowed_methods(app.current_event.path)
-    return _api_error(method_not_allowed(allowed) if allowed else not_found())
+    method = app.current_event.http_method.upper()
+    return _api_error(method_not_allowed(allowed) if allowed and method not in allowed else not_found())
 
 
 def _unexpected(error: Exception) -> Response[Any]:
@@ -515,14 +543,18 @@ def handle(event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             raise validation_error([{"field": "event", "message": "is not an API Gateway event"}])
         checked = check_request(event, _find_workspace, check_rate)
-        # Set before every resolve (which clears it after), so no request sees another's caller.
+        # Set before every resolve (which clears it after), so no request sees another's caller or body.
         app.context[_CALLER] = checked.workspace
+        app.context[_BODY] = checked.body
         response: dict[str, Any] = app.resolve(checked.event, context)
     except ApiError as error:
         response = error.to_lambda_response()
     except Exception:
         logger.exception("api.unexpected_error", extra={"event": "api.unexpected_error"})
         response = unavailable().to_lambda_response()
-    if counted:  # every authenticated answer tells the caller where it stands
-        response["headers"] = {**(response.get("headers") or {}), **counted[0].headers()}
+    if counted:  # every answer to a good key tells the caller where it stands
+        fields = counted[0].headers()
+        if response.get("statusCode") != 429:  # over the rate, yet answered: a request that needs no key
+            fields.pop("Retry-After", None)
+        response["headers"] = {**(response.get("headers") or {}), **fields}
     return response

@@ -91,12 +91,9 @@ def run_once(*, request: dict[str, Any], run: Callable[[], StoredAnswer]) -> Sto
     return answer
 
 
-def parse_request(raw: str | None) -> tuple[dict[str, Any], list[Any]]:
-    """The parsed body and its items; a body that is not `{"messages": [1..500 items]}` is a 400."""
-    try:
-        payload = json.loads(raw or "")
-    except (ValueError, RecursionError):
-        raise validation_error([{"field": "body", "message": "the body is not valid JSON"}]) from None
+def parse_request(payload: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The body (as the preflight decoded it) and its items; a body that is not
+    `{"messages": [1..500 items]}` is a 400."""
     if not isinstance(payload, dict):
         raise validation_error([{"field": "body", "message": 'must be an object: {"messages": [...]}'}])
     unknown = sorted(set(payload) - {"messages"})
@@ -264,7 +261,7 @@ def error_result(index: int, error: ApiError) -> dict[str, Any]:
 def answer_batch(
     *,
     workspace: str,
-    raw_body: str | None,
+    body: Any,
     strict: bool,
     header_key: str | None,
     key_required: bool,
@@ -273,14 +270,16 @@ def answer_batch(
     send_batch_once: SendOnce,
 ) -> StoredAnswer:
     """The whole request: its own Idempotency-Key, the items' checks (strict: any 400 stops it
-    before anything is written), then the items. Raises ApiError for an answer that is not a 200."""
+    before anything is written), then the items. Raises ApiError for an answer that is not a 200.
+
+    `body`: the request's JSON body as the preflight decoded it; its key's payload is this value."""
     key = None
     if header_key is not None:
         try:
             key = parse_idempotency_key(header_key)
         except InvalidIdempotencyKey as error:
             raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
-    payload, raw_items = parse_request(raw_body)
+    payload, raw_items = parse_request(body)
     # A key on the whole request makes each item's retry safe: the items need none of their own.
     items = [parse_item(i, raw, workspace, key_required and key is None) for i, raw in enumerate(raw_items)]
     if strict and any(item.error is not None and item.error.status == 400 for item in items):

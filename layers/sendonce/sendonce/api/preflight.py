@@ -1,40 +1,78 @@
-"""What is checked before a request reaches its route: the caller, the size and the media type.
+"""What is checked before a request reaches its route: its route, the caller, the size and the body.
 
 These run before any body validation and before anything is written, in the contract's order:
-401 (or 503), then the workspace's request rate (429), then 413, then 415. Which requests need a
-key and which bodies are read come from the routes' declarations in `sendonce.api.routes`.
+401 (or 503), then the workspace's request rate (429), then 413, then 415, then a body the JSON
+parser cannot take (400). Which route a request is for, whether it needs a key and what it reads
+of its body come from the routes' declarations in `sendonce.api.routes`.
+
+The route is found here, as API Gateway finds it (on the URL-decoded path), whatever route the
+gateway named: a request no route takes is answered here, 404 or 405, and never reaches the
+resolver, which would match the raw path (`/v1/messages/a%2Fb` as an id). A path parameter holding
+a `/` once decoded (`a%252Fb`) is a 404 too, after the caller: no id holds one.
 
 The caller is found here, in the API function, from the `Authorization` header: no authorizer runs
 before it. A route that takes a key gets a workspace or an answer, never both: no key, a malformed
 header, an unknown or a revoked key is 401; a key store that cannot be read is 503 with
-Retry-After, because an outage is never a bad key.
+Retry-After, because an outage is never a bad key. A public route, and a request no route takes
+(404 or 405), need no key and answer the same whatever key comes along, over the rate too; but a
+good key is counted against its workspace's request rate there as well, so that the answer
+carries the `RateLimit` fields, as every answer to a good key does.
+
+The body is decoded here, once (`sendonce.api.json_body`), and rides on with the request
+(`Checked.body`): the handlers, the resolver's validation and the Idempotency-Key's payload all take
+this value and never parse the text again.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
+import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sendonce.api.errors import JSON, ApiError, unauthorized, unavailable
-from sendonce.api.routes import MAX_BODY_BYTES, Body, body_of, max_body_of, needs_key, size_text
+from sendonce.api.errors import (
+    JSON,
+    ApiError,
+    method_not_allowed,
+    not_found,
+    unauthorized,
+    unavailable,
+    validation_error,
+)
+from sendonce.api.json_body import decode_json
+from sendonce.api.routes import MAX_BODY_BYTES, Body, allowed_methods, find_route, size_text
 from sendonce.observability import logger
 
-__all__ = ["MAX_BODY_BYTES", "Checked", "FindWorkspace", "check_request", "header", "raw_body"]
-_TOO_DEEP = {"field": "body", "message": "the body is not valid JSON: it is nested too deeply"}
+__all__ = ["MAX_BODY_BYTES", "Checked", "FindWorkspace", "RequestBody", "check_request", "header", "raw_body"]
 
 # The `Authorization` header -> the workspace of its key; None: no key, or none good. It raises
 # when the key store cannot be read.
 FindWorkspace = Callable[[str | None], str | None]
 
 
+@dataclass(frozen=True, slots=True)
+class RequestBody:
+    """A request body as the preflight decoded it: its JSON value, or the 400 it gets instead (a
+    signed body's, raised by its route once the signature is checked)."""
+
+    value: Any = None
+    refusal: ApiError | None = None
+
+    def json(self) -> Any:
+        """The decoded value; raises the body's refusal."""
+        if self.refusal is not None:
+            raise self.refusal
+        return self.value
+
+
 class Checked(NamedTuple):
-    """A request that may reach its route: the event (its body decoded) and the caller."""
+    """A request that may reach its route: the event, the caller and the decoded body."""
 
     event: dict[str, Any]
-    workspace: str | None  # on a route that takes an API key, always set
+    workspace: str | None  # on a route that takes an API key, always set; elsewhere, a good key's
+    body: RequestBody | None = None  # None: the route reads no JSON, or none was sent (optional)
 
 
 def _caller(event: dict[str, Any], find_workspace: FindWorkspace) -> str:
@@ -88,33 +126,68 @@ def _is_json_media_type(content_type: str | None) -> bool:
     return True
 
 
+def _good_key_or_none(event: dict[str, Any], find_workspace: FindWorkspace) -> str | None:
+    """The workspace of a good key, on a request that needs none (a public route's, or one no route
+    takes): no key, a wrong one or a store that cannot be read changes nothing of its answer."""
+    authorization = header(event, "authorization")
+    if authorization is None:
+        return None
+    try:
+        return find_workspace(authorization)
+    except Exception:
+        logger.exception("auth.key_lookup_failed", extra={"event": "auth.key_lookup_failed"})
+        return None
+
+
+def _decoded(body: bytes) -> RequestBody:
+    """A signed body, decoded as any other; its refusal waits for the signature (a 401 comes first)."""
+    try:
+        return RequestBody(decode_json(body.decode("utf-8")))
+    except UnicodeDecodeError:
+        return RequestBody(refusal=validation_error([{"field": "body", "message": "is not UTF-8 JSON"}]))
+    except ApiError as refusal:
+        return RequestBody(refusal=refusal)
+
+
 def check_request(
     event: dict[str, Any],
     find_workspace: FindWorkspace,
     check_rate: Callable[[str], None] | None = None,
 ) -> Checked:
-    """Raise the answer for a request that must stop here; otherwise the event, body decoded, and
-    the caller's workspace.
+    """Raise the answer for a request that must stop here; otherwise the event (its JSON body as
+    text, its media type normalised), the caller's workspace and the decoded body.
 
-    `check_rate(workspace)` runs right after the API key is found good, and raises a refusal."""
+    `check_rate(workspace)` runs right after the API key is found good, and raises a refusal (which
+    stops only a request that needs a key)."""
     method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
     path = str(event.get("rawPath") or "")
-    # `$default` takes what no route matched: no key is looked up, and the answer is 404 or 405.
-    matched = event.get("routeKey") != "$default"
-    workspace = _caller(event, find_workspace) if matched and needs_key(path) else None
-    if matched and check_rate is not None and workspace is not None and needs_key(path):
-        check_rate(workspace)
-    # Only the routes that take a body read one: any other answers its own 404 or 405.
-    kind = body_of(method, path)
-    if kind is Body.NONE:
+    found = find_route(method, path)
+    workspace: str | None
+    if found is not None and not found.route.public:
+        workspace = caller = _caller(event, find_workspace)
+        if check_rate is not None:
+            check_rate(caller)
+    else:  # it needs no key: a good one is counted, never refused
+        workspace = _good_key_or_none(event, find_workspace)
+        if workspace is not None and check_rate is not None:
+            with contextlib.suppress(ApiError):
+                check_rate(workspace)
+    if found is None:
+        allowed = allowed_methods(path)
+        raise method_not_allowed(allowed) if allowed else not_found()
+    route = found.route
+    if any("/" in value for value in found.parameters.values()):
+        raise not_found("Nothing has this id: no id holds a slash.")
+    # Only the routes that take a body read one.
+    if route.body is Body.NONE:
         return Checked(event, workspace)
     body = raw_body(event)
-    limit = max_body_of(method, path)  # the route's own: 1 MiB for a batch, 256 KiB for one message
+    limit = route.max_body_bytes  # the route's own: 1 MiB for a batch, 256 KiB for one message
     if len(body) > limit:
         raise ApiError(413, "payload_too_large", f"The body is over {size_text(limit)}.")
-    if kind is Body.SIGNED:
-        return Checked(event, workspace)  # signed raw bytes: the route reads them as they came
-    if kind is Body.OPTIONAL_JSON and not body.strip():
+    if route.body is Body.SIGNED:
+        return Checked(event, workspace, _decoded(body))  # the route checks the signature on the raw bytes
+    if route.body is Body.OPTIONAL_JSON and not body.strip():
         return Checked(event, workspace)
     if not _is_json_media_type(header(event, "content-type")):
         raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
@@ -122,13 +195,8 @@ def check_request(
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(415, "unsupported_media_type", "The JSON body must be encoded as UTF-8.") from None
-    try:
-        json.loads(text)
-    except RecursionError:  # the router's own parse would fail the same way, as an unexpected error
-        raise ApiError(400, "validation_error", "The request is not valid.", details=[_TOO_DEEP]) from None
-    except ValueError:
-        pass  # the router answers it with the field details of a JSON error
+    value = decode_json(text)
     # The router's own body check compares the media type case-sensitively: hand it the checked one.
     headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
     checked = {**event, "headers": {**headers, "content-type": JSON}, "body": text, "isBase64Encoded": False}
-    return Checked(checked, workspace)
+    return Checked(checked, workspace, RequestBody(value))

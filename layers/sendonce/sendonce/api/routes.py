@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
@@ -103,7 +104,14 @@ class Route:
         return _PARAMETER.sub(r"<\1>", self.path)
 
     def matches(self, path: str) -> bool:
+        """Whether the route takes this path, URL-decoded (as API Gateway matches it)."""
         return _pattern(self.path).match(path) is not None
+
+    def parameters(self, path: str) -> dict[str, str]:
+        """The path parameters of a path the route takes (URL-decoded), each decoded once more, as
+        API Gateway passes them on."""
+        found = _pattern(self.path).match(path)
+        return {name: unquote(value) for name, value in found.groupdict().items()} if found else {}
 
     @property
     def error_statuses(self) -> tuple[int, ...]:
@@ -137,10 +145,11 @@ def size_text(limit: int) -> str:
 
 @cache
 def _pattern(path: str) -> re.Pattern[str]:
-    """Any path the route's path stands for, with or without a trailing slash."""
+    """Any path the route's path stands for, exactly (a trailing slash makes another path, as at
+    API Gateway and in the resolver); a parameter is one segment of one or more characters."""
     parts = _PARAMETER.split(path)  # literal, name, literal, name, ..., literal
-    regex = "".join(re.escape(part) if i % 2 == 0 else "[^/]+" for i, part in enumerate(parts))
-    return re.compile(f"^{regex.rstrip('/')}/?$")
+    regex = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts))
+    return re.compile(f"^{regex}$")
 
 
 def _json(description: str, model: Any = None) -> dict[str, Any]:
@@ -456,30 +465,36 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
-def allowed_methods(path: str) -> list[str]:
+def decoded_path(raw_path: str) -> str:
+    """The path a route is matched on: the raw path URL-decoded once, as API Gateway matches it."""
+    return unquote(raw_path)
+
+
+@dataclass(frozen=True)
+class Found:
+    """The route of a request, and its path parameters as API Gateway passes them (decoded)."""
+
+    route: Route
+    parameters: dict[str, str]
+
+
+# API Gateway prefers the route with fewer parameters: `/v1/messages/batch` over `/v1/messages/{id}`.
+_MOST_SPECIFIC_FIRST = tuple(sorted(ROUTES, key=lambda route: len(_PARAMETER.findall(route.path))))
+
+
+def find_route(method: str, raw_path: str) -> Found | None:
+    """The declared route a request is for; None: no route takes its method on its path (404 or 405)."""
+    path = decoded_path(raw_path)
+    for route in _MOST_SPECIFIC_FIRST:
+        if route.method == method and route.matches(path):
+            return Found(route, route.parameters(path))
+    return None
+
+
+def allowed_methods(raw_path: str) -> list[str]:
     """The methods declared on a path: a request with another one is a 405; none at all, a 404."""
+    path = decoded_path(raw_path)
     return sorted({route.method for route in ROUTES if route.matches(path)})
-
-
-def needs_key(path: str) -> bool:
-    """Whether the path is a route's that takes an API key, whatever the method: it fails closed."""
-    return any(not route.public and route.matches(path) for route in ROUTES)
-
-
-def body_of(method: str, path: str) -> Body:
-    """What the route a request is for reads of its body; a request no route takes reads none."""
-    for route in ROUTES:
-        if route.method == method and route.matches(path):
-            return route.body
-    return Body.NONE
-
-
-def max_body_of(method: str, path: str) -> int:
-    """The largest body the route a request is for takes."""
-    for route in ROUTES:
-        if route.method == method and route.matches(path):
-            return route.max_body_bytes
-    return MAX_BODY_BYTES
 
 
 def register(app: APIGatewayHttpResolver, route: Route) -> Callable[[Handler], Handler]:
