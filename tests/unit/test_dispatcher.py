@@ -1,16 +1,20 @@
-"""The Dispatcher against in-memory ports: claim before send, what each provider answer leads to, and
-the batch that never starts a call its invocation could not finish."""
+"""The Dispatcher against in-memory ports: claim before send, what each provider answer leads to, a
+record that comes before its message's sendAt (handed back, or dropped), and the batch that never
+starts a call its invocation could not finish."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sendonce import channels
 from sendonce.dedup.identity import dedup_identity
+from sendonce.delivery import retry_policy
 from sendonce.delivery.dependencies import DispatcherDependencies
 from sendonce.delivery.dispatcher import EARLY_RECEIVES, DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.ports import ClaimedMessage, ProviderThrottled
@@ -22,6 +26,7 @@ from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
 from sendonce.settings import DispatcherSettings
 
+from sendonce_local.template import load_template
 from tests.unit.unit_fakes import T0, InMemoryStore, ManualClock
 
 
@@ -542,3 +547,27 @@ def test_given_too_little_time_for_even_one_call_then_the_whole_batch_goes_back(
     assert len(result["batchItemFailures"]) == 2
     assert provider.calls == []
     assert sum(store.messages[message.id].attempts for message in messages) == 0
+
+
+# ---------------------------------------------------------------------------- the dead-letter queue's margin
+@pytest.mark.parametrize("spec", channels.all_specs(), ids=lambda spec: spec.name)
+def test_the_most_receives_a_record_takes_in_normal_use_stay_under_its_queues_max_receive_count(
+    monkeypatch: pytest.MonkeyPatch, spec: channels.ChannelSpec
+) -> None:
+    """A record early for its sendAt (handed back at most EARLY_RECEIVES - 1 times), then claimed
+    and throttled for the whole hour with every backoff at its shortest, then the other transient
+    failures' retries: still under the queue's maxReceiveCount, so edits never walk it to the DLQ."""
+    template = load_template(Path(__file__).resolve().parents[2] / "template.yaml")
+    queue = template.resources[f"{spec.resource_name}Queue"]["Properties"]
+    max_receive_count = int(queue["RedrivePolicy"]["maxReceiveCount"])
+    policy = RetryPolicy(max_attempts=int(template.parameters["MaxDeliveryAttempts"]["Default"]))
+    monkeypatch.setattr(retry_policy.random, "uniform", lambda low, high: low)  # the shortest backoffs
+    throttled, elapsed = 1, 0.0
+    while policy.may_retry_throttled(T0, T0 + timedelta(seconds=elapsed)):
+        elapsed += policy.throttle_delay_seconds(throttled)
+        throttled += 1
+
+    receives = (EARLY_RECEIVES - 1) + throttled + (policy.max_attempts - 1)
+
+    assert throttled == 32
+    assert receives < max_receive_count
