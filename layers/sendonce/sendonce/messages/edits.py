@@ -11,8 +11,9 @@ content of the last edit before it, never a mix.
 
 An edit that keeps `sendAt` leaves the message's hand-off as it is: whatever record or outbox entry
 covered it still does. A new `sendAt` moves the outbox due time (`handoff_due_at`) and, within SQS's
-reach, the service hands the message over again; a record that arrives before the new `sendAt` is
-handed back by the dispatcher, one that arrives after an earlier send finds nothing to do.
+reach, the service hands the message over again (the outbox at once, should SQS refuse). A record
+that arrives before the new `sendAt` is handed back by the dispatcher; one left from before an
+earlier `sendAt` finds the message sent, and nothing to do.
 
 The dedup lock follows the content: when the identity changes, the old lock is released and the new
 one taken in the same write, and a new identity another message holds refuses the edit. The key
