@@ -34,7 +34,6 @@ from tests.store.conftest import (
     created,
     draft,
     only,
-    outbox_due,
     race,
 )
 
@@ -221,19 +220,6 @@ def test_given_a_claimed_message_then_it_cannot_be_canceled(engine: Engine, stor
         stores.sending.cancel("ws_a", message.id, NOW)
 
     assert refused.value.status == Status.SENDING.value
-
-
-def test_given_a_failed_hand_off_then_accepted_and_due_in_the_outbox_at_once(
-    engine: Engine, stores: Stores
-) -> None:
-    message = created(stores)
-    later = NOW + timedelta(seconds=1)
-
-    stores.sending.mark_handoff_failed(message, later)
-
-    assert (stores.sending.get("ws_a", message.id) or message).status is Status.ACCEPTED
-    due = outbox_due(stores, later, 10)
-    assert [(entry.id, entry.status, entry.due_at) for entry in due] == [(message.id, Status.ACCEPTED, later)]
 
 
 # ---------------------------------------------------------------------------- GSI paging

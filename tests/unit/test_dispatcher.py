@@ -1,18 +1,22 @@
-"""The Dispatcher against in-memory ports: claim before send, what each provider answer leads to, and
-the batch that never starts a call its invocation could not finish."""
+"""The Dispatcher against in-memory ports: claim before send, what each provider answer leads to, a
+record that comes before its message's sendAt (handed back, or dropped), and the batch that never
+starts a call its invocation could not finish."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sendonce import channels
 from sendonce.dedup.identity import dedup_identity
+from sendonce.delivery import retry_policy
 from sendonce.delivery.dependencies import DispatcherDependencies
-from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
+from sendonce.delivery.dispatcher import EARLY_RECEIVES, DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.ports import ClaimedMessage, ProviderThrottled
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.delivery.sqs_batch import handle_batch
@@ -22,6 +26,7 @@ from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
 from sendonce.settings import DispatcherSettings
 
+from sendonce_local.template import load_template
 from tests.unit.unit_fakes import T0, InMemoryStore, ManualClock
 
 
@@ -42,12 +47,11 @@ class ScriptedProvider:
 
 
 def _queued(store: InMemoryStore, clock: ManualClock, **changes: object) -> Message:
-    fields: dict[str, object] = {"to": "+15550100000", "body": "hello", **changes}
+    fields: dict[str, object] = {"to": "+15550100000", "body": "hello", "status": Status.QUEUED, **changes}
     message = Message(
         id=new_message_id(),
         workspace_id="ws_a",
         channel=Channel("sms"),
-        status=Status.QUEUED,
         created_at=clock.now,
         updated_at=clock.now,
         **fields,  # type: ignore[arg-type]
@@ -248,6 +252,77 @@ def test_given_a_scheduled_message_not_yet_due_then_retry_later_until_send_at(
     assert provider.calls == []
 
 
+def test_given_a_record_whose_message_is_not_due_for_more_than_15_minutes_then_dropped(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    # Its sendAt was edited later, beyond SQS's reach: the outbox hands it over 15 minutes ahead.
+    message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(minutes=40))
+    provider = ScriptedProvider()
+
+    outcome = _dispatcher(store, provider, clock).deliver(_request(message))
+
+    assert outcome is Outcome.SKIPPED  # no RetryLater: the record is deleted, not postponed
+    assert provider.calls == []
+    assert store.messages[message.id].status is Status.SCHEDULED
+    assert store.messages[message.id].attempts == 0
+
+
+def test_given_a_record_whose_message_is_due_within_15_minutes_then_postponed_to_its_send_at(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(minutes=15))
+    provider = ScriptedProvider()
+
+    with pytest.raises(RetryLater) as retry:
+        _dispatcher(store, provider, clock).deliver(_request(message))
+
+    assert retry.value.seconds == 901
+    assert provider.calls == []
+    assert store.messages[message.id].attempts == 0
+
+
+@pytest.mark.parametrize(
+    ("receive_count", "postponed"),
+    [(1, True), (EARLY_RECEIVES - 1, True), (EARLY_RECEIVES, False), (40, False)],
+)
+def test_given_a_record_that_keeps_arriving_early_then_dropped_before_it_nears_the_dead_letter_queue(
+    store: InMemoryStore, clock: ManualClock, receive_count: int, postponed: bool
+) -> None:
+    message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(minutes=3))
+    request = DeliveryRequest(message.workspace_id, message.id, receive_count=receive_count)
+    dispatcher = _dispatcher(store, ScriptedProvider(), clock)
+
+    if postponed:
+        with pytest.raises(RetryLater):
+            dispatcher.deliver(request)
+    else:
+        assert dispatcher.deliver(request) is Outcome.SKIPPED
+    assert store.messages[message.id].status is Status.SCHEDULED
+
+
+def test_given_a_record_postponed_for_an_edited_send_at_then_delivered_once_with_the_content_at_its_claim(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(seconds=30))
+    provider = ScriptedProvider()
+    dispatcher = _dispatcher(store, provider, clock)
+    clock.advance(30)
+    # Edited just before: 60 s later, and a new body. The record that came at the old sendAt waits.
+    store.messages[message.id] = replace(
+        store.messages[message.id], body="edited", send_at=clock.now + timedelta(seconds=60)
+    )
+    with pytest.raises(RetryLater) as retry:
+        dispatcher.deliver(_request(message))
+    clock.advance(retry.value.seconds)
+
+    assert (
+        dispatcher.deliver(DeliveryRequest(message.workspace_id, message.id, receive_count=2)) is Outcome.SENT
+    )
+    assert dispatcher.deliver(_request(message)) is Outcome.SKIPPED  # the edit's own record: nothing to do
+    assert provider.calls == [message.id]
+    assert store.messages[message.id].body == "edited"
+
+
 @given(attempts=st.integers(min_value=1, max_value=40))
 def test_property_retry_delays_stay_within_one_second_and_the_cap(attempts: int) -> None:
     policy = RetryPolicy(max_attempts=5, base_seconds=2.0, cap_seconds=300.0)
@@ -432,6 +507,30 @@ def test_given_time_running_out_mid_batch_then_the_rest_goes_back_untouched(
     assert dependencies.redelivery.postponed == []  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(("receive_count", "postponed"), [("1", True), (str(EARLY_RECEIVES), False)])
+def test_a_record_early_for_its_message_is_postponed_on_its_first_receives_and_dropped_after(
+    store: InMemoryStore, clock: ManualClock, receive_count: str, postponed: bool
+) -> None:
+    settings = DispatcherSettings.from_environment({"MESSAGES_TABLE": "MessagesTable"})
+    message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(seconds=90))
+    dependencies = DispatcherDependencies(
+        settings, _dispatcher(store, ScriptedProvider(), clock), NoRedelivery()
+    )
+    event = _sqs_event([message])
+    event["Records"][0]["attributes"]["ApproximateReceiveCount"] = receive_count  # type: ignore[index]
+    context = ClockedContext(clock, deadline=clock.now + timedelta(seconds=60))
+
+    result = handle_batch(dependencies, event, context)  # type: ignore[arg-type]
+
+    if postponed:  # back on its queue until its sendAt
+        assert result == {"batchItemFailures": [{"itemIdentifier": "record-0"}]}
+        assert dependencies.redelivery.postponed == [("handle-0", 91)]  # type: ignore[attr-defined]
+    else:  # deleted: a fresher record or the outbox covers the message
+        assert result == {"batchItemFailures": []}
+        assert dependencies.redelivery.postponed == []  # type: ignore[attr-defined]
+    assert store.messages[message.id].status is Status.SCHEDULED
+
+
 def test_given_too_little_time_for_even_one_call_then_the_whole_batch_goes_back(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
@@ -448,3 +547,27 @@ def test_given_too_little_time_for_even_one_call_then_the_whole_batch_goes_back(
     assert len(result["batchItemFailures"]) == 2
     assert provider.calls == []
     assert sum(store.messages[message.id].attempts for message in messages) == 0
+
+
+# ---------------------------------------------------------------------------- the dead-letter queue's margin
+@pytest.mark.parametrize("spec", channels.all_specs(), ids=lambda spec: spec.name)
+def test_the_most_receives_a_record_takes_in_normal_use_stay_under_its_queues_max_receive_count(
+    monkeypatch: pytest.MonkeyPatch, spec: channels.ChannelSpec
+) -> None:
+    """A record early for its sendAt (handed back at most EARLY_RECEIVES - 1 times), then claimed
+    and throttled for the whole hour with every backoff at its shortest, then the other transient
+    failures' retries: still under the queue's maxReceiveCount, so edits never walk it to the DLQ."""
+    template = load_template(Path(__file__).resolve().parents[2] / "template.yaml")
+    queue = template.resources[f"{spec.resource_name}Queue"]["Properties"]
+    max_receive_count = int(queue["RedrivePolicy"]["maxReceiveCount"])
+    policy = RetryPolicy(max_attempts=int(template.parameters["MaxDeliveryAttempts"]["Default"]))
+    monkeypatch.setattr(retry_policy.random, "uniform", lambda low, high: low)  # the shortest backoffs
+    throttled, elapsed = 1, 0.0
+    while policy.may_retry_throttled(T0, T0 + timedelta(seconds=elapsed)):
+        elapsed += policy.throttle_delay_seconds(throttled)
+        throttled += 1
+
+    receives = (EARLY_RECEIVES - 1) + throttled + (policy.max_attempts - 1)
+
+    assert throttled == 32
+    assert receives < max_receive_count

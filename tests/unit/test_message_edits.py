@@ -18,10 +18,10 @@ from sendonce.channels import normalise_recipient
 from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DuplicateContent, InvalidEdit, MessageNotEditable, MessageNotFound
 from sendonce.idempotency.keys import payload_fingerprint, tie_identity
-from sendonce.messages.edits import MessageChanges, edited_payload
-from sendonce.messages.handoff import MAX_QUEUE_DELAY, handoff_due_at
+from sendonce.messages.edits import MessageChanges, edited_payload, plan_edit
+from sendonce.messages.handoff import HANDOFF_GRACE, MAX_QUEUE_DELAY, handoff_due_at
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.messages.ports import EditRaced, MessageEdit
+from sendonce.messages.ports import Edited, EditRaced, MessageEdit
 from sendonce.messages.service import MessageService, SendCommand
 
 from tests.unit.unit_fakes import (
@@ -31,6 +31,7 @@ from tests.unit.unit_fakes import (
     InMemoryStore,
     ManualClock,
     fake_api_dependencies,
+    hand_off,
     key_of,
 )
 
@@ -102,14 +103,18 @@ def test_given_a_send_at_edited_within_sqs_reach_then_it_is_handed_over_at_once(
 ) -> None:
     service = _service(store, queue, clock)
     original = _send(service, clock)
+    send_at = clock.now + timedelta(seconds=90)
 
-    edited = service.edit(WS, original.id, MessageChanges(send_at=clock.now + timedelta(seconds=90)))
+    edited = service.edit(WS, original.id, MessageChanges(send_at=send_at))
 
     assert queue.enqueued == [(original.id, 90)]
     assert edited.status is Status.SCHEDULED
-    # Handed over: a second edit is too late.
-    with pytest.raises(MessageNotEditable):
-        service.edit(WS, original.id, MessageChanges(body="again"))
+    assert store.outbox_due[original.id] == send_at + HANDOFF_GRACE
+    # Handed over, and still editable until the claim: the record names the message, not its content.
+    again = service.edit(WS, original.id, MessageChanges(body="again"))
+    assert again.body == "again"
+    assert queue.enqueued == [(original.id, 90)]  # the record already queued still covers it
+    assert store.outbox_due[original.id] == send_at + HANDOFF_GRACE
 
 
 def test_given_metadata_edited_then_it_replaces_the_old_metadata(
@@ -190,27 +195,170 @@ def test_given_a_canceled_message_then_not_editable(
         service.edit(WS, original.id, MessageChanges(body="too late"))
 
 
-def test_given_the_outbox_handed_it_over_then_not_editable(
-    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+def _handed_over(store: InMemoryStore, message: Message) -> datetime:
+    """The message as the outbox leaves it once it handed it over: due again after sendAt's grace."""
+    assert message.send_at is not None
+    store.outbox_due[message.id] = message.send_at + HANDOFF_GRACE
+    return store.outbox_due[message.id]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        MessageChanges(body="edited"),
+        MessageChanges(metadata={"k": "v"}),
+        MessageChanges(body="edited", metadata={"k": "v"}),
+    ],
+)
+def test_given_a_scheduled_message_already_handed_over_then_a_content_edit_applies_and_enqueues_nothing(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock, changes: MessageChanges
 ) -> None:
     service = _service(store, queue, clock)
     original = _send(service, clock)
-    store.handed_over.add(original.id)
+    due = _handed_over(store, original)
 
-    with pytest.raises(MessageNotEditable) as caught:
-        service.edit(WS, original.id, MessageChanges(body="too late"))
+    edited = service.edit(WS, original.id, changes)
 
-    assert caught.value.status == "scheduled"
+    assert store.messages[original.id] == edited
+    assert edited.body == (changes.body or original.body)
+    assert edited.metadata == (changes.metadata or {})
+    assert edited.status is Status.SCHEDULED
+    assert queue.enqueued == []  # the record the outbox queued names the message: it still covers it
+    assert store.outbox_due[original.id] == due  # and the outbox's due time stays as it was
 
 
-def test_given_a_message_sent_within_sqs_reach_then_its_hand_off_started_and_it_is_not_editable(
+def test_given_a_message_sent_within_sqs_reach_then_it_stays_editable_until_its_claim(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock
 ) -> None:
     service = _service(store, queue, clock)
     original = _send(service, clock, send_at=clock.now + timedelta(minutes=10))
+    hand_off(store, queue, clock)  # the stream hands it over at once, held back 10 minutes
+    assert queue.enqueued == [(original.id, 600)]
+    due = store.outbox_due[original.id]
 
-    with pytest.raises(MessageNotEditable):
+    edited = service.edit(WS, original.id, MessageChanges(body="still in time"))
+
+    assert edited.body == "still in time"
+    assert queue.enqueued == [(original.id, 600)]
+    assert store.outbox_due[original.id] == due
+
+
+def test_given_a_handed_over_message_when_its_send_at_moves_earlier_then_it_is_handed_over_again(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    original = _send(service, clock, send_at=clock.now + timedelta(minutes=10))
+    hand_off(store, queue, clock)
+    earlier = clock.now + timedelta(minutes=2)
+
+    service.edit(WS, original.id, MessageChanges(send_at=earlier))
+
+    # A fresh record with the new delay; the old one (600 s) finds the message sent and skips.
+    assert queue.enqueued == [(original.id, 600), (original.id, 120)]
+    assert store.outbox_due[original.id] == earlier + HANDOFF_GRACE
+
+
+def test_given_a_handed_over_message_when_its_send_at_moves_later_within_sqs_reach_then_a_fresh_record(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    original = _send(service, clock, send_at=clock.now + timedelta(minutes=2))
+    hand_off(store, queue, clock)
+    later = clock.now + timedelta(minutes=12)
+
+    service.edit(WS, original.id, MessageChanges(send_at=later))
+
+    assert queue.enqueued == [(original.id, 120), (original.id, 720)]
+    assert store.outbox_due[original.id] == later + HANDOFF_GRACE
+
+
+def test_given_a_handed_over_message_when_its_send_at_moves_beyond_sqs_reach_then_the_outbox_owns_it(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    original = _send(service, clock, send_at=clock.now + timedelta(minutes=10))
+    hand_off(store, queue, clock)
+    later = clock.now + 2 * HOUR
+
+    service.edit(WS, original.id, MessageChanges(send_at=later))
+
+    assert queue.enqueued == [(original.id, 600)]  # nothing more: SQS cannot hold it back that long
+    assert store.outbox_due[original.id] == later - MAX_QUEUE_DELAY
+
+
+def test_given_the_same_send_at_again_then_nothing_is_handed_over_and_the_due_time_stays(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    original = _send(service, clock, send_at=clock.now + timedelta(minutes=10))
+    assert original.send_at is not None
+    due = _handed_over(store, original)
+
+    service.edit(WS, original.id, MessageChanges(body="same time", send_at=original.send_at))
+
+    assert queue.enqueued == []
+    assert store.outbox_due[original.id] == due
+
+
+def test_given_the_queue_refuses_a_new_send_at_s_hand_off_then_the_outbox_owes_it_at_once(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    queue = FakeQueue(fail=True)
+    service = _service(store, queue, clock)
+    original = _send(service, clock)
+    clock.advance(5)
+
+    edited = service.edit(WS, original.id, MessageChanges(send_at=clock.now + timedelta(minutes=5)))
+
+    assert edited.status is Status.SCHEDULED  # the edit is written: the hand-off is the outbox's now
+    assert store.outbox_due[original.id] == clock.now  # not 5 minutes and the grace later
+
+
+def test_given_another_send_at_edit_came_between_then_a_refused_hand_off_leaves_its_due_time(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    service = _service(store, FakeQueue(), clock)
+    original = _send(service, clock)
+    plan = plan_edit(
+        original, MessageChanges(send_at=clock.now + timedelta(minutes=5)), clock.now, dedup_window=HOUR
+    )
+    assert isinstance(store.edit(plan, clock.now), Edited)
+    newer = service.edit(WS, original.id, MessageChanges(send_at=clock.now + timedelta(minutes=7)))
+    assert newer.send_at is not None
+
+    assert store.owe_handoff(plan, clock.now) is False  # the newer edit owes its own hand-off
+    assert store.outbox_due[original.id] == newer.send_at + HANDOFF_GRACE
+
+
+def test_plan_of_a_handed_over_message_keeps_its_due_time_unless_send_at_moves(clock: ManualClock) -> None:
+    store, queue = InMemoryStore(), FakeQueue()
+    original = _send(_service(store, queue, clock), clock, send_at=clock.now + timedelta(minutes=10))
+    new_send_at = clock.now + timedelta(minutes=30)
+
+    body_only = plan_edit(original, MessageChanges(body="x"), clock.now, dedup_window=HOUR)
+    moved = plan_edit(original, MessageChanges(send_at=new_send_at), clock.now, dedup_window=HOUR)
+
+    assert body_only.handoff_due_at is None
+    assert body_only.edited.body == "x"
+    assert moved.handoff_due_at == handoff_due_at(clock.now, new_send_at) == new_send_at - MAX_QUEUE_DELAY
+
+
+def test_given_the_claim_came_first_then_409_and_the_provider_gets_the_content_as_claimed(
+    store: InMemoryStore, queue: FakeQueue, clock: ManualClock
+) -> None:
+    service = _service(store, queue, clock)
+    original = _send(service, clock, send_at=clock.now + timedelta(seconds=30))
+    service.edit(WS, original.id, MessageChanges(body="last in time"))
+    clock.advance(30)
+    claimed = store.claim(WS, original.id, clock.now, 60)
+    assert isinstance(claimed, Message)
+
+    with pytest.raises(MessageNotEditable) as caught:
         service.edit(WS, original.id, MessageChanges(body="too late"))
+
+    assert caught.value.status == "sending"
+    assert "handed" not in str(caught.value)
+    assert claimed.body == store.messages[original.id].body == "last in time"
 
 
 def test_given_an_unknown_or_another_workspace_s_message_then_not_found(

@@ -49,3 +49,20 @@ def test_an_event_without_records_is_an_empty_batch(event: Any) -> None:
         raise AssertionError("no record to handle")
 
     assert process_batch(event, handle) == {"batchItemFailures": []}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "count"),
+    [
+        ({"ApproximateReceiveCount": "3"}, 3),
+        ({"ApproximateReceiveCount": "1"}, 1),
+        ({}, 1),
+        (None, 1),
+        ({"ApproximateReceiveCount": "three"}, 1),
+        ({"ApproximateReceiveCount": 3}, 1),  # SQS sends strings; anything else is not trusted
+    ],
+)
+def test_a_record_knows_how_often_it_was_received(attributes: Any, count: int) -> None:
+    raw = {"messageId": "m0", "receiptHandle": "rh0", "body": "{}", "attributes": attributes}
+
+    assert SqsRecord.of(raw).receive_count == count

@@ -17,7 +17,6 @@ from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.delivery.stream_handoff import hand_off_batch
 from sendonce.errors import DependencyUnavailable, MessageNotCancelable, MessageNotFound, QueueUnavailable
 from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, Window
-from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
     ContentHeld,
@@ -87,16 +86,14 @@ class InMemoryStore:
     messages: dict[str, Message] = field(default_factory=dict)
     locks: dict[str, _Lock] = field(default_factory=dict)
     ties: dict[str, tuple[str, str]] = field(default_factory=dict)  # tie id -> (message id, fingerprint)
-    handoff_failed: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     finished: list[tuple[str, Status]] = field(default_factory=list)
     first_attempts: dict[str, datetime] = field(default_factory=dict)
     throttled: dict[str, int] = field(default_factory=dict)
     refuse_claims: bool = False
-    # Outbox due times an edit set (a new message's is the one create computes), and the messages
-    # a test says the outbox handed over: the edit rules read both.
+    # Outbox due times, by message: the one create computes, then an edit's new one, or now when
+    # an edit's hand-off is owed at once (`owe_handoff`).
     outbox_due: dict[str, datetime] = field(default_factory=dict)
-    handed_over: set[str] = field(default_factory=set)
     # Bulk creates: how many calls, the originals each caught duplicate was counted on, and a fault.
     bulk_calls: int = 0
     duplicates_counted: list[str] = field(default_factory=list)
@@ -133,6 +130,7 @@ class InMemoryStore:
         if not self._take_quota(quota):
             return QuotaSpent()
         self.messages[message.id] = message
+        self.outbox_due[message.id] = handoff_due_at
         self._created(message, handoff_due_at)
         self.locks[claim.lock_id] = _Lock(message.id, now, claim.expires_at)
         if tie is not None:
@@ -144,9 +142,8 @@ class InMemoryStore:
         current = self.get(seen.workspace_id, seen.id)
         if current is None:
             raise MessageNotFound(seen.id)
-        due = self.outbox_due.get(seen.id) or handoff_due_at(current.created_at, current.send_at)
-        handed_over = seen.id in self.handed_over or current.send_at is None or due >= current.send_at
-        if current.status is not Status.SCHEDULED or handed_over:
+        # The adapter's condition: still scheduled (handed over or not) and as read.
+        if current.status is not Status.SCHEDULED:
             return NotEditable(current.status)
         if current != seen:
             return EditRaced()
@@ -161,8 +158,22 @@ class InMemoryStore:
         if edit.tie is not None and self.ties.get(edit.tie.tie_id, ("",))[0] == seen.id:
             self.ties[edit.tie.tie_id] = (seen.id, edit.tie.payload_fingerprint)
         self.messages[seen.id] = edit.edited
-        self.outbox_due[seen.id] = edit.handoff_due_at
+        if edit.handoff_due_at is not None:  # a new sendAt; otherwise the due time stays
+            self.outbox_due[seen.id] = edit.handoff_due_at
         return Edited(edit.edited)
+
+    def owe_handoff(self, edit: MessageEdit, now: datetime) -> bool:
+        current = self.messages.get(edit.edited.id)
+        if (
+            current is None
+            or current.status is not Status.SCHEDULED
+            or current.send_at != edit.edited.send_at
+            or edit.handoff_due_at is None
+            or self.outbox_due.get(current.id) != edit.handoff_due_at
+        ):
+            return False
+        self.outbox_due[current.id] = now
+        return True
 
     def get(self, workspace_id: str, message_id: str) -> Message | None:
         message = self.messages.get(message_id)
@@ -179,10 +190,6 @@ class InMemoryStore:
         if cursor is not None:
             found = [m for m in found if m.id < cursor]  # listing resumes after the last id seen
         return Page(found[:limit], found[limit - 1].id if len(found) > limit else None)
-
-    def mark_handoff_failed(self, message: Message, now: datetime) -> None:
-        self.handoff_failed.append(message.id)
-        self.messages[message.id] = self.messages[message.id].with_status(Status.ACCEPTED, now)
 
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
         message = self.get(workspace_id, message_id)

@@ -18,13 +18,12 @@ class MessageNotCancelable(SendonceError):
 
 
 class MessageNotEditable(SendonceError):
-    """Only a scheduled message whose hand-off to its queue has not started can be edited."""
+    """Only a scheduled message can be edited, until its delivery is claimed."""
 
     def __init__(self, status: str) -> None:
         super().__init__(
-            f"a message that is {status} can no longer be edited"
-            if status != "scheduled"
-            else "this message is already handed to its queue for delivery and can no longer be edited"
+            f"this message is {status} and can no longer be edited: a message can be edited only "
+            "while it is scheduled, until its delivery starts"
         )
         self.status = status
 

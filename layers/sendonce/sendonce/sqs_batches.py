@@ -39,13 +39,17 @@ class SqsRecord:
     message_id: str
     body: str
     receipt_handle: str
+    receive_count: int = 1  # SQS's ApproximateReceiveCount: this receive included
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> SqsRecord:
+        attributes = record.get("attributes")
+        count = attributes.get("ApproximateReceiveCount") if isinstance(attributes, dict) else None
         return cls(
             message_id=record["messageId"],
             body=record.get("body") or "",
             receipt_handle=record.get("receiptHandle") or "",
+            receive_count=int(count) if isinstance(count, str) and count.isdecimal() else 1,
         )
 
 

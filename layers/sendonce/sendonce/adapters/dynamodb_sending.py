@@ -1,4 +1,4 @@
-"""The sending context's store on DynamoDB: create, read, list and cancel messages.
+"""The sending context's store on DynamoDB: create, read, list, edit and cancel messages.
 
 A new message, its dedup lock and its Idempotency-Key tie are written in one transaction, so a
 duplicate always finds the original, and a crash never leaves a lock without its message. A
@@ -415,9 +415,10 @@ class DynamoDbSendingStore:
         return self._count_duplicate(workspace_id, message_id)
 
     def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
-        """One transaction: the message, if still as read and not handed over; its old lock released
-        and its new one taken; its key tie re-fingerprinted. An old lock or a tie that is no longer
-        this message's (expired, taken since) is left alone: the transaction is written without it."""
+        """One transaction: the message, if still as read and scheduled (handed to its queue or
+        not: only a claim fixes what is sent); its old lock released and its new one taken; its key
+        tie re-fingerprinted. An old lock or a tie that is no longer this message's (expired, taken
+        since) is left alone: the transaction is written without it."""
         seen = edit.seen
         parts = {
             "release": edit.claim is not None and seen.dedup_lock_id is not None,
@@ -477,24 +478,27 @@ class DynamoDbSendingStore:
 
     def _edited_message_item(self, edit: MessageEdit) -> dict[str, Any]:
         edited = edit.edited
-        names = {"#status": "status", "#body": "body", "#metadata": "metadata", "#sendAt": "sendAt"}
+        names = {"#status": "status", "#body": "body", "#metadata": "metadata"}
         values: dict[str, Any] = {
             ":body": {"S": edited.body},
             ":metadata": {"M": {key: {"S": value} for key, value in edited.metadata.items()}},
             ":updated": {"S": rfc3339(edited.updated_at)},
-            ":due": {"S": rfc3339(edit.handoff_due_at)},
             ":ws": {"S": edited.workspace_id},
             ":scheduled": {"S": Status.SCHEDULED.value},
             ":seen_updated": {"S": rfc3339(edit.seen.updated_at)},
         }
-        sets = ["#body = :body", "#metadata = :metadata", "updatedAt = :updated", "outboxDueAt = :due"]
+        sets = ["#body = :body", "#metadata = :metadata", "updatedAt = :updated"]
         if edited.subject is not None:
             names["#subject"] = "subject"
             values[":subject"] = {"S": edited.subject}
             sets.append("#subject = :subject")
-        if edited.send_at is not None:
+        if edit.handoff_due_at is not None and edited.send_at is not None:
+            # A new sendAt: the outbox owes its hand-off anew. Otherwise the due time stays as it
+            # is, and so does whatever record or outbox entry covers the message.
+            names["#sendAt"] = "sendAt"
             values[":send_at"] = {"S": rfc3339(edited.send_at)}
-            sets.append("#sendAt = :send_at")
+            values[":due"] = {"S": rfc3339(edit.handoff_due_at)}
+            sets += ["#sendAt = :send_at", "outboxDueAt = :due"]
         if edited.dedup_lock_id is not None:
             values[":lock"] = {"S": edited.dedup_lock_id}
             sets.append("dedupLockId = :lock")
@@ -506,11 +510,10 @@ class DynamoDbSendingStore:
             "Update": {
                 "Key": message_key(edited.id),
                 "UpdateExpression": "SET " + ", ".join(sets),
-                # As read (every edit moves updatedAt on), still scheduled, and not handed over yet:
-                # a hand-off moves the outbox due time past sendAt, a cancel or a claim the status.
+                # As read (every edit moves updatedAt on) and still scheduled: a claim or a cancel
+                # moves the status, and whichever of the claim and the edit is written first wins.
                 "ConditionExpression": (
-                    "workspaceId = :ws AND #status = :scheduled AND updatedAt = :seen_updated "
-                    "AND outboxDueAt < #sendAt"
+                    "workspaceId = :ws AND #status = :scheduled AND updatedAt = :seen_updated"
                 ),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -541,29 +544,33 @@ class DynamoDbSendingStore:
         if item is None or item["workspaceId"]["S"] != seen.workspace_id:
             raise MessageNotFound(seen.id)
         status = Status(item["status"]["S"])
-        due, send_at = item.get("outboxDueAt", {}).get("S"), item.get("sendAt", {}).get("S")
-        handed_over = due is None or send_at is None or due >= send_at
-        if status is not Status.SCHEDULED or handed_over:
-            return NotEditable(status)
-        return EditRaced()  # another edit came first
+        if status is not Status.SCHEDULED:
+            return NotEditable(status)  # claimed, canceled: too late
+        return EditRaced()  # another edit (or an outbox move) came first
 
-    def mark_handoff_failed(self, message: Message, now: datetime) -> None:
-        """Queued -> accepted, and due in the outbox at once: the hand-off is still owed."""
-        self._table.write(
+    def owe_handoff(self, edit: MessageEdit, now: datetime) -> bool:
+        """Due in the outbox at once, while still scheduled with the sendAt and due time the edit
+        wrote: a later edit that moved sendAt owes its own hand-off, and a sweep that moved the
+        entry has handed it over."""
+        if edit.handoff_due_at is None or edit.edited.send_at is None:
+            return False
+        answer = self._table.write(
             "update_item",
-            Key=message_key(message.id),
-            UpdateExpression=(
-                "SET #status = :accepted, workspaceStatus = :ws_status, updatedAt = :now, outboxDueAt = :now"
+            Key=message_key(edit.edited.id),
+            UpdateExpression="SET outboxDueAt = :now",
+            ConditionExpression=(
+                "workspaceId = :ws AND #status = :scheduled AND #sendAt = :send_at AND outboxDueAt = :due"
             ),
-            ConditionExpression="#status = :queued",
-            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeNames={"#status": "status", "#sendAt": "sendAt"},
             ExpressionAttributeValues={
-                ":accepted": {"S": Status.ACCEPTED.value},
-                ":ws_status": {"S": workspace_status(message.workspace_id, Status.ACCEPTED, message.id)},
                 ":now": {"S": rfc3339(now)},
-                ":queued": {"S": Status.QUEUED.value},
+                ":ws": {"S": edit.edited.workspace_id},
+                ":scheduled": {"S": Status.SCHEDULED.value},
+                ":send_at": {"S": rfc3339(edit.edited.send_at)},
+                ":due": {"S": rfc3339(edit.handoff_due_at)},
             },
         )
+        return not isinstance(answer, ConditionFailed)
 
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
         if not looks_like_message_id(message_id):

@@ -118,14 +118,25 @@ class DynamoDbTable:
         return found
 
     def write(self, operation: str, **request: Any) -> dict[str, Any] | ConditionFailed:
-        """`put_item`, `update_item` or `delete_item` with a condition: the response, or why not."""
-        try:
-            response: dict[str, Any] = getattr(self.client, operation)(TableName=self.name, **request)
-        except Exception as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return ConditionFailed((getattr(error, "response", None) or {}).get("Item"))
-            raise DependencyUnavailable(str(error)) from error
-        return response
+        """`put_item`, `update_item` or `delete_item` with a condition: the response, or why not.
+
+        A write that met a transaction under way on its item was refused and wrote nothing: it is
+        tried again, as a contended transaction is (a claim meeting an edit, say, is then answered
+        by the edit's outcome rather than failing its record)."""
+
+        def attempt() -> dict[str, Any] | ConditionFailed:
+            try:
+                response: dict[str, Any] = getattr(self.client, operation)(TableName=self.name, **request)
+            except Exception as error:
+                code = error_code(error)
+                if code == "ConditionalCheckFailedException":
+                    return ConditionFailed((getattr(error, "response", None) or {}).get("Item"))
+                if code == "TransactionConflictException":
+                    raise TryAgain from error
+                raise DependencyUnavailable(str(error)) from error
+            return response
+
+        return with_retries(attempt, f"{operation} kept meeting a transaction on its item")
 
     def transact(self, items: list[dict[str, Any]], token: str | None = None) -> Cancellation | None:
         """Write `[{"Put"|"Update"|"Delete"|"ConditionCheck": {...}}]` on this table atomically.

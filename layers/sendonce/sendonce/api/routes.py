@@ -219,12 +219,14 @@ CANCEL_MESSAGE = Route(
 EDIT_MESSAGE = Route(
     "PATCH",
     "/v1/messages/{id}",
-    summary="Edit a scheduled message before its hand-off",
+    summary="Edit a scheduled message until its delivery starts",
     description=(
         "One or more of body, subject, sendAt, metadata (metadata replaces the old one). Allowed while "
-        "the message is scheduled and not yet handed to its queue; otherwise 409 message_not_editable. "
-        "The dedup lock follows the content: a new content another message holds in the dedup window "
-        "is 409 duplicate_content with details.messageId, and nothing changes."
+        "the message is scheduled, whether or not it was already handed to its queue, up to the moment "
+        "its delivery is claimed (at its sendAt); otherwise 409 message_not_editable. What is sent is "
+        "the message as it stands at that moment: an edit answered 200 before it is always sent whole, "
+        "an edit after it is refused. The dedup lock follows the content: a new content another message "
+        "holds in the dedup window is 409 duplicate_content with details.messageId, and nothing changes."
     ),
     answers={200: _json("Edited", MessageEnvelope)},
     errors=(400, 404, 409, 503),

@@ -11,6 +11,14 @@ claimed message itself, so a test message's mode decides it (the simulator, and 
 A claimed message whose recipient is suppressed fails with `recipient_suppressed`, and no provider
 is called. The check reads after the claim, so a suppression committed before the attempt started
 (the claim) is always seen, whatever raced the send's own check.
+
+The claim is never made before the message's `sendAt`, and it fixes what is sent: a scheduled
+message stays editable until then, so the content is the claimed item's, never the record's. A record
+that arrives early (its message's `sendAt` was edited later) goes back to its queue until that
+`sendAt` when it is within SQS's 15 minutes, and is dropped when it is further off: the outbox owns
+such a message and hands it over 15 minutes ahead. A record that keeps arriving early (every edit of
+`sendAt` hands the message over again) is dropped after EARLY_RECEIVES receives, so edits never walk
+a record to the dead-letter queue; the freshest record, or the outbox, still covers the message.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from sendonce.errors import (
     RetryLater,
     TransientFailure,
 )
+from sendonce.messages.handoff import MAX_QUEUE_DELAY
 from sendonce.messages.model import Message, MessageError, Status
 from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
@@ -43,13 +52,19 @@ class Outcome(StrEnum):
     FAILED = "failed"
     UNKNOWN = "unknown"
     RETRYING = "retrying"
-    SKIPPED = "skipped"  # already claimed, finished or canceled: nothing to do
+    SKIPPED = "skipped"  # already claimed, finished or canceled, or not due: nothing to do now
+
+
+# The receives of one record that may find its message not yet due before it is dropped: at most
+# EARLY_RECEIVES - 1 postponements a record, against the queue's maxReceiveCount (template.yaml).
+EARLY_RECEIVES = 3
 
 
 @dataclass(frozen=True, slots=True)
 class DeliveryRequest:
     workspace_id: str
     message_id: str
+    receive_count: int = 1  # how often the queue has handed this record over, this time included
 
 
 class Dispatcher:
@@ -76,8 +91,7 @@ class Dispatcher:
         claimed = self._store.claim(request.workspace_id, request.message_id, now, self._claim_seconds)
         if isinstance(claimed, ClaimRefused):
             if claimed.not_due_until is not None:
-                wait = int((claimed.not_due_until - now).total_seconds()) + 1
-                raise RetryLater(wait, "scheduled for later")
+                return self._not_due(request, claimed.not_due_until, now)
             logger.info(
                 "message.dispatch.skipped",
                 extra={
@@ -106,6 +120,27 @@ class Dispatcher:
         except PermanentFailure as failure:
             return self._finish(claimed, Status.FAILED, failure)
         return self._finish(claimed, Status.SENT, provider_message_id=provider_id, provider=provider.name)
+
+    def _not_due(self, request: DeliveryRequest, send_at: datetime, now: datetime) -> Outcome:
+        """A record that arrived before its message's sendAt: back to its queue until then, or
+        dropped when the outbox or a fresher record covers the message."""
+        wait = send_at - now
+        if wait <= MAX_QUEUE_DELAY and request.receive_count < EARLY_RECEIVES:
+            raise RetryLater(int(wait.total_seconds()) + 1, "scheduled for later")
+        # Beyond SQS's reach the outbox hands it over 15 minutes ahead (its due time since the
+        # edit); a record early this often was overtaken by the record each sendAt edit hands over.
+        reason = "outbox_owns" if wait > MAX_QUEUE_DELAY else "early_too_often"
+        logger.info(
+            "message.dispatch.not_due_dropped",
+            extra={
+                "event": "message.dispatch.not_due_dropped",
+                "message_id": request.message_id,
+                "reason": reason,
+                "due_in_seconds": int(wait.total_seconds()),
+                "receive_count": request.receive_count,
+            },
+        )
+        return Outcome.SKIPPED
 
     def _suppressed(self, message: ClaimedMessage) -> DeliveryFailure | None:
         """Why the claimed message must not go out: its recipient is suppressed (permanent), or the

@@ -13,6 +13,7 @@ attempt whose outcome nobody records, which through SES or SNS ends `unknown`.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -60,8 +61,9 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
         if handed_back or context.get_remaining_time_in_millis() < needed_millis:
             handed_back.append(record.message_id)
             raise OutOfTime("too little time left for a provider call")
-        request = read_record(
-            record, delivery_request, UnreadableRecord, "message.dispatch.unreadable_record"
+        request = replace(
+            read_record(record, delivery_request, UnreadableRecord, "message.dispatch.unreadable_record"),
+            receive_count=record.receive_count,
         )
         return retried_later(
             dependencies.redelivery,

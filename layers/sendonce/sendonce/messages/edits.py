@@ -1,6 +1,19 @@
 """Editing a scheduled message: the edit is planned on the message as read, and written only if the
-message is still as read, so an edit racing the outbox, a cancel or another edit either wins
-completely or loses.
+message is still as read and still scheduled, so an edit racing a cancel, another edit or the
+dispatcher's claim either wins completely or loses.
+
+A message stays editable until its delivery is claimed, whether or not it was already handed to its
+queue: a queue record names the message, never its content, and the claim (one conditional write
+that moves it from `scheduled` to `sending` and returns the item as it then stands) is the one moment
+that fixes what is sent. The edit is one conditional write on the same item, so one of the two comes
+first: an edit after the claim is refused (`409 message_not_editable`), and the provider gets the
+content of the last edit before it, never a mix.
+
+An edit that keeps `sendAt` leaves the message's hand-off as it is: whatever record or outbox entry
+covered it still does. A new `sendAt` moves the outbox due time (`handoff_due_at`) and, within SQS's
+reach, the service hands the message over again (the outbox at once, should SQS refuse). A record
+that arrives before the new `sendAt` is handed back by the dispatcher; one left from before an
+earlier `sendAt` finds the message sent, and nothing to do.
 
 The dedup lock follows the content: when the identity changes, the old lock is released and the new
 one taken in the same write, and a new identity another message holds refuses the edit. The key
@@ -20,6 +33,7 @@ from sendonce.clock import Clock, rfc3339
 from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DependencyUnavailable, DuplicateContent, InvalidEdit, MessageNotEditable
 from sendonce.idempotency.keys import payload_fingerprint, tie_identity
+from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
     ContentHeld,
@@ -66,7 +80,6 @@ def plan_edit(
     now: datetime,
     *,
     dedup_window: timedelta,
-    handoff_due_at: datetime,
 ) -> MessageEdit:
     """The edit of `current`; raises InvalidEdit or MessageNotEditable before anything is written."""
     if changes.subject is not None and channels.spec(current.channel).subject == "forbidden":
@@ -93,7 +106,10 @@ def plan_edit(
             tie_id=tie_identity(current.workspace_id, current.idempotency_key, current.to),
             payload_fingerprint=payload_fingerprint(edited_payload(edited)),
         )
-    return MessageEdit(seen=current, edited=edited, claim=claim, tie=tie, handoff_due_at=handoff_due_at)
+    due = None
+    if edited.send_at != current.send_at:
+        due = handoff_due_at(now, edited.send_at)
+    return MessageEdit(seen=current, edited=edited, claim=claim, tie=tie, handoff_due_at=due)
 
 
 def edit_message(
@@ -101,22 +117,18 @@ def edit_message(
     *,
     clock: Clock,
     dedup_window: timedelta,
-    due_at: Callable[[datetime, datetime | None], datetime],
     read: Callable[[], Message],
     changes: MessageChanges,
-) -> tuple[Message, datetime]:
-    """The edited message as written, and the time it was written at.
+) -> tuple[MessageEdit, datetime]:
+    """The edit as written (its `edited` message is the answer), and the time it was written at.
 
-    `read()`: the message as it is now (raises MessageNotFound); `due_at(now, send_at)`: when the
-    outbox hands a message over. Raises DuplicateContent when another message holds the new content.
+    `read()`: the message as it is now (raises MessageNotFound). Raises DuplicateContent when another
+    message holds the new content, MessageNotEditable once the message is no longer scheduled.
     """
     for _ in range(MAX_EDIT_RACES):
         now = clock()
         current = read()
-        send_at = current.send_at if changes.send_at is None else changes.send_at
-        plan = plan_edit(
-            current, changes, now, dedup_window=dedup_window, handoff_due_at=due_at(now, send_at)
-        )
+        plan = plan_edit(current, changes, now, dedup_window=dedup_window)
         outcome = store.edit(plan, now)
         if isinstance(outcome, Edited):
             logger.info(
@@ -125,9 +137,10 @@ def edit_message(
                     "event": "message.api.edited",
                     "message_id": current.id,
                     "content_changed": plan.claim is not None,
+                    "send_at_changed": plan.handoff_due_at is not None,
                 },
             )
-            return outcome.message, now
+            return plan, now
         if isinstance(outcome, ContentHeld):
             raise DuplicateContent(outcome.message_id)
         if isinstance(outcome, NotEditable):

@@ -87,13 +87,16 @@ CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent
 @dataclass(frozen=True, slots=True)
 class MessageEdit:
     """An edit planned on the message as it was read (`seen`). The store writes it only while the
-    message is as read, still scheduled, and its hand-off to the queue has not started."""
+    message is as read and still scheduled, whether or not it was handed to its queue: a record
+    names the message, and its content is read when the dispatcher claims it."""
 
     seen: Message
     edited: Message
     claim: DedupClaim | None  # the new content's lock; None: the identity is unchanged, the lock stays
     tie: KeyTie | None  # the message's key tie, to carry the edited payload's fingerprint
-    handoff_due_at: datetime  # when the outbox hands the edited message over
+    # When the outbox hands the edited message over, for a new sendAt; None: sendAt is unchanged,
+    # and so is the due time (whatever record or outbox entry covered the message still covers it).
+    handoff_due_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ class EditRaced:
 
 @dataclass(frozen=True, slots=True)
 class NotEditable:
-    """No longer scheduled, or its hand-off to the queue has started: nothing was written."""
+    """No longer scheduled (its delivery was claimed, or it was canceled): nothing was written."""
 
     status: Status
 
@@ -176,7 +179,11 @@ class SendingStore(DedupLocks, Protocol):
         of them. Raise MessageNotFound when the message is gone (or another workspace's)."""
         ...
 
-    def mark_handoff_failed(self, message: Message, now: datetime) -> None: ...
+    def owe_handoff(self, edit: MessageEdit, now: datetime) -> bool:
+        """The hand-off a written edit with a new sendAt planned is owed at once (its enqueue
+        failed): the outbox due time moves to `now`, while the message is still scheduled with the
+        sendAt and due time the edit wrote. False when it has moved on since (nothing written)."""
+        ...
 
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
         """Cancel a waiting message with no attempt started; raise MessageNotCancelable otherwise."""

@@ -40,6 +40,7 @@ from sendonce.messages.ports import (
     DedupClaim,
     DuplicateOf,
     KeyTie,
+    MessageEdit,
     MessageQueue,
     Page,
     QuotaSpent,
@@ -216,27 +217,29 @@ class MessageService:
             raise IdempotencyKeyReused()
         return SendResult(message=original, replayed=True)
 
-    def _hand_off(self, message: Message, now: datetime) -> Message:
-        """An edited message's hand-off (an edit is no creation: the stream's hand-off skips it)."""
-        handoff = handoff_of(message, now)
+    def _hand_off(self, edit: MessageEdit, now: datetime) -> None:
+        """The hand-off of an edit that moved sendAt (an edit is no creation: the stream's hand-off
+        skips it). Beyond SQS's reach the outbox hands it over 15 minutes ahead. Should the queue
+        refuse it, the outbox owes it at once, so its next sweep (every minute) hands it over rather
+        than the grace after sendAt."""
+        handoff = handoff_of(edit.edited, now)
         if handoff is None:
-            return message  # the outbox hands it over when it comes due
+            return
         try:
-            self._queue.enqueue(message, delay_seconds=handoff.delay_seconds)
+            self._queue.enqueue(edit.edited, delay_seconds=handoff.delay_seconds)
         except QueueUnavailable:
             logger.warning(
                 "message.api.handoff_failed",
-                extra={"event": "message.api.handoff_failed", "message_id": message.id},
+                extra={"event": "message.api.handoff_failed", "message_id": edit.edited.id},
             )
             metrics.add_metric(name="HandoffFailed", unit="Count", value=1)
-            if message.status is Status.SCHEDULED:
-                return message  # still scheduled; the outbox hands it over
             try:
-                self._store.mark_handoff_failed(message, now)
-            except Exception:  # the outbox still holds it: no message is left behind
-                logger.exception("message.api.handoff_mark_failed", extra={"message_id": message.id})
-            return message.with_status(Status.ACCEPTED, now)
-        return message
+                self._store.owe_handoff(edit, now)
+            except Exception:  # still owed by the outbox after its grace: no message is left behind
+                logger.exception(
+                    "message.api.handoff_mark_failed",
+                    extra={"event": "message.api.handoff_mark_failed", "message_id": edit.edited.id},
+                )
 
     def get(self, workspace_id: str, message_id: str) -> Message:
         message = self._store.get(workspace_id, message_id)
@@ -256,17 +259,18 @@ class MessageService:
         return page
 
     def edit(self, workspace_id: str, message_id: str, changes: MessageChanges) -> Message:
-        """Edit a scheduled message whose hand-off has not started (`sendonce.messages.edits`); a
-        new sendAt within SQS's reach is handed over at once, as a new send's is."""
-        edited, now = edit_message(
+        """Edit a scheduled message until its delivery is claimed (`sendonce.messages.edits`); a new
+        sendAt within SQS's reach is handed over at once, as a new send's is."""
+        edit, now = edit_message(
             self._store,
             clock=self._clock,
             dedup_window=self._dedup_window,
-            due_at=handoff_due_at,
             read=lambda: self.get(workspace_id, message_id),
             changes=changes,
         )
-        return self._hand_off(edited, now)
+        if edit.handoff_due_at is not None:
+            self._hand_off(edit, now)
+        return edit.edited
 
     def cancel(self, workspace_id: str, message_id: str) -> Message:
         message = self._store.cancel(workspace_id, message_id, self._clock())
