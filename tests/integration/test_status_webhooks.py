@@ -13,7 +13,7 @@ arrives. The receiver verifies every delivery with the `standardwebhooks` librar
   until it answers 2xx; a deleted endpoint's pending retry is dropped.
 - `GET /v1/events` pages and filters; another workspace sees none of it; a redelivery arrives
   with the same `webhook-id`; during a rotation both secrets verify every delivery.
-- Two lanes: an endpoint that has not answered in the fast lane's 2 s is flagged and its task
+- Two lanes: an endpoint that has not answered in the fast lane's 1 s is flagged and its task
   moves, uncounted and with the same `webhook-id`, to the slow lane's queue; its next tasks move
   without a call; the slow lane waits for it, and a quick answer there takes the flag away.
 """
@@ -322,14 +322,14 @@ def lane_flags(stack: Stack, endpoint_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_an_endpoint_that_does_not_answer_in_2_s_moves_to_the_slow_lane_and_back_when_it_recovers(
+def test_an_endpoint_that_does_not_answer_in_1_s_moves_to_the_slow_lane_and_back_when_it_recovers(
     stack: Stack, hooks: WebhookReceiver
 ) -> None:
     slow = add_endpoint(stack, hooks.url + "/slow")
-    hooks.hold(2.5, path="/hooks/slow")  # past the fast lane's 2 s, well within the contract's 15
+    hooks.hold(2, path="/hooks/slow")  # past the fast lane's 1 s, well within the contract's 15
     first = send_and_tell(stack)
 
-    # The fast lane waits 2 s, then moves the task to the slow lane's queue: no attempt counted.
+    # The fast lane waits 1 s, then moves the task to the slow lane's queue: no attempt counted.
     assert stack.deliver_webhooks() == [{"batchItemFailures": []}]
     assert (stack.webhook_queue_depth(), stack.webhook_queue_depth(SLOW_LANE)) == (0, 1)
     [told] = events(stack, messageId=first)
@@ -343,7 +343,7 @@ def test_an_endpoint_that_does_not_answer_in_2_s_moves_to_the_slow_lane_and_back
     assert len(hooks.requests) == called
     assert stack.webhook_queue_depth(SLOW_LANE) == 2
 
-    # The slow lane waits the 2.5 s: delivered, and the endpoint stays in the slow lane.
+    # The slow lane waits the 2 s: delivered, and the endpoint stays in the slow lane.
     received = stack.receive_deliveries(SLOW_LANE)
     moved, moved_at_once = sorted(received, key=lambda record: told["id"] not in record["Body"])
     assert told["id"] in moved["Body"]
