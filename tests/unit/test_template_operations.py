@@ -18,6 +18,7 @@ from sendonce.channels import ChannelSpec
 from sendonce.delivery.outbox import metric_name
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.delivery.sqs_batch import PROVIDER_CALL_MARGIN_SECONDS
+from sendonce.webhooks.handlers import DELIVERY_WORKERS
 
 from sendonce_local.template import Template, load_template
 
@@ -123,7 +124,9 @@ def test_the_webhook_lanes_feed_one_function_whose_concurrency_is_their_sum(temp
     lanes = {m.queue_id: m for m in template.sqs_mappings if m.function_id == "WebhookDeliveryFunction"}
 
     assert set(lanes) == set(CONCURRENCY_PARAMETERS)
-    assert all(mapping.batch_size == 10 and mapping.report_batch_item_failures for mapping in lanes.values())
+    # A batch's records are delivered side by side, one thread each.
+    assert all(mapping.batch_size == DELIVERY_WORKERS for mapping in lanes.values())
+    assert all(mapping.report_batch_item_failures for mapping in lanes.values())
     assert int(template.parameters["WebhookSlowLaneMaxConcurrency"]["Default"]) == 2
     for parameter in CONCURRENCY_PARAMETERS.values():
         assert "sum" in template.parameters[parameter]["Description"]

@@ -77,7 +77,7 @@ def process_batch(event: Any, handle_record: Callable[[SqsRecord], str], workers
             return {"itemIdentifier": record.message_id}
         return None
 
-    failures = side_by_side(failure_of, records, workers)
+    failures = side_by_side(failure_of, records, workers)  # workers=1: one after another, on this thread
     return {"batchItemFailures": [failure for failure in failures if failure is not None]}
 
 
