@@ -3,6 +3,7 @@ the others stand, and an event without records is an empty batch."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -49,3 +50,23 @@ def test_an_event_without_records_is_an_empty_batch(event: Any) -> None:
         raise AssertionError("no record to handle")
 
     assert process_batch(event, handle) == {"batchItemFailures": []}
+
+
+def test_side_by_side_records_overlap_and_failures_keep_the_batchs_order() -> None:
+    barrier = threading.Barrier(4, timeout=5)
+
+    def handle(record: SqsRecord) -> str:
+        barrier.wait()  # returns only once all four records are being handled at once
+        if record.body == "bad":
+            raise ValueError("unreadable")
+        return "done"
+
+    answer = process_batch(_event("bad", "ok", "bad", "ok"), handle, workers=4)
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m2"}]}
+
+
+def test_a_record_knows_the_queue_it_came_from() -> None:
+    raw = {**_event("ok")["Records"][0], "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:Lane"}
+
+    assert SqsRecord.of(raw).source_arn == "arn:aws:sqs:us-east-1:123456789012:Lane"
