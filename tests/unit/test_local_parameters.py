@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sendonce_local.cli import main
+from sendonce_local.cli import build_parser, main
 from sendonce_local.environment import Ports, function_environment
 from sendonce_local.event_sources import WORKERS_PER_MAPPING, SqsPoller, concurrency_of
 from sendonce_local.intrinsics import Resolver
@@ -111,6 +111,18 @@ def test_a_parameter_given_a_value_reaches_the_functions_environment(template: T
     assert function_environment(template, PORTS, environ={})["SENDONCE_WEBHOOK_RETRY_SCHEDULE"] == (
         "5,300,1800,7200,18000,36000,36000"
     )
+
+
+def test_sendonce_run_takes_overrides_as_sam_deploy_does() -> None:
+    args = build_parser().parse_args(
+        ["run", "--parameter-overrides", "WebhookDeliveryMaxConcurrency=5", "WebhookRetrySchedule=1,1"]
+    )
+
+    assert overridden({}, args.parameter_overrides) == {
+        "WebhookDeliveryMaxConcurrency": "5",
+        "WebhookRetrySchedule": "1,1",
+    }
+    assert build_parser().parse_args(["run"]).parameter_overrides == []
 
 
 def test_sendonce_run_refuses_an_override_the_template_refuses_before_starting_anything(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sendonce.adapters import dynamodb_webhooks
 
 from sendonce_local.template import Template, load_template, references
 
@@ -208,6 +209,11 @@ def test_webhook_deliveries_move_only_to_the_slow_lane_and_touch_only_the_webhoo
             for resource in _listed(statement["Resource"]):
                 named.setdefault(action, set()).update(references(resource))
 
+    (flags,) = [s for s in _statements(template, "WebhookDeliveryFunction") if "Condition" in s]
+    assert _listed(flags["Action"]) == ["dynamodb:BatchWriteItem"]  # a flag's copies, nothing else
+    assert flags["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [dynamodb_webhooks.LANE_PREFIX + "*"]}
+    }
     assert named.pop("sqs:SendMessage") == {"WebhookSlowLaneQueue"}
     assert named.pop("sqs:ChangeMessageVisibility") == {"WebhookDeliveryQueue", "WebhookSlowLaneQueue"}
     assert named
