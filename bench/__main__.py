@@ -293,7 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_webhooks:
         try:
             webhooks, details["webhooks"] = run_webhook_bench(
-                rounds=args.rounds, told_changes=20, messages=30 if args.quick else 100
+                rounds=args.rounds,
+                told_changes=20,
+                messages=30 if args.quick else 100,
+                lanes_messages=10 if args.quick else 40,
             )
         except Exception as error:  # the rest of the figures still stand
             details["webhooks"] = {"error": repr(error)}

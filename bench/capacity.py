@@ -586,7 +586,8 @@ def _tell(client: Any, message: Message, endpoints: int, changes_per_endpoints_r
         for endpoint_id in endpoint_ids:
             attempt = Attempt(NOW, 204, succeeded=True, final=True)
             step(1, lambda event=event: webhooks.event(WORKSPACE, event.id))
-            step(1, lambda endpoint_id=endpoint_id: webhooks.endpoint(WORKSPACE, endpoint_id))
+            # The endpoint and its slow-lane flag, one BatchGetItem (webhooks.delivery).
+            step(1, lambda endpoint_id=endpoint_id: webhooks.endpoint_and_lane(WORKSPACE, endpoint_id))
             step(
                 1,
                 lambda event=event, endpoint_id=endpoint_id, attempt=attempt: webhooks.record_attempt(
@@ -627,7 +628,7 @@ def family_of(use: PartitionUse, rate_shards: int, quota_shards: int) -> Family:
         when = "<window>" if kind == "RATE" else "<day>"
         spread = rate_shards if kind == "RATE" else quota_shards
         return Family(table, index, f"{kind}#{rest.rsplit('#', 2)[0]}#{when}#<n>", spread)
-    if table == "WebhooksTable" and kind == "WHEP":  # WHEP#<workspace>#<copy>
+    if table == "WebhooksTable" and kind in ("WHEP", "WHEPLANE"):  # WHEP[LANE]#<workspace>#<copy>
         return Family(table, index, partition.rsplit("#", 1)[0] + "#<copy>", ENDPOINT_COPIES)
     if table == "ApiKeysTable":
         return Family(table, index, "<the workspace's API key>", 1)

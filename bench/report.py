@@ -20,6 +20,9 @@ COLD_START_TARGET = 1.5
 OUTBOX_LATE_TARGET_S = 60  # every message of the peak handed over within a minute of its sendAt
 # Status webhooks: 10 endpoints cost a send nothing measurable (issue 12).
 WEBHOOK_ENDPOINTS_RATIO_TARGET = 1.05
+# No endpoint waits behind another (issue 27): beside three endpoints that hang, the delivery
+# function capped at 5, a healthy endpoint has every message.sent within 5 s of the change.
+HEALTHY_SENT_TARGET_S = 5.0
 # A 100-item batch of new messages (issue 13): few calls, a fraction of 100 single sends' time.
 BATCH_CALLS_TARGET = 20
 BATCH_SHARE_TARGET = 0.15
@@ -112,6 +115,19 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 f"{partitions['busiest_rcu_per_second']} RCU/s",
                 "<= 1,000 WCU/s and 3,000 RCU/s",
                 bool(partitions["all_under"]),
+            )
+        )
+    lanes = (results.get("webhooks") or {}).get("lanes")
+    if lanes:
+        most = lanes["healthy_sent_max_s_with_hanging"]
+        received, expected = lanes["healthy_sent_received_with_hanging"], lanes["healthy_sent_expected"]
+        out.append(
+            Check(
+                "webhooks.lanes.healthy_sent_max_s_with_hanging",
+                f"{most} (p99 {lanes['healthy_sent_p99_s_with_hanging']}, alone "
+                f"{lanes['healthy_sent_p99_s_alone']}; {received} / {expected} received)",
+                f"<= {HEALTHY_SENT_TARGET_S}",
+                received == expected and most is not None and most <= HEALTHY_SENT_TARGET_S,
             )
         )
     peak = results.get("outbox_peak")

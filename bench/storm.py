@@ -147,11 +147,13 @@ def _send(api: str, send: Send) -> tuple[int, Any, float]:
 
 
 class LocalStackProcess:
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        """`settings`: more environment for `sendonce run` (its SENDONCE_* settings, parameter overrides)."""
         self.ports = free_ports()
         self._log = tempfile.NamedTemporaryFile(prefix="bench-storm-", suffix=".log", delete=False)  # noqa: SIM115
         env = {
             **ORIGINAL_ENVIRONMENT,
+            **(settings or {}),
             "SENDONCE_API_PORT": str(self.ports.api),
             "SENDONCE_AWS_PORT": str(self.ports.aws),
             "SENDONCE_SANDBOX_PORT": str(self.ports.sandbox),

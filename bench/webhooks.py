@@ -8,10 +8,17 @@
 - From a status change to the endpoint receiving it, p50 and p99, through `sendonce run`: the
   event's `timestamp` (the change's `updatedAt`) to the moment the receiver in this process has
   the request, both on this machine's clock.
+- No endpoint waits behind another (issue 27), through `sendonce run` with the delivery function
+  capped at 5 (its fast lane's event source 3, its slow lane's 2): a healthy endpoint's
+  `message.sent`, from the change to its arrival, p50, p99 and the most, alone and then beside
+  three endpoints that hang (30 s, past the contract's 15). The sends are paced, as above, after a
+  warm-up round; the first sends beside the hanging endpoints are the ones that find them not yet
+  flagged. The issue's target: every one within 5 s (`bench/report.py`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import threading
@@ -244,7 +251,156 @@ def measure_latency(messages: int, interval: float = PACE_SECONDS, timeout: floa
         stack.stop()
 
 
-def run_webhook_bench(rounds: int, told_changes: int, messages: int) -> tuple[dict[str, Any], dict[str, Any]]:
+# ---------------------------------------------------------------------------- lanes (issue 27)
+HANGING = 3
+HANG_SECONDS = 30.0
+# The delivery function capped at 5, as the issue has it: the fast lane 3, the slow lane 2.
+LANES_OVERRIDES = {"WebhookDeliveryMaxConcurrency": 3, "WebhookSlowLaneMaxConcurrency": 2}
+WARM_SENDS = 10
+
+
+@dataclass
+class LaneReceivers:
+    """`/healthy` answers 204 at once; `/hang/<n>` holds a request HANG_SECONDS, or until released."""
+
+    base: str = ""
+    arrivals: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # healthy: (epoch s, payload)
+    hung: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def sent_latencies(self, messages: set[str]) -> list[float]:
+        """Seconds from each of `messages`' `sent` to its arrival at the healthy endpoint."""
+        with self.lock:
+            return [
+                at - _parse(payload["timestamp"])
+                for at, payload in self.arrivals
+                if payload["type"] == "message.sent" and payload["data"]["message"]["id"] in messages
+            ]
+
+
+@contextmanager
+def lane_receivers() -> Iterator[LaneReceivers]:
+    state = LaneReceivers()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            arrived = time.time()
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            if self.path.startswith("/hang/"):
+                with state.lock:
+                    state.hung += 1
+                state.released.wait(HANG_SECONDS)
+            else:
+                with state.lock:
+                    state.arrivals.append((arrived, json.loads(body)))
+            try:
+                self.send_response(204)
+                self.send_header("content-length", "0")
+                self.end_headers()
+            except OSError:
+                pass  # the sender gave up waiting
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.base = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield state
+    finally:
+        state.released.set()  # every held request answers now: nothing waits out its 30 s
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class LanesRun:
+    alone: list[float] = field(default_factory=list)
+    with_hanging: list[float] = field(default_factory=list)
+    expected: int = 0  # message.sent events per phase
+    hung_requests: int = 0
+
+    def figures(self) -> dict[str, Any]:
+        def seconds(samples: list[float], share: float) -> float | None:
+            return round(percentile(samples, share), 2) if samples else None
+
+        return {
+            "delivery_function_max_concurrency": sum(LANES_OVERRIDES.values()),
+            "hanging_endpoints": HANGING,
+            "healthy_sent_p50_s_alone": seconds(self.alone, 0.5),
+            "healthy_sent_p99_s_alone": seconds(self.alone, 0.99),
+            "healthy_sent_p50_s_with_hanging": seconds(self.with_hanging, 0.5),
+            "healthy_sent_p99_s_with_hanging": seconds(self.with_hanging, 0.99),
+            "healthy_sent_max_s_with_hanging": round(max(self.with_hanging), 2)
+            if self.with_hanging
+            else None,
+            "healthy_sent_received_with_hanging": len(self.with_hanging),
+            "healthy_sent_expected": self.expected,
+        }
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "parameter_overrides": LANES_OVERRIDES,
+            "alone_s": sorted(round(value, 2) for value in self.alone),
+            "with_hanging_s": sorted(round(value, 2) for value in self.with_hanging),
+            "requests_held_by_the_hanging_endpoints": self.hung_requests,
+        }
+
+
+def measure_lanes(messages: int, interval: float = PACE_SECONDS, timeout: float = 120) -> LanesRun:
+    """A healthy endpoint's `message.sent` latencies, alone, then beside HANGING hanging endpoints."""
+    overrides = " ".join(f"{name}={value}" for name, value in LANES_OVERRIDES.items())
+    stack = LocalStackProcess(
+        {"SENDONCE_LOCAL_PARAMETER_OVERRIDES": overrides, "SENDONCE_SANDBOX_DELIVERY_EVENTS": "false"}
+    )
+    headers = {"Authorization": f"Bearer {LOCAL_API_KEY}", "Content-Type": "application/json"}
+    run = LanesRun(expected=messages)
+    number = 0
+
+    def add_endpoint(url: str) -> None:
+        status, answer = _request(
+            f"{stack.ports.api_url}/v1/webhook-endpoints", "POST", {"url": url}, headers
+        )
+        if status != 201:
+            raise RuntimeError(f"the endpoint was not added: {status} {answer}")
+
+    def phase(receivers: LaneReceivers, count: int, pace: float) -> list[float]:
+        nonlocal number
+        sent: set[str] = set()
+        for _ in range(count):
+            number += 1
+            status, answer = _request(f"{stack.ports.api_url}/v1/messages", "POST", _sms(number), headers)
+            if status != 201:
+                raise RuntimeError(f"a send failed: {status} {answer}")
+            sent.add(str(answer["message"]["id"]))
+            time.sleep(pace)
+        deadline = time.monotonic() + timeout
+        while len(receivers.sent_latencies(sent)) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return receivers.sent_latencies(sent)
+
+    try:
+        stack.wait_healthy()
+        with lane_receivers() as receivers:
+            add_endpoint(f"{receivers.base}/healthy")
+            phase(receivers, WARM_SENDS, 0.0)  # the fast lane's execution environments started
+            run.alone = phase(receivers, messages, interval)
+            for hanging in range(HANGING):
+                add_endpoint(f"{receivers.base}/hang/{hanging}")
+            run.with_hanging = phase(receivers, messages, interval)
+            with receivers.lock:
+                run.hung_requests = receivers.hung
+    finally:
+        stack.stop()
+    return run
+
+
+def run_webhook_bench(
+    rounds: int, told_changes: int, messages: int, lanes_messages: int = 40
+) -> tuple[dict[str, Any], dict[str, Any]]:
     print(
         f"webhooks: {rounds} interleaved rounds, {told_changes} changes told ...",
         flush=True,
@@ -257,6 +413,12 @@ def run_webhook_bench(rounds: int, told_changes: int, messages: int) -> tuple[di
         f"webhooks: {messages} messages through sendonce run ...", flush=True, file=__import__("sys").stderr
     )
     latency = measure_latency(messages)
+    print(
+        f"webhooks: a healthy endpoint beside {HANGING} hanging ones, {lanes_messages} messages a phase ...",
+        flush=True,
+        file=__import__("sys").stderr,
+    )
+    lanes = measure_lanes(lanes_messages)
     figures = {
         "send_new_p50_ms_10_endpoints": round(with_p50 * 1000, 2),
         "send_new_p50_ms_no_endpoints": round(without_p50 * 1000, 2),
@@ -267,6 +429,7 @@ def run_webhook_bench(rounds: int, told_changes: int, messages: int) -> tuple[di
         "change_to_endpoint_p99_s": round(percentile(latency, 0.99), 2) if latency else None,
         "events_received": len(latency),
         "events_expected": messages * len(TOLD),
+        "lanes": lanes.figures(),
     }
     details = {
         "rounds": rounds,
@@ -274,13 +437,32 @@ def run_webhook_bench(rounds: int, told_changes: int, messages: int) -> tuple[di
         "delivery_operations": in_process.delivery_operations,
         "calls_per_change_seen": sorted(set(in_process.calls_per_change)),
         "calls_per_delivery_seen": sorted(set(in_process.calls_per_delivery)),
+        "lanes": lanes.details(),
     }
     return figures, details
 
 
-def main() -> int:
-    COUNTER.install()
-    figures, details = run_webhook_bench(rounds=300, told_changes=20, messages=100)
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.webhooks [--lanes-only] [--quick]`: this part of the bench alone, into
+    bench/webhooks.json (`make bench` runs it with the rest)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.webhooks", description=__doc__)
+    parser.add_argument(
+        "--lanes-only", action="store_true", help="only the healthy endpoint beside hanging ones"
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer messages")
+    args = parser.parse_args(argv)
+    lanes_messages = 10 if args.quick else 40
+    if args.lanes_only:
+        lanes = measure_lanes(lanes_messages)
+        figures, details = {"lanes": lanes.figures()}, {"lanes": lanes.details()}
+    else:
+        COUNTER.install()
+        figures, details = run_webhook_bench(
+            rounds=60 if args.quick else 300,
+            told_changes=20,
+            messages=30 if args.quick else 100,
+            lanes_messages=lanes_messages,
+        )
     result = {"webhooks": figures, "details": details}
     (Path(__file__).resolve().parent / "webhooks.json").write_text(
         json.dumps(result, indent=2) + "\n", encoding="utf-8"

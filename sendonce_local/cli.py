@@ -40,10 +40,17 @@ def _configure_logging(verbose: bool = False) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sendonce_local.parameters import InvalidParameter, local_parameters, overridden  # noqa: PLC0415
     from sendonce_local.stack import LocalStack  # noqa: PLC0415 - moto and the handlers: only for `run`
     from sendonce_local.template import load_template  # noqa: PLC0415
 
-    stack = LocalStack(load_template(args.template), Ports.from_environment())
+    template = load_template(args.template)
+    try:
+        parameters = local_parameters(template, overridden(words=args.parameter_overrides))
+    except InvalidParameter as error:
+        print(f"sendonce run: --parameter-overrides: {error}; nothing started", file=sys.stderr)
+        return 2
+    stack = LocalStack(template, Ports.from_environment(), parameters)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stack.request_stop()
@@ -292,7 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("run", help="serve the local stack in the foreground until interrupted")
+    run = commands.add_parser("run", help="serve the local stack in the foreground until interrupted")
+    run.add_argument(
+        "--parameter-overrides",
+        nargs="+",
+        default=[],
+        metavar="Name=Value",
+        help="values for the template's parameters, as `sam deploy --parameter-overrides` takes them"
+        " (e.g. WebhookDeliveryMaxConcurrency=5); on top of $SENDONCE_LOCAL_PARAMETER_OVERRIDES,"
+        " the same words",
+    )
 
     invoke = commands.add_parser("invoke", help="run one function of the template on one event file")
     invoke.add_argument("logical_id", help="the function's logical id, e.g. ApiFunction")

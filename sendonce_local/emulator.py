@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from moto.core import responses as moto_responses
@@ -164,14 +165,19 @@ def create_queues(sqs: Any, template: Template, resolver: Resolver) -> dict[str,
 
 
 def provision(
-    template: Template, endpoint: str, email_from: str, secrets: LocalSecrets | None = None
+    template: Template,
+    endpoint: str,
+    email_from: str,
+    secrets: LocalSecrets | None = None,
+    parameters: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Create every table, queue and secret (its value from `secrets`, else a new random one), verify
-    the sender identity; returns queue URLs by logical id."""
+    the sender identity; returns queue URLs by logical id. `parameters`: the values the local stack
+    gives the template's parameters."""
     create_tables(client("dynamodb", endpoint), template)
-    urls = create_queues(client("sqs", endpoint), template, Resolver(template, endpoint))
-    parameters = (secrets or LocalSecrets.generate()).parameters()
-    create_secrets(client("secretsmanager", endpoint), template, Resolver(template, endpoint, parameters))
+    urls = create_queues(client("sqs", endpoint), template, Resolver(template, endpoint, parameters))
+    answers = {**(parameters or {}), **(secrets or LocalSecrets.generate()).parameters()}
+    create_secrets(client("secretsmanager", endpoint), template, Resolver(template, endpoint, answers))
     client("ses", endpoint).verify_email_identity(EmailAddress=email_from)
     client("sesv2", endpoint).create_email_identity(EmailIdentity=email_from)
     return urls

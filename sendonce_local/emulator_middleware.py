@@ -4,9 +4,10 @@
 - moto's DynamoDB and SQS backends are not thread-safe (a conditional write is a read then a
   write), so each service's requests are serialised by a lock. A long-poll ReceiveMessage must
   not hold that lock while it waits, so it is emulated here as short polls: one at once, then one
-  after each change to SQS (`sqs_changes`: any request but a receive), and one when the queue's
-  next hidden or delayed message comes due, until the wait time is over. An empty queue costs one
-  short poll per long poll, not one every few milliseconds.
+  after each change to its queue (`sqs_changes`: any request naming the queue but a receive; one
+  naming no queue changes them all), and one when the queue's next hidden or delayed message comes
+  due, until the wait time is over. An empty queue costs one short poll per long poll, not one
+  every few milliseconds, and a burst of sends to one queue wakes that queue's pollers only.
 - Every DynamoDB request that may write marks `table_writes`: the stream pollers wait on it when
   they find nothing new, since a stream record only ever comes from a write.
 """
@@ -74,12 +75,50 @@ def writes_to_a_table(service: str | None, target: str) -> bool:
     return target.partition(".")[2] not in DYNAMODB_READS
 
 
+def _queue_name(url: Any) -> str | None:
+    """The queue a request's QueueUrl names (`.../<account>/<name>`), None when it names none."""
+    if not isinstance(url, str) or not url:
+        return None
+    return urlparse(url).path.rstrip("/").rsplit("/", 1)[-1] or None
+
+
+def _named_queue(body: bytes) -> str | None:
+    """The queue an SQS request (JSON protocol) names, None when it names none or is not JSON."""
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    return _queue_name(request.get("QueueUrl")) if isinstance(request, dict) else None
+
+
+class QueueChanges:
+    """A `Changes` per queue: a waiting receive wakes on its own queue's changes only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: dict[str, Changes] = {}
+
+    def of(self, queue: str | None) -> Changes:
+        with self._lock:
+            return self._queues.setdefault(queue or "", Changes())
+
+    def mark(self, queue: str | None) -> None:
+        """A change to `queue`; None: to every queue (a request that names none)."""
+        if queue is not None:
+            self.of(queue).mark()
+            return
+        with self._lock:
+            every = list(self._queues.values())
+        for changes in every:
+            changes.mark()
+
+
 class EmulatorMiddleware:
     def __init__(self, app: WsgiApp, deliveries: DeliveryLog) -> None:
         self._app = app
         self._deliveries = deliveries
         self._locks = {"dynamodb": threading.Lock(), "sqs": threading.Lock()}
-        self.sqs_changes = Changes()
+        self.sqs_changes = QueueChanges()
         self.table_writes = Changes()
         self._releasing = threading.Event()
 
@@ -87,7 +126,7 @@ class EmulatorMiddleware:
         """End every waiting receive now, and let none wait from here on; wake every stream reader
         waiting for a write, to see its stop (the stack is stopping)."""
         self._releasing.set()
-        self.sqs_changes.mark()
+        self.sqs_changes.mark(None)
         self.table_writes.mark()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -104,7 +143,7 @@ class EmulatorMiddleware:
                 with lock:
                     status, headers, payload = self._call(environ, body)
             if service == "sqs":
-                self.sqs_changes.mark()
+                self.sqs_changes.mark(_named_queue(body))
             elif writes_to_a_table(service, target):
                 self.table_writes.mark()
         if status.startswith("2"):
@@ -142,8 +181,9 @@ class EmulatorMiddleware:
         request["WaitTimeSeconds"] = 0
         short_poll = json.dumps(request).encode("utf-8")
         deadline = time.monotonic() + wait_seconds
+        changes = self.sqs_changes.of(_queue_name(request.get("QueueUrl")))
         while True:
-            seen = self.sqs_changes.seen()
+            seen = changes.seen()
             with self._locks["sqs"]:
                 status, headers, payload = self._call(environ, short_poll)
                 due = _next_message_due_in(environ, request)
@@ -151,7 +191,7 @@ class EmulatorMiddleware:
             done = remaining <= 0 or self._releasing.is_set()
             if done or not status.startswith("2") or _has_messages(payload):
                 return status, headers, payload
-            self.sqs_changes.wait_after(seen, min(remaining, due))
+            changes.wait_after(seen, min(remaining, due))
 
     def _record(self, service: str | None, environ: dict[str, Any], body: bytes) -> None:
         call: ProviderCall | None = None

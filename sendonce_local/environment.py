@@ -93,11 +93,15 @@ def template_variables(template: Template, resolver: Resolver) -> dict[str, str]
 
 
 def function_environment(
-    template: Template, ports: Ports, environ: Mapping[str, str] | None = None
+    template: Template,
+    ports: Ports,
+    environ: Mapping[str, str] | None = None,
+    parameters: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The variables the local stack sets (before the process environment is applied)."""
+    """The variables the local stack sets (before the process environment is applied); `parameters`:
+    the values the local stack gives the template's parameters (`sendonce_local.parameters`)."""
     env = os.environ if environ is None else environ
-    resolver = Resolver(template, ports.aws_endpoint)
+    resolver = Resolver(template, ports.aws_endpoint, parameters)
     merged = template_variables(template, resolver)
     merged.update(local_defaults(ports))
     merged.update({name: value for name, value in env.items() if name in merged})

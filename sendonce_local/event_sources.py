@@ -3,6 +3,12 @@
 Failed records are left alone: they come back after their visibility timeout (or whatever the
 handler set with ChangeMessageVisibility), and moto moves a message to the dead-letter queue
 on the receive after maxReceiveCount.
+
+A mapping runs as many invocations at once as its ScalingConfig's MaximumConcurrency (resolved
+with the stack's parameters; WORKERS_PER_MAPPING when it sets none): one poller thread each, each
+receiving a batch and invoking the function with it before it receives again. The function's own
+cap (`lambda_runtime.MAX_ENVIRONMENTS`, the account's stand-in) bounds all its mappings together:
+a mapping gets no more pollers than that, since more could only hold received batches waiting.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import threading
 from typing import Any
 
 from sendonce_local.constants import REGION
-from sendonce_local.intrinsics import queue_arn
+from sendonce_local.intrinsics import Resolver, queue_arn
 from sendonce_local.lambda_runtime import LocalFunction
 from sendonce_local.template import SqsMapping
 
@@ -79,9 +85,33 @@ def succeeded_records(
     return [record for record in records if record["messageId"] not in failed]
 
 
+def concurrency_of(mapping: SqsMapping, resolver: Resolver, function_limit: int) -> int:
+    """How many invocations `mapping` runs at once: its MaximumConcurrency, resolved, at most the
+    function's own limit; WORKERS_PER_MAPPING (at most that limit) when it sets none."""
+    if mapping.maximum_concurrency is None:
+        return min(WORKERS_PER_MAPPING, function_limit)
+    value = resolver.resolve(mapping.maximum_concurrency)
+    try:
+        wanted = int(str(value))
+    except ValueError:
+        raise ValueError(
+            f"{mapping.function_id}.{mapping.event_name}: MaximumConcurrency {value!r} is not a number"
+        ) from None
+    if wanted < 1:
+        raise ValueError(f"{mapping.function_id}.{mapping.event_name}: MaximumConcurrency {wanted} < 1")
+    return min(wanted, function_limit)
+
+
 class SqsPoller:
     def __init__(
-        self, mapping: SqsMapping, function: LocalFunction, sqs: Any, url: str, stop: threading.Event
+        self,
+        mapping: SqsMapping,
+        function: LocalFunction,
+        sqs: Any,
+        url: str,
+        stop: threading.Event,
+        *,
+        workers: int = WORKERS_PER_MAPPING,
     ) -> None:
         self._mapping = mapping
         self._function = function
@@ -90,8 +120,13 @@ class SqsPoller:
         self._stop = stop
         self._threads = [
             threading.Thread(target=self._run, name=f"sqs-{mapping.queue_id}-{n}", daemon=True)
-            for n in range(WORKERS_PER_MAPPING)
+            for n in range(workers)
         ]
+
+    @property
+    def workers(self) -> int:
+        """How many invocations it runs at once."""
+        return len(self._threads)
 
     def start(self) -> None:
         for thread in self._threads:

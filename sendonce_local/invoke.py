@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from sendonce_local.environment import Ports, apply_environment, function_environment
 from sendonce_local.lambda_runtime import LocalFunction
+from sendonce_local.parameters import OVERRIDES_SETTING, InvalidParameter, local_parameters, overridden
 from sendonce_local.template import Template
 
 
@@ -36,7 +37,12 @@ def invoke(template: Template, logical_id: str, event_file: Path) -> int:
         print(f"no function {logical_id} in the template ({', '.join(template.functions)})", file=sys.stderr)
         return 2
     event: Any = json.loads(event_file.read_text(encoding="utf-8"))
-    apply_environment(function_environment(template, Ports.from_environment()))
+    try:
+        parameters = local_parameters(template, overridden())
+    except InvalidParameter as error:
+        print(f"{OVERRIDES_SETTING}: {error}", file=sys.stderr)
+        return 2
+    apply_environment(function_environment(template, Ports.from_environment(), parameters=parameters))
     with stdout_to_stderr() as real_stdout:
         try:
             result = LocalFunction(template.functions[logical_id]).invoke(event)

@@ -208,6 +208,11 @@ class LocalFunction:
         return self.spec.logical_id
 
     @property
+    def max_environments(self) -> int:
+        """The most invocations it runs at once, whichever event sources invoke it."""
+        return self._max_environments
+
+    @property
     def environments(self) -> int:
         """How many execution environments the function has now (idle and busy)."""
         with self._changed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Mapping
 
 from sendonce_local.api_gateway import ApiServer, HttpApi
 from sendonce_local.api_keys import parse_local_api_keys, store_api_key
@@ -14,9 +15,11 @@ from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.delivery_reporter import SWITCH, DeliveryReporter, ReportLog, reporting_enabled
 from sendonce_local.emulator import AwsEmulator, client, provision
 from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
-from sendonce_local.event_sources import SqsPoller
+from sendonce_local.event_sources import SqsPoller, concurrency_of
+from sendonce_local.intrinsics import Resolver
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.local_secrets import WEBHOOK_SECRET_SETTING, LocalSecrets
+from sendonce_local.parameters import OVERRIDES_SETTING
 from sendonce_local.sandbox import HttpProvider, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
 from sendonce_local.stream_sources import StreamPoller
@@ -29,12 +32,16 @@ EVENTS_QUEUE = "EventsQueue"  # where SES notifications arrive through SNS
 
 
 class LocalStack:
-    def __init__(self, template: Template, ports: Ports) -> None:
+    def __init__(self, template: Template, ports: Ports, parameters: Mapping[str, str] | None = None) -> None:
+        """`parameters`: the values the local stack gives the template's parameters
+        (`sendonce_local.parameters.local_parameters`); the others take their Default."""
         self.template = template
         self.ports = ports
+        self.parameters = dict(parameters or {})
         self.deliveries = DeliveryLog()
         self.reports = ReportLog()
         self.queue_urls: dict[str, str] = {}
+        self.concurrency: dict[str, int] = {}  # invocations at once, by the queue an event source reads
         self.workspaces: list[str] = []
         # Created in the emulator at start; the functions read them there, the sandbox uses them.
         self.secrets = LocalSecrets.generate()
@@ -48,11 +55,15 @@ class LocalStack:
         self._report_tasks: DelayedTasks | None = None
 
     def start(self) -> None:
-        apply_environment(function_environment(self.template, self.ports))
+        apply_environment(function_environment(self.template, self.ports, parameters=self.parameters))
         self._emulator = AwsEmulator(HOST, self.ports.aws, self.deliveries)
         self._emulator.start()
         self.queue_urls = provision(
-            self.template, self.ports.aws_endpoint, os.environ["SENDONCE_EMAIL_FROM"], self.secrets
+            self.template,
+            self.ports.aws_endpoint,
+            os.environ["SENDONCE_EMAIL_FROM"],
+            self.secrets,
+            self.parameters,
         )
         self._store_api_keys()
         reporter = self._start_delivery_reports()
@@ -108,10 +119,14 @@ class LocalStack:
 
     def _start_event_sources(self, functions: FunctionRegistry) -> None:
         sqs = client("sqs", self.ports.aws_endpoint)
+        resolver = Resolver(self.template, self.ports.aws_endpoint, self.parameters)
         for mapping in self.template.sqs_mappings:
             if mapping.enabled:
                 url = self.queue_urls[mapping.queue_id]
-                self._pollers.append(SqsPoller(mapping, functions[mapping.function_id], sqs, url, self._stop))
+                function = functions[mapping.function_id]
+                workers = concurrency_of(mapping, resolver, function.max_environments)
+                self._pollers.append(SqsPoller(mapping, function, sqs, url, self._stop, workers=workers))
+                self.concurrency[mapping.queue_id] = workers
         dynamodb = client("dynamodb", self.ports.aws_endpoint)
         streams = client("dynamodbstreams", self.ports.aws_endpoint)
         for stream_mapping in self.template.stream_mappings:
@@ -189,7 +204,8 @@ class LocalStack:
             f"  secrets            {', '.join(secret.logical_id for secret in self.template.secrets)}"
             " (in the emulator: the functions read them at run time)",
             f"  tables             {', '.join(table.logical_id for table in self.template.tables)}",
-            f"  queues             {', '.join(self.queue_urls)}",
+            f"  queues             {', '.join(self._queue_names())}",
+            f"  parameters         {self._parameter_values()}",
             f"  functions          {', '.join(self.template.functions)}",
             f"  API key workspaces {', '.join(self.workspaces) or '(none)'}",
             "",
@@ -203,6 +219,20 @@ class LocalStack:
             "Ctrl-C stops it.",
         ]
         return "\n".join(lines)
+
+    def _queue_names(self) -> list[str]:
+        """Each queue, with how many invocations its event source runs at once."""
+        return [
+            f"{name} ({self.concurrency[name]} at a time)" if name in self.concurrency else name
+            for name in self.queue_urls
+        ]
+
+    def _parameter_values(self) -> str:
+        given = ", ".join(f"{name}={value}" for name, value in sorted(self.parameters.items()))
+        return (
+            f"{given or '(none)'}; the others their Default"
+            f" (--parameter-overrides Name=Value ..., or {OVERRIDES_SETTING})"
+        )
 
 
 def _api_keys_table(template: Template) -> str:

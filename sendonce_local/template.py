@@ -65,6 +65,8 @@ class SqsMapping:
     batch_size: int
     report_batch_item_failures: bool
     enabled: bool = True
+    # ScalingConfig.MaximumConcurrency, unresolved (it may be a !Ref to a parameter); None: not set.
+    maximum_concurrency: Any = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ def _events(template: Template, function_id: str, events: dict[str, Any]) -> Non
                     report_batch_item_failures="ReportBatchItemFailures"
                     in (properties.get("FunctionResponseTypes") or []),
                     enabled=bool(properties.get("Enabled", True)),
+                    maximum_concurrency=(properties.get("ScalingConfig") or {}).get("MaximumConcurrency"),
                 )
             )
         elif kind == "DynamoDB":

@@ -1,4 +1,4 @@
-"""Webhook delivery function: one signed POST of one event to one endpoint a record, retried on schedule."""
+"""Webhook delivery function: either lane's records side by side, a signed POST each, retried on schedule."""
 
 from sendonce.startup import frozen_imports
 

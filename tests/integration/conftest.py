@@ -291,6 +291,11 @@ def sqs_event(records: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- the stack
+# The status webhooks' two delivery lanes (issue 27): every delivery starts in the fast lane.
+FAST_LANE = "WebhookDeliveryQueue"
+SLOW_LANE = "WebhookSlowLaneQueue"
+
+
 def clear_caches() -> None:
     """Forget every function's dependencies, as a redeploy with new settings would."""
     composition.reset_all()
@@ -487,45 +492,46 @@ class Stack:
 
     @property
     def webhook_queue_url(self) -> str:
-        return self.queue_urls["WebhookDeliveryQueue"]
+        return self.queue_urls[FAST_LANE]
 
-    def receive_deliveries(self) -> list[dict[str, Any]]:
-        """Every visible WebhookDeliveryQueue record (received: hidden for the visibility timeout)."""
+    def receive_deliveries(self, lane: str = FAST_LANE) -> list[dict[str, Any]]:
+        """Every visible record of a delivery lane's queue (received: hidden for the visibility timeout)."""
         records: list[dict[str, Any]] = []
         while True:
             batch = self.sqs.receive_message(
-                QueueUrl=self.webhook_queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+                QueueUrl=self.queue_urls[lane], MaxNumberOfMessages=10, AttributeNames=["All"]
             ).get("Messages", [])
             if not batch:
                 return records
             records.extend(batch)
 
-    def deliver_webhook(self, record: dict[str, Any]) -> dict[str, Any]:
-        """One WebhookDeliveryQueue record fed to WebhookDeliveryFunction's handler (BatchSize 1).
+    def deliver_webhook(self, record: dict[str, Any], lane: str = FAST_LANE) -> dict[str, Any]:
+        """One record of a delivery lane's queue (`FAST_LANE`, `SLOW_LANE`) fed to
+        WebhookDeliveryFunction's handler, as that lane's event source mapping would (a batch of one).
 
         A record it handled is deleted, as the event source mapping does; a reported failure
         stays on the queue, visible again after the visibility its handler set.
         """
-        arn = f"arn:aws:sqs:{REGION}:123456789012:WebhookDeliveryQueue"
+        arn = f"arn:aws:sqs:{REGION}:123456789012:{lane}"
         context = FakeLambdaContext(function_name="sendonce-WebhookDeliveryFunction")
         result: dict[str, Any] = function("webhook_delivery").handler(sqs_event([record], arn), context)
         if not result.get("batchItemFailures"):
-            self.sqs.delete_message(QueueUrl=self.webhook_queue_url, ReceiptHandle=record["ReceiptHandle"])
+            self.sqs.delete_message(QueueUrl=self.queue_urls[lane], ReceiptHandle=record["ReceiptHandle"])
         return result
 
-    def deliver_webhooks(self, *, wait: float = 0.0) -> list[dict[str, Any]]:
-        """Feed every visible delivery record to the handler, one a batch; with `wait`, go on for up
-        to that many seconds while records are still on the queue (retries become visible again)."""
+    def deliver_webhooks(self, *, wait: float = 0.0, lane: str = FAST_LANE) -> list[dict[str, Any]]:
+        """Feed every visible record of a delivery lane to the handler, one a batch; with `wait`, go on
+        for up to that many seconds while records are still on the queue (retries become visible again)."""
         deadline = time.monotonic() + wait
         results: list[dict[str, Any]] = []
         while True:
-            results.extend(self.deliver_webhook(record) for record in self.receive_deliveries())
-            if time.monotonic() >= deadline or self.webhook_queue_depth() == 0:
+            results.extend(self.deliver_webhook(record, lane) for record in self.receive_deliveries(lane))
+            if time.monotonic() >= deadline or self.webhook_queue_depth(lane) == 0:
                 return results
             time.sleep(0.1)
 
-    def webhook_queue_depth(self) -> int:
-        queue = self.sqs.get_queue_attributes(QueueUrl=self.webhook_queue_url, AttributeNames=["All"])
+    def webhook_queue_depth(self, lane: str = FAST_LANE) -> int:
+        queue = self.sqs.get_queue_attributes(QueueUrl=self.queue_urls[lane], AttributeNames=["All"])
         attributes = queue["Attributes"]
         return sum(
             int(attributes.get(name, 0))
@@ -702,10 +708,17 @@ class WebhookReceiver:
     received: list[ReceivedWebhook]
     scripts: dict[str, list[int]]  # by path
     lock: threading.Lock = field(repr=False)
+    holds: dict[str, float] = field(default_factory=dict)  # seconds a path waits before it answers
 
     def answer_next(self, *statuses: int, path: str = "/hooks") -> None:
         with self.lock:
             self.scripts.setdefault(path, []).extend(statuses)
+
+    def hold(self, seconds: float, path: str = "/hooks") -> None:
+        """Each request to `path` is answered `seconds` after it arrives (0: at once again); a
+        request still held when the test ends is let go."""
+        with self.lock:
+            self.holds[path] = seconds
 
     @property
     def requests(self) -> list[ReceivedWebhook]:
@@ -720,7 +733,9 @@ class WebhookReceiver:
 def webhook_receiver() -> Iterator[WebhookReceiver]:
     received: list[ReceivedWebhook] = []
     scripts: dict[str, list[int]] = {}
+    holds: dict[str, float] = {}
     lock = threading.Lock()
+    released = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -732,6 +747,9 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
                 )
                 script = scripts.get(self.path) or []
                 status = script.pop(0) if script else 200
+                held = holds.get(self.path, 0.0)
+            if held:
+                released.wait(held)
             try:
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
@@ -747,8 +765,11 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield WebhookReceiver(f"http://127.0.0.1:{server.server_address[1]}/hooks", received, scripts, lock)
+        yield WebhookReceiver(
+            f"http://127.0.0.1:{server.server_address[1]}/hooks", received, scripts, lock, holds
+        )
     finally:
+        released.set()
         server.shutdown()
         server.server_close()
 

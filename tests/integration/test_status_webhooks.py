@@ -15,6 +15,9 @@ arrives. The receiver verifies every delivery with the `standardwebhooks` librar
   with the same `webhook-id`; during a rotation both secrets verify every delivery.
 - Ten rotations asked at once all answer 200, each with a secret that was stored: the next
   delivery verifies with every one of them, and every copy of the endpoint holds them all.
+- Two lanes: an endpoint that has not answered in the fast lane's 1 s is flagged and its task
+  moves, uncounted and with the same `webhook-id`, to the slow lane's queue; its next tasks move
+  without a call; the slow lane waits for it, and a quick answer there takes the flag away.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pytest
 from sendonce.adapters.dynamodb_webhooks import ENDPOINT_COPIES
 from standardwebhooks.webhooks import Webhook
 
-from tests.integration.conftest import ApiAnswer, ReceivedWebhook, Stack, WebhookReceiver
+from tests.integration.conftest import SLOW_LANE, ApiAnswer, ReceivedWebhook, Stack, WebhookReceiver
 
 OTHER_WORKSPACE = "ws_elsewhere"
 
@@ -310,6 +313,56 @@ def test_a_deleted_endpoints_pending_retry_is_dropped(stack: Stack, hooks: Webho
 
     assert len(hooks.requests) == 1
     assert stack.webhook_queue_depth() == 0
+
+
+# ---------------------------------------------------------------------------- two lanes (issue 27)
+def lane_flags(stack: Stack, endpoint_id: str) -> list[dict[str, Any]]:
+    return [
+        item
+        for item in stack.scan("WebhooksTable")
+        if item["pk"]["S"].startswith("WHEPLANE#") and item["sk"]["S"] == f"WHEPLANE#{endpoint_id}"
+    ]
+
+
+def test_an_endpoint_that_does_not_answer_in_1_s_moves_to_the_slow_lane_and_back_when_it_recovers(
+    stack: Stack, hooks: WebhookReceiver
+) -> None:
+    slow = add_endpoint(stack, hooks.url + "/slow")
+    hooks.hold(2, path="/hooks/slow")  # past the fast lane's 1 s, well within the contract's 15
+    first = send_and_tell(stack)
+
+    # The fast lane waits 1 s, then moves the task to the slow lane's queue: no attempt counted.
+    assert stack.deliver_webhooks() == [{"batchItemFailures": []}]
+    assert (stack.webhook_queue_depth(), stack.webhook_queue_depth(SLOW_LANE)) == (0, 1)
+    [told] = events(stack, messageId=first)
+    assert [(d["status"], d["attempts"]) for d in told["deliveries"]] == [("pending", 0)]
+    assert len(lane_flags(stack, slow["id"])) == ENDPOINT_COPIES
+
+    # The endpoint is flagged: the next message's task moves at once, the endpoint not called.
+    second = send_and_tell(stack, body={"channel": "sms", "to": "+15550100001", "body": "Another"})
+    called = len(hooks.requests)
+    assert stack.deliver_webhooks() == [{"batchItemFailures": []}]
+    assert len(hooks.requests) == called
+    assert stack.webhook_queue_depth(SLOW_LANE) == 2
+
+    # The slow lane waits the 2 s: delivered, and the endpoint stays in the slow lane.
+    received = stack.receive_deliveries(SLOW_LANE)
+    moved, moved_at_once = sorted(received, key=lambda record: told["id"] not in record["Body"])
+    assert told["id"] in moved["Body"]
+    assert stack.deliver_webhook(moved, SLOW_LANE) == {"batchItemFailures": []}
+    assert len(lane_flags(stack, slow["id"])) == ENDPOINT_COPIES
+
+    # Quick again: its next slow-lane delivery takes it out, and the fast lane has it back.
+    hooks.hold(0, path="/hooks/slow")
+    assert stack.deliver_webhook(moved_at_once, SLOW_LANE) == {"batchItemFailures": []}
+    assert lane_flags(stack, slow["id"]) == []
+    assert stack.webhook_queue_depth(SLOW_LANE) == 0
+    for message_id in (first, second):
+        [told] = events(stack, messageId=message_id)
+        assert [(d["status"], d["attempts"]) for d in told["deliveries"]] == [("succeeded", 1)]
+    to_slow = hooks.requests_to("/hooks/slow")
+    assert [verified(r, slow["secret"])["data"]["message"]["id"] for r in to_slow] == [first, first, second]
+    assert len({r.webhook_id for r in to_slow[:2]}) == 1  # the move kept the event's webhook-id
 
 
 # ---------------------------------------------------------------------------- the events API

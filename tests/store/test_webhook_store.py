@@ -9,12 +9,15 @@ message's `Applied` are written together or not at all, once, whoever else recor
 change; a record that read `Applied` before it moved on writes nothing. Listing gives every event
 once, newest first, over every shard of the events' index, whatever a filter or DynamoDB's 1 MB
 leaves out of one read and whatever is recorded between two pages. Attempts add up, and a failure
-never undoes a success. Events and `Applied` expire 30 days after the change.
+never undoes a success. Events and `Applied` expire 30 days after the change. An endpoint's
+slow-lane flag is read with the endpoint in one call from every copy, in its workspace only, and
+carries its own end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -349,6 +352,75 @@ def test_given_rotations_at_once_then_each_applies_after_the_others_up_to_the_ca
     assert len(signing) == len(rotated) + 1
     assert signing[0] == max(rotated, key=lambda r: r.version).secrets[0].value
     assert all(s.expires_at == NOW + ROTATION_OVERLAP for s in stored.secrets[1:])
+
+
+# ---------------------------------------------------------------------------- the slow lane's flag
+@contextmanager
+def _calls(client: Any) -> Iterator[list[str]]:
+    """The DynamoDB operations `client` makes within the block, by name."""
+    made: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        made.append(model.name)
+
+    client.meta.events.register("before-call.dynamodb", count)
+    try:
+        yield made
+    finally:
+        client.meta.events.unregister("before-call.dynamodb", count)
+
+
+def test_given_a_flag_then_every_copy_reads_it_with_the_endpoint_in_one_call(webhooks: Webhooks) -> None:
+    copies = [
+        DynamoDbWebhookStore(webhooks.engine.client, TABLE, copy_of=lambda _, copy=copy: copy)
+        for copy in range(ENDPOINT_COPIES)
+    ]
+    endpoint = _endpoint()
+    webhooks.store.add_endpoint(endpoint, LIMIT)
+    until = NOW + timedelta(minutes=5)
+
+    assert {store.endpoint_and_lane("ws_a", endpoint.id) for store in copies} == {(endpoint, None)}
+    webhooks.store.put_in_slow_lane("ws_a", endpoint.id, until)
+    with _calls(webhooks.engine.client) as made:
+        assert {store.endpoint_and_lane("ws_a", endpoint.id) for store in copies} == {(endpoint, until)}
+    assert made == ["BatchGetItem"] * ENDPOINT_COPIES  # one round trip a read, as the GetItem was
+    webhooks.store.take_out_of_slow_lane("ws_a", endpoint.id)
+    assert {store.endpoint_and_lane("ws_a", endpoint.id) for store in copies} == {(endpoint, None)}
+
+
+def test_given_a_flag_then_its_copies_carry_their_end_and_expire_then(webhooks: Webhooks) -> None:
+    endpoint = _endpoint()
+    webhooks.store.add_endpoint(endpoint, LIMIT)
+    until = NOW + timedelta(minutes=5)
+
+    webhooks.store.put_in_slow_lane("ws_a", endpoint.id, until)
+
+    flags = [item for item in webhooks.items() if item["pk"]["S"].startswith(dynamodb_webhooks.LANE_PREFIX)]
+    assert len(flags) == ENDPOINT_COPIES
+    assert {(item["until"]["N"], item["expiresAt"]["N"]) for item in flags} == {
+        (str(int(until.timestamp())), str(int(until.timestamp())))
+    }
+    assert {item["pk"]["S"] for item in flags} == {f"WHEPLANE#ws_a#{copy}" for copy in range(ENDPOINT_COPIES)}
+    assert webhooks.store.endpoints("ws_a") == [endpoint]  # a flag is no endpoint
+
+
+def test_given_a_flag_then_another_workspace_reads_neither_it_nor_the_endpoint(webhooks: Webhooks) -> None:
+    endpoint = _endpoint()
+    webhooks.store.add_endpoint(endpoint, LIMIT)
+    webhooks.store.put_in_slow_lane("ws_a", endpoint.id, NOW + timedelta(minutes=5))
+
+    assert webhooks.store.endpoint_and_lane("ws_b", endpoint.id) == (None, None)
+
+
+def test_given_a_deleted_endpoint_then_its_flag_is_read_without_it_and_runs_out(webhooks: Webhooks) -> None:
+    endpoint = _endpoint()
+    webhooks.store.add_endpoint(endpoint, LIMIT)
+    until = NOW + timedelta(minutes=5)
+    webhooks.store.put_in_slow_lane("ws_a", endpoint.id, until)
+
+    assert webhooks.store.delete_endpoint("ws_a", endpoint.id) is True
+
+    assert webhooks.store.endpoint_and_lane("ws_a", endpoint.id) == (None, until)
 
 
 def test_given_30_endpoints_added_at_once_then_exactly_10_are_kept_and_counted(webhooks: Webhooks) -> None:

@@ -79,3 +79,34 @@ def test_the_baseline_imported_as_the_functions_import_is_shown_beside_the_basel
     assert [row[0] for row in rows[:2]] == ["baseline", FROZEN_BASELINE]
     assert rows[1][3] == 0.9
     assert not any(FROZEN_BASELINE in check.name for check in checks(results))
+
+
+def _lanes(most: float | None, received: int = 40) -> dict[str, Any]:
+    return {
+        "delivery_function_max_concurrency": 5,
+        "hanging_endpoints": 3,
+        "healthy_sent_p50_s_alone": 0.2,
+        "healthy_sent_p99_s_alone": 0.4,
+        "healthy_sent_p50_s_with_hanging": 0.3,
+        "healthy_sent_p99_s_with_hanging": most,
+        "healthy_sent_max_s_with_hanging": most,
+        "healthy_sent_received_with_hanging": received,
+        "healthy_sent_expected": 40,
+    }
+
+
+@pytest.mark.parametrize(
+    ("lanes", "passed"),
+    [(_lanes(2.4), True), (_lanes(5.0), True), (_lanes(5.2), False), (_lanes(1.0, received=39), False)],
+    ids=["well within", "at the bound", "one late", "one never arrived"],
+)
+def test_a_healthy_endpoint_beside_hanging_ones_is_checked_against_the_issues_5_s(
+    lanes: dict[str, Any], passed: bool
+) -> None:
+    results = {**_results(api_ratio=1.0, floor_ratio=1.0), "webhooks": {"lanes": lanes}}
+
+    (check,) = [c for c in checks(results) if c.name == "webhooks.lanes.healthy_sent_max_s_with_hanging"]
+
+    assert check.passed is passed
+    assert check.target == "<= 5.0"
+    assert "alone 0.4" in check.value

@@ -156,6 +156,24 @@ def test_a_waiting_receive_gets_a_message_sent_while_it_waits(
     assert [[m["Body"] for m in got] for got in received] == [["now"]]
 
 
+def test_a_change_to_one_queue_wakes_the_receives_waiting_on_it_only(
+    emulator: tuple[AwsEmulator, DeliveryLog],
+) -> None:
+    aws = emulator[0]
+    sqs, busy = _queue(aws, "Busy")
+    _, quiet = _queue(aws, "Quiet")
+    changes = aws.middleware.sqs_changes
+    busy_seen, quiet_seen = changes.of("Busy").seen(), changes.of("Quiet").seen()
+
+    sqs.send_message(QueueUrl=busy, MessageBody="to the busy queue")
+
+    assert changes.of("Busy").seen() != busy_seen
+    assert changes.of("Quiet").seen() == quiet_seen  # its pollers sleep on
+    sqs.list_queues()  # names no queue: every queue may have changed
+    assert changes.of("Quiet").seen() != quiet_seen
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=quiet).get("Messages", [])] == []
+
+
 def test_once_waits_are_released_a_waiting_receive_ends_at_once() -> None:
     aws = AwsEmulator("127.0.0.1", free_port(), DeliveryLog())
     aws.start()

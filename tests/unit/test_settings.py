@@ -22,7 +22,11 @@ from sendonce.settings import (
 
 QUEUES = {spec.queue_url_setting: f"https://queue/{spec.name}" for spec in channels.all_specs()}
 API = {"MESSAGES_TABLE": "Messages", "IDEMPOTENCY_TABLE": "Idempotency", "API_KEYS_TABLE": "Keys", **QUEUES}
-WEBHOOKS = {"WEBHOOKS_TABLE": "Webhooks", "WEBHOOK_QUEUE_URL": "https://queue/webhooks"}
+WEBHOOKS = {
+    "WEBHOOKS_TABLE": "Webhooks",
+    "WEBHOOK_QUEUE_URL": "https://queue/webhooks",
+    "WEBHOOK_SLOW_LANE_QUEUE_URL": "https://queue/webhooks-slow-lane",
+}
 
 
 def test_what_the_environment_does_not_set_takes_its_default() -> None:

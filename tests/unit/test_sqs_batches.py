@@ -3,6 +3,7 @@ the others stand, and an event without records is an empty batch."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -66,3 +67,23 @@ def test_a_record_knows_how_often_it_was_received(attributes: Any, count: int) -
     raw = {"messageId": "m0", "receiptHandle": "rh0", "body": "{}", "attributes": attributes}
 
     assert SqsRecord.of(raw).receive_count == count
+
+
+def test_side_by_side_records_overlap_and_failures_keep_the_batchs_order() -> None:
+    barrier = threading.Barrier(4, timeout=5)
+
+    def handle(record: SqsRecord) -> str:
+        barrier.wait()  # returns only once all four records are being handled at once
+        if record.body == "bad":
+            raise ValueError("unreadable")
+        return "done"
+
+    answer = process_batch(_event("bad", "ok", "bad", "ok"), handle, workers=4)
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m2"}]}
+
+
+def test_a_record_knows_the_queue_it_came_from() -> None:
+    raw = {**_event("ok")["Records"][0], "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:Lane"}
+
+    assert SqsRecord.of(raw).source_arn == "arn:aws:sqs:us-east-1:123456789012:Lane"

@@ -18,6 +18,7 @@ from sendonce.channels import ChannelSpec
 from sendonce.delivery.outbox import metric_name
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.delivery.sqs_batch import PROVIDER_CALL_MARGIN_SECONDS
+from sendonce.webhooks.handlers import DELIVERY_WORKERS
 
 from sendonce_local.template import Template, load_template
 
@@ -65,7 +66,17 @@ def test_every_queue_with_a_redrive_policy_has_a_consumer(template: Template) ->
     assert redriven == consumed
 
 
-@pytest.mark.parametrize("queue_id", ["SmsQueue", "ImessageQueue", "EmailQueue", "EventsQueue"])
+@pytest.mark.parametrize(
+    "queue_id",
+    [
+        "SmsQueue",
+        "ImessageQueue",
+        "EmailQueue",
+        "EventsQueue",
+        "WebhookDeliveryQueue",
+        "WebhookSlowLaneQueue",
+    ],
+)
 def test_a_queue_hides_a_record_six_times_its_consumers_timeout(template: Template, queue_id: str) -> None:
     (queue,) = [queue for queue in template.queues if queue.logical_id == queue_id]
     consumers = [mapping.function_id for mapping in template.sqs_mappings if mapping.queue_id == queue_id]
@@ -92,12 +103,61 @@ def test_the_longest_provider_timeout_fits_in_a_dispatchers_run(template: Templa
         assert longest + PROVIDER_MARGIN_SECONDS <= spec.timeout_seconds, spec.logical_id
 
 
+# Each queue's consumer is bounded by its event source's MaximumConcurrency, a parameter; the
+# webhook delivery function's two lanes each have their own (issue 27).
+CONCURRENCY_PARAMETERS = {
+    "WebhookDeliveryQueue": "WebhookDeliveryMaxConcurrency",
+    "WebhookSlowLaneQueue": "WebhookSlowLaneMaxConcurrency",
+}
+
+
 def test_a_queue_consumer_is_bounded_by_its_event_source(template: Template) -> None:
     for mapping in template.sqs_mappings:
         events = template.resources[mapping.function_id]["Properties"]["Events"]
         scaling = events[mapping.event_name]["Properties"]["ScalingConfig"]
-        assert scaling == {"MaximumConcurrency": {"Ref": "DispatcherMaxConcurrency"}}
-    assert int(template.parameters["DispatcherMaxConcurrency"]["MinValue"]) >= 2  # AWS's least
+        parameter = CONCURRENCY_PARAMETERS.get(mapping.queue_id, "DispatcherMaxConcurrency")
+        assert scaling == {"MaximumConcurrency": {"Ref": parameter}}, mapping.queue_id
+        assert int(template.parameters[parameter]["MinValue"]) >= 2  # AWS's least
+
+
+def test_the_webhook_lanes_feed_one_function_whose_concurrency_is_their_sum(template: Template) -> None:
+    lanes = {m.queue_id: m for m in template.sqs_mappings if m.function_id == "WebhookDeliveryFunction"}
+
+    assert set(lanes) == set(CONCURRENCY_PARAMETERS)
+    # A batch's records are delivered side by side, one thread each.
+    assert all(mapping.batch_size == DELIVERY_WORKERS for mapping in lanes.values())
+    assert all(mapping.report_batch_item_failures for mapping in lanes.values())
+    assert int(template.parameters["WebhookSlowLaneMaxConcurrency"]["Default"]) == 2
+    for parameter in CONCURRENCY_PARAMETERS.values():
+        assert "sum" in template.parameters[parameter]["Description"]
+
+
+def test_the_delivery_functions_run_covers_the_slow_lanes_full_wait(template: Template) -> None:
+    """The slow lane gives an endpoint the contract's 15 s; the event's read before and the writes
+    after (the attempt, the flag, a postponement) need a margin; the batch's records run side by side."""
+    from sendonce.webhooks.delivery import FAST_LANE_PATIENCE_SECONDS  # noqa: PLC0415
+
+    timeout = template.functions["WebhookDeliveryFunction"].timeout_seconds
+    assert timeout >= 15 + 5
+    assert FAST_LANE_PATIENCE_SECONDS < 15
+
+
+def test_the_slow_lane_is_redriven_encrypted_and_alarmed_like_the_fast_lane(template: Template) -> None:
+    queues = {queue.logical_id: queue.properties for queue in template.queues}
+    alarms = _of_type(template, "AWS::CloudWatch::Alarm")
+    for lane in ("WebhookDeliveryQueue", "WebhookSlowLaneQueue"):
+        dead_letters = lane.replace("Queue", "DeadLetterQueue")
+        redrive = queues[lane]["RedrivePolicy"]
+        assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": [dead_letters, "Arn"]}
+        assert int(redrive["maxReceiveCount"]) == 30
+        assert queues[lane]["KmsMasterKeyId"] == queues[dead_letters]["KmsMasterKeyId"] == "alias/aws/sqs"
+        watched = [
+            alarm
+            for alarm in alarms.values()
+            if alarm.get("Dimensions")
+            == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dead_letters, "QueueName"]}}]
+        ]
+        assert len(watched) == 1, dead_letters
 
 
 # ------------------------------------------------------------------------------------- retention

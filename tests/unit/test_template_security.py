@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sendonce.adapters import dynamodb_webhooks
 
 from sendonce_local.template import Template, load_template, references
 
@@ -108,9 +109,18 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:ListStreams",
         }
     },
-    # webhooks.dependencies.build_delivery: DynamoDbWebhookStore (event, endpoint, attempts), SqsRedelivery
+    # webhooks.dependencies.build_delivery: DynamoDbWebhookStore (event, attempts; the endpoint and
+    # its slow-lane flag in one BatchGetItem, the flag's copies written and removed by
+    # BatchWriteItem), SqsRedelivery on each lane, SqsDeliveryQueue (a move to the slow lane).
     "WebhookDeliveryFunction": {
-        "Allow": {"dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:ChangeMessageVisibility"}
+        "Allow": {
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",
+            "sqs:ChangeMessageVisibility",
+            "sqs:SendMessage",
+        }
     },
 }
 PUBLISH_OR_SEND = re.compile(r":(Publish|Send)", re.IGNORECASE)
@@ -185,6 +195,29 @@ def test_no_publish_or_send_on_every_resource_but_an_sms_kept_off_every_topic(
         assert [_listed(deny["Resource"]) for deny in denies] == [[EVERY_TOPIC]], (
             f"{function_id} may publish an SMS, so it needs a Deny of sns:Publish on every topic"
         )
+
+
+def test_webhook_deliveries_move_only_to_the_slow_lane_and_touch_only_the_webhooks_table(
+    template: Template,
+) -> None:
+    """Issue 27: a task moves from the fast lane to the slow one, never elsewhere; a retry is
+    postponed in either lane; the endpoint's flag lives in WebhooksTable with everything else."""
+    named: dict[str, set[str]] = {}
+    for statement in _statements(template, "WebhookDeliveryFunction"):
+        assert statement["Effect"] == "Allow"
+        for action in _listed(statement["Action"]):
+            for resource in _listed(statement["Resource"]):
+                named.setdefault(action, set()).update(references(resource))
+
+    (flags,) = [s for s in _statements(template, "WebhookDeliveryFunction") if "Condition" in s]
+    assert _listed(flags["Action"]) == ["dynamodb:BatchWriteItem"]  # a flag's copies, nothing else
+    assert flags["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [dynamodb_webhooks.LANE_PREFIX + "*"]}
+    }
+    assert named.pop("sqs:SendMessage") == {"WebhookSlowLaneQueue"}
+    assert named.pop("sqs:ChangeMessageVisibility") == {"WebhookDeliveryQueue", "WebhookSlowLaneQueue"}
+    assert named
+    assert all(resources == {"WebhooksTable"} for resources in named.values()), named
 
 
 def test_api_keys_are_only_read_by_the_api_function_one_key_at_a_time(template: Template) -> None:

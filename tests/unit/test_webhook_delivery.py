@@ -7,22 +7,39 @@
 - The delivery function's batches: a retry postpones its record (ChangeMessageVisibility) and
   reports it failed, so SQS brings it back then; an unreadable record is reported, not retried forever.
 - The queue's records name one delivery each, and a refused enqueue is `QueueUnavailable`.
+- Two lanes (issue 27): the fast lane gives an endpoint 1 s; no answer within it (a timeout, not
+  a refusal) flags the endpoint slow and moves the task to the slow lane's queue, its attempt not
+  counted; a fast-lane task of a flagged endpoint moves without a call. The slow lane gives the
+  full 15 s; a quick 2xx there takes the flag away, a slow answer keeps (renews) it. The flag is
+  read with the endpoint: a healthy delivery makes no more store calls than before. A batch's
+  records are delivered side by side, and a retry is postponed in its own lane's queue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import threading
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue, parse_task, task_body
 from sendonce.errors import QueueUnavailable, RetryLater
-from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer, body_of
-from sendonce.webhooks.dependencies import DeliveryDependencies
+from sendonce.webhooks.delivery import (
+    FAST_LANE_PATIENCE_SECONDS,
+    SLOW_LANE_SECONDS,
+    Answer,
+    Lane,
+    Outcome,
+    WebhookDeliverer,
+    body_of,
+)
+from sendonce.webhooks.dependencies import DeliveryDependencies, queue_name
 from sendonce.webhooks.handlers import handle_delivery_batch
 from sendonce.webhooks.model import (
     ROTATION_OVERLAP,
@@ -37,7 +54,7 @@ from sendonce.webhooks.model import (
 from sendonce.webhooks.ports import Attempt, DeliveryTask
 from standardwebhooks.webhooks import Webhook
 
-from tests.unit.unit_fakes import InMemoryWebhookStore, ManualClock
+from tests.unit.unit_fakes import FakeDeliveryQueue, InMemoryWebhookStore, ManualClock
 
 WS = "ws_1"
 EVENT_ID = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
@@ -53,16 +70,37 @@ def _now_is_the_tests_own(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.modules[__name__], "NOW", datetime.now(UTC).replace(microsecond=0))
 
 
+# What a sender answers for an endpoint that hangs: no answer within the timeout.
+HANG = Answer(None, "no answer within the timeout", timed_out=True)
+
+
+@dataclass
+class Stopwatch:
+    """The deliverer's timer: moved on by the receiver, by as long as each answer takes."""
+
+    now: float = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class Receiver:
-    """A Sender that records each call and answers from a script (default 200)."""
+    """A Sender that records each call and answers from a script (default 200 at once); a scripted
+    (answer, seconds) takes that long, and a hang takes the whole timeout it was given."""
 
-    answers: list[Answer] = field(default_factory=list)
+    answers: list[Answer | tuple[Answer, float]] = field(default_factory=list)
     calls: list[tuple[str, bytes, dict[str, str]]] = field(default_factory=list)
+    timeouts: list[float] = field(default_factory=list)
+    stopwatch: Stopwatch = field(default_factory=Stopwatch)
 
-    def __call__(self, url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
+    def __call__(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
         self.calls.append((url, body, dict(headers)))
-        return self.answers.pop(0) if self.answers else Answer(200)
+        self.timeouts.append(timeout)
+        scripted = self.answers.pop(0) if self.answers else Answer(200)
+        answer, took = scripted if isinstance(scripted, tuple) else (scripted, 0.01)
+        self.stopwatch.now += timeout if answer.timed_out else min(took, timeout)
+        return answer
 
 
 def endpoint(endpoint_id: str = "whep_1", secrets: tuple[SigningSecret, ...] | None = None) -> Endpoint:
@@ -96,6 +134,7 @@ class Setup:
     receiver: Receiver
     clock: ManualClock
     deliverer: WebhookDeliverer
+    slow_lane: FakeDeliveryQueue
 
     def delivery(self, endpoint_id: str = "whep_1") -> Delivery:
         found = self.store.event_items[(WS, EVENT_ID)].delivery(endpoint_id)
@@ -107,11 +146,18 @@ def setup(*answers: Answer, schedule: tuple[int, ...] = (5, 300, 1800), stored: 
     store = InMemoryWebhookStore()
     store.add_endpoint(endpoint(), limit=10)
     store.event_items[(WS, EVENT_ID)] = stored or event()
-    receiver, clock = Receiver(list(answers)), ManualClock(NOW)
+    receiver, clock, slow_lane = Receiver(list(answers)), ManualClock(NOW), FakeDeliveryQueue()
     deliverer = WebhookDeliverer(
-        events=store, endpoints=store, send=receiver, schedule=schedule, clock=clock, jitter=lambda d: d
+        events=store,
+        endpoints=store,
+        send=receiver,
+        slow_lane=slow_lane,
+        schedule=schedule,
+        clock=clock,
+        jitter=lambda d: d,
+        timer=receiver.stopwatch,
     )
-    return Setup(store, receiver, clock, deliverer)
+    return Setup(store, receiver, clock, deliverer, slow_lane)
 
 
 TASK = DeliveryTask(WS, EVENT_ID, "whep_1")
@@ -249,7 +295,7 @@ def test_a_task_naming_no_delivery_sends_nothing(task: DeliveryTask) -> None:
 def test_a_failure_never_overrides_a_concurrent_copys_success() -> None:
     s = setup()
 
-    def slow_and_failing(url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
+    def slow_and_failing(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
         # Meanwhile another copy of the task got a 200 through.
         s.store.record_attempt(WS, EVENT_ID, "whep_1", Attempt(NOW, 200, succeeded=True, final=False))
         return Answer(500)
@@ -295,7 +341,7 @@ class FakeRedelivery:
         self.postponed.append((receipt_handle, seconds))
 
 
-def sqs_event(*bodies: str) -> dict[str, Any]:
+def sqs_event(*bodies: str, queue: str = "WebhookDeliveryQueue") -> dict[str, Any]:
     return {
         "Records": [
             {
@@ -306,7 +352,7 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
                 "messageAttributes": {},
                 "md5OfBody": "",
                 "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:WebhookDeliveryQueue",
+                "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{queue}",
                 "awsRegion": "us-east-1",
             }
             for index, body in enumerate(bodies)
@@ -314,12 +360,26 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
     }
 
 
+SLOW_LANE_QUEUE = "sendonce-WebhookSlowLaneQueue-1AB2C3"  # as CloudFormation names a queue
+
+
+def lanes(
+    s: Setup, redelivery: FakeRedelivery | None = None, slow_redelivery: FakeRedelivery | None = None
+) -> DeliveryDependencies:
+    return DeliveryDependencies(
+        deliverer=s.deliverer,
+        redelivery=redelivery or FakeRedelivery(),
+        slow_redelivery=slow_redelivery or FakeRedelivery(),
+        slow_lane_queue=SLOW_LANE_QUEUE,
+    )
+
+
 def test_a_delivered_record_is_done_and_a_retry_is_postponed_and_reported() -> None:
     s = setup(Answer(200), Answer(500))
     s.store.add_endpoint(endpoint("whep_2"), limit=10)
     s.store.event_items[(WS, EVENT_ID)] = event(Delivery("whep_1"), Delivery("whep_2"))
     redelivery = FakeRedelivery()
-    dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=redelivery)
+    dependencies = lanes(s, redelivery)
     batch = sqs_event(task_body(TASK), task_body(DeliveryTask(WS, EVENT_ID, "whep_2")))
 
     answer = handle_delivery_batch(dependencies, batch)
@@ -330,7 +390,7 @@ def test_a_delivered_record_is_done_and_a_retry_is_postponed_and_reported() -> N
 
 def test_a_retry_whose_postponement_fails_is_still_reported() -> None:
     s = setup(Answer(500))
-    dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=FakeRedelivery(fail=True))
+    dependencies = lanes(s, FakeRedelivery(fail=True))
 
     answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)))
 
@@ -340,7 +400,7 @@ def test_a_retry_whose_postponement_fails_is_still_reported() -> None:
 @pytest.mark.parametrize("body", ["", "nope", "{}", '{"workspaceId": 1, "eventId": "e", "endpointId": "p"}'])
 def test_an_unreadable_record_is_reported_and_sends_nothing(body: str) -> None:
     s = setup()
-    dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=FakeRedelivery())
+    dependencies = lanes(s)
 
     answer = handle_delivery_batch(dependencies, sqs_event(body))
 
@@ -350,7 +410,7 @@ def test_an_unreadable_record_is_reported_and_sends_nothing(body: str) -> None:
 
 def test_a_final_failure_is_done_with_its_record() -> None:
     s = setup(Answer(500), schedule=())
-    dependencies = DeliveryDependencies(deliverer=s.deliverer, redelivery=FakeRedelivery())
+    dependencies = lanes(s)
 
     answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)))
 
@@ -424,3 +484,255 @@ def test_a_moment_after_now_is_still_now_for_the_signature() -> None:
     s.deliverer.deliver(TASK)
 
     assert s.receiver.calls[0][2]["webhook-timestamp"] == str(int((NOW + timedelta(seconds=90)).timestamp()))
+
+
+# ---------------------------------------------------------------------------- two lanes (issue 27)
+def flagged_until(s: Setup) -> datetime | None:
+    return s.store.lane_items.get((WS, "whep_1"))
+
+
+def test_a_healthy_delivery_reads_its_endpoint_and_flag_in_one_call_and_writes_no_flag() -> None:
+    s = setup(Answer(204))
+
+    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+
+    # As before the lanes: the endpoint (with its flag, one round trip), the event, the attempt.
+    assert s.store.calls == ["endpoint_and_lane", "event", "record_attempt"]
+    assert s.receiver.timeouts == [FAST_LANE_PATIENCE_SECONDS]
+    assert s.slow_lane.tasks == []
+
+
+def test_the_fast_lanes_patience_leaves_the_e2e_bound_a_margin() -> None:
+    # A healthy endpoint's delivery waits at most two patiences for an invocation while others hang
+    # (a batch taken just before the first hanging delivery flags its endpoint): 2 s of the issue's 5.
+    assert 2 * FAST_LANE_PATIENCE_SECONDS <= 5.0 - 3.0
+    assert FAST_LANE_PATIENCE_SECONDS < 15.0
+
+
+def test_no_answer_within_the_patience_moves_the_task_to_the_slow_lane_uncounted() -> None:
+    s = setup(HANG)
+
+    assert s.deliverer.deliver(TASK) is Outcome.MOVED
+
+    assert s.slow_lane.tasks == [TASK]  # the same event, endpoint and webhook-id
+    assert s.delivery() == Delivery("whep_1")  # no attempt counted, still pending
+    assert flagged_until(s) == NOW + timedelta(seconds=SLOW_LANE_SECONDS)
+    assert "record_attempt" not in s.store.calls
+
+
+def test_a_redelivery_moved_to_the_slow_lane_keeps_its_base() -> None:
+    s = setup(HANG, stored=event(Delivery("whep_1", DeliveryStatus.PENDING, 4, NOW, 503)))
+    redelivery = DeliveryTask(WS, EVENT_ID, "whep_1", base_attempts=4)
+
+    assert s.deliverer.deliver(redelivery) is Outcome.MOVED
+
+    assert s.slow_lane.tasks == [redelivery]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [Answer(None, "connection refused"), Answer(None, "refused: a loopback address"), Answer(503)],
+    ids=["refused", "unsafe target", "a quick 503"],
+)
+def test_an_answer_within_the_patience_stays_in_the_fast_lane_on_the_retry_schedule(answer: Answer) -> None:
+    s = setup(answer)
+
+    with pytest.raises(RetryLater) as retry:
+        s.deliverer.deliver(TASK)
+
+    assert retry.value.seconds == 5
+    assert s.delivery().attempts == 1
+    assert s.slow_lane.tasks == []
+    assert flagged_until(s) is None
+
+
+def test_a_fast_lane_task_of_a_flagged_endpoint_moves_without_calling_it() -> None:
+    s = setup()
+    s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=60)
+
+    assert s.deliverer.deliver(TASK) is Outcome.MOVED
+
+    assert s.receiver.calls == []
+    assert s.slow_lane.tasks == [TASK]
+    assert s.delivery() == Delivery("whep_1")
+    assert s.store.calls == ["endpoint_and_lane"]  # one read, nothing written
+
+
+def test_a_flag_that_ran_out_moves_nothing() -> None:
+    s = setup(Answer(200))
+    s.store.lane_items[(WS, "whep_1")] = NOW - timedelta(seconds=1)  # TTL has not removed it yet
+
+    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+
+    assert s.slow_lane.tasks == []
+    assert s.receiver.timeouts == [FAST_LANE_PATIENCE_SECONDS]
+
+
+def test_a_flag_that_cannot_be_written_still_moves_the_task() -> None:
+    s = setup(HANG)
+    s.store.fail_lane_writes = True
+
+    assert s.deliverer.deliver(TASK) is Outcome.MOVED
+
+    assert s.slow_lane.tasks == [TASK]
+
+
+def test_a_move_the_slow_lane_refuses_fails_the_record_and_counts_nothing() -> None:
+    s = setup(HANG)
+    s.slow_lane.fail = 1
+
+    with pytest.raises(QueueUnavailable):
+        s.deliverer.deliver(TASK)
+
+    assert s.delivery() == Delivery("whep_1")  # its record comes back to the fast lane
+
+
+def test_the_slow_lane_gives_the_endpoint_the_contracts_full_timeout() -> None:
+    s = setup(Answer(200))
+
+    assert s.deliverer.deliver(TASK, Lane.SLOW) is Outcome.SUCCEEDED
+
+    assert s.receiver.timeouts == [15.0]
+    assert s.slow_lane.tasks == []
+
+
+def test_a_quick_2xx_in_the_slow_lane_takes_the_endpoint_out() -> None:
+    s = setup((Answer(204), FAST_LANE_PATIENCE_SECONDS - 0.5))
+    s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=SLOW_LANE_SECONDS)
+
+    assert s.deliverer.deliver(TASK, Lane.SLOW) is Outcome.SUCCEEDED
+
+    assert flagged_until(s) is None
+    assert s.delivery().status is DeliveryStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [(Answer(200), FAST_LANE_PATIENCE_SECONDS + 0.5), (Answer(500), 9.0), HANG],
+    ids=["a slow 2xx", "a slow 500", "no answer in 15 s"],
+)
+def test_an_answer_slower_than_the_patience_in_the_slow_lane_keeps_the_endpoint_in(
+    answer: Answer | tuple[Answer, float],
+) -> None:
+    s = setup(answer)
+    s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=10)  # less than half is left
+    s.clock.advance(1)
+
+    with contextlib.suppress(RetryLater):  # a retry stays in the slow lane: postponed there
+        s.deliverer.deliver(TASK, Lane.SLOW)
+
+    assert flagged_until(s) == NOW + timedelta(seconds=1 + SLOW_LANE_SECONDS)
+    assert s.delivery().attempts == 1  # the slow lane's attempts count
+    assert s.slow_lane.tasks == []  # nothing is moved from the slow lane
+
+
+def test_the_flag_is_renewed_only_once_less_than_half_of_it_is_left() -> None:
+    s = setup(HANG)
+    s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=SLOW_LANE_SECONDS * 0.6)
+
+    with pytest.raises(RetryLater):
+        s.deliverer.deliver(TASK, Lane.SLOW)
+
+    assert "put_in_slow_lane" not in s.store.calls
+    assert flagged_until(s) == NOW + timedelta(seconds=SLOW_LANE_SECONDS * 0.6)
+
+
+def test_a_quick_failure_in_the_slow_lane_leaves_the_flag_as_it_is() -> None:
+    s = setup(Answer(503))
+    until = NOW + timedelta(seconds=10)
+    s.store.lane_items[(WS, "whep_1")] = until
+
+    with pytest.raises(RetryLater):
+        s.deliverer.deliver(TASK, Lane.SLOW)
+
+    assert flagged_until(s) == until
+    assert not {"put_in_slow_lane", "take_out_of_slow_lane"} & set(s.store.calls)
+
+
+def test_an_endpoint_that_hangs_then_recovers_goes_to_the_slow_lane_and_back() -> None:
+    s = setup(HANG, (Answer(200), 0.2), Answer(200))
+    other = DeliveryTask(WS, "evt_01KDVDNA00QV9D1V5ZMBF8DBXX", "whep_1")
+    s.store.event_items[(WS, other.event_id)] = replace(event(), id=other.event_id)
+
+    assert s.deliverer.deliver(TASK) is Outcome.MOVED  # 1 s, then flagged
+    assert s.deliverer.deliver(TASK, Lane.SLOW) is Outcome.SUCCEEDED  # answered quickly there
+    assert flagged_until(s) is None
+    assert s.deliverer.deliver(other) is Outcome.SUCCEEDED  # the fast lane again
+
+    assert s.receiver.timeouts == [FAST_LANE_PATIENCE_SECONDS, 15.0, FAST_LANE_PATIENCE_SECONDS]
+
+
+# ---------------------------------------------------------------------------- the lanes' batches
+def test_a_fast_lane_record_that_hangs_is_moved_and_done_with() -> None:
+    s = setup(HANG)
+    fast, slow = FakeRedelivery(), FakeRedelivery()
+
+    answer = handle_delivery_batch(lanes(s, fast, slow), sqs_event(task_body(TASK)))
+
+    assert answer == {"batchItemFailures": []}  # deleted from the fast lane: it lives on in the slow
+    assert s.slow_lane.tasks == [TASK]
+    assert fast.postponed == slow.postponed == []
+
+
+def test_a_slow_lane_record_gets_the_full_timeout_and_its_retry_is_postponed_in_the_slow_lane() -> None:
+    s = setup(HANG)
+    fast, slow = FakeRedelivery(), FakeRedelivery()
+
+    answer = handle_delivery_batch(lanes(s, fast, slow), sqs_event(task_body(TASK), queue=SLOW_LANE_QUEUE))
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    assert s.receiver.timeouts == [15.0]
+    assert slow.postponed == [("rh0", 5)]
+    assert fast.postponed == []
+    assert s.slow_lane.tasks == []
+
+
+@pytest.mark.parametrize(
+    ("source", "slow"),
+    [
+        ("arn:aws:sqs:us-east-1:123456789012:sendonce-WebhookSlowLaneQueue-1AB2C3", True),
+        ("https://sqs.us-east-1.amazonaws.com/123456789012/sendonce-WebhookSlowLaneQueue-1AB2C3", True),
+        ("arn:aws:sqs:us-east-1:123456789012:sendonce-WebhookDeliveryQueue-9XY8Z7", False),
+        ("", False),
+    ],
+)
+def test_a_records_lane_is_the_queue_it_came_from(source: str, slow: bool) -> None:
+    assert (queue_name(source) == SLOW_LANE_QUEUE) is slow
+
+
+def test_a_batchs_records_are_delivered_side_by_side() -> None:
+    """One record that hangs holds no other: the nine healthy records are answered while it waits."""
+    s = setup()
+    healthy = [endpoint(f"whep_h{n}") for n in range(9)]
+    for one in [*healthy, endpoint("whep_hang")]:
+        s.store.add_endpoint(one, limit=20)
+    s.store.event_items[(WS, EVENT_ID)] = event(Delivery("whep_hang"), *(Delivery(one.id) for one in healthy))
+    answered: list[str] = []
+    all_answered = threading.Event()
+    lock = threading.Lock()
+
+    def send(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
+        if url.endswith("whep_hang"):
+            # Hangs until every other record has been answered (or gives up, as in one at a time).
+            released = all_answered.wait(timeout=5)
+            return HANG if released else Answer(None, "never released", timed_out=True)
+        with lock:
+            answered.append(url)
+            if len(answered) == len(healthy):
+                all_answered.set()
+        return Answer(204)
+
+    s.deliverer.send = send
+    tasks = [
+        DeliveryTask(WS, EVENT_ID, "whep_hang"),
+        *(DeliveryTask(WS, EVENT_ID, one.id) for one in healthy),
+    ]
+
+    started = time.monotonic()
+    answer = handle_delivery_batch(lanes(s), sqs_event(*(task_body(task) for task in tasks)))
+
+    assert time.monotonic() - started < 4  # the hanging record was released by the others
+    assert answer == {"batchItemFailures": []}
+    assert len(answered) == 9
+    assert s.slow_lane.tasks == [DeliveryTask(WS, EVENT_ID, "whep_hang")]
+    assert all(s.delivery(one.id).status is DeliveryStatus.SUCCEEDED for one in healthy)

@@ -47,7 +47,7 @@ from sendonce.webhooks.ports import DeliveryTask
 from sendonce.webhooks.signing import signed_headers
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from tests.unit.unit_fakes import T0, InMemoryWebhookStore, ManualClock
+from tests.unit.unit_fakes import T0, FakeDeliveryQueue, InMemoryWebhookStore, ManualClock
 
 WS = "ws_1"
 EVENT_ID = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
@@ -296,12 +296,17 @@ def failing_deliverer(
     store.event_items[(WS, EVENT_ID)] = event(deliveries=(Delivery("whep_1"),))
     sent: list[bytes] = []
 
-    def send(url: str, body: bytes, headers: object) -> Answer:
+    def send(url: str, body: bytes, headers: object, timeout: float) -> Answer:
         sent.append(body)
         return Answer(503)
 
     deliverer = WebhookDeliverer(
-        events=store, endpoints=store, send=send, schedule=schedule, clock=ManualClock()
+        events=store,
+        endpoints=store,
+        send=send,
+        slow_lane=FakeDeliveryQueue(),
+        schedule=schedule,
+        clock=ManualClock(),
     )
     if jitter is not None:
         deliverer.jitter = jitter  # type: ignore[assignment]

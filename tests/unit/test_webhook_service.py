@@ -646,11 +646,17 @@ def test_a_redelivered_event_arrives_again_with_the_same_id_on_a_fresh_schedule(
     local.store.event_items[(WS, event.id)] = event
     sent: list[dict[str, str]] = []
 
-    def receiver(url: str, body: bytes, headers: Any) -> Answer:
+    def receiver(url: str, body: bytes, headers: Any, timeout: float) -> Answer:
         sent.append(dict(headers))
         return Answer(200)
 
-    deliverer = WebhookDeliverer(events=local.store, endpoints=local.store, send=receiver, schedule=(5, 300))
+    deliverer = WebhookDeliverer(
+        events=local.store,
+        endpoints=local.store,
+        send=receiver,
+        slow_lane=FakeDeliveryQueue(),
+        schedule=(5, 300),
+    )
     assert deliverer.deliver(DeliveryTask(WS, event.id, endpoint.id)) is Outcome.DROPPED  # it had failed
 
     local.service.redeliver(WS, event.id, None)

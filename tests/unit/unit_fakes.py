@@ -411,6 +411,11 @@ class InMemoryWebhookStore:
     endpoint_items: dict[tuple[str, str], Endpoint] = field(default_factory=dict)
     event_items: dict[tuple[str, str], Event] = field(default_factory=dict)
     applied_items: dict[str, Applied] = field(default_factory=dict)
+    # Slow-lane flags: until when each endpoint is in the slow lane.
+    lane_items: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    # Every call made, by name: what a delivery costs the store.
+    calls: list[str] = field(default_factory=list)
+    fail_lane_writes: bool = False  # the flag's writes raise, as a DynamoDB outage would
     # Faults: raised by the next applied() read, or by the next record() before (or after) it
     # writes, as a crash would.
     crash_before_read: int = 0
@@ -429,7 +434,27 @@ class InMemoryWebhookStore:
         return [e for (ws, _), e in self.endpoint_items.items() if ws == workspace_id]
 
     def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None:
+        self.calls.append("endpoint")
         return self.endpoint_items.get((workspace_id, endpoint_id))
+
+    def endpoint_and_lane(
+        self, workspace_id: str, endpoint_id: str
+    ) -> tuple[Endpoint | None, datetime | None]:
+        self.calls.append("endpoint_and_lane")
+        key = (workspace_id, endpoint_id)
+        return self.endpoint_items.get(key), self.lane_items.get(key)
+
+    def put_in_slow_lane(self, workspace_id: str, endpoint_id: str, until: datetime) -> None:
+        self.calls.append("put_in_slow_lane")
+        if self.fail_lane_writes:
+            raise DependencyUnavailable("the webhooks table is down")
+        self.lane_items[(workspace_id, endpoint_id)] = until
+
+    def take_out_of_slow_lane(self, workspace_id: str, endpoint_id: str) -> None:
+        self.calls.append("take_out_of_slow_lane")
+        if self.fail_lane_writes:
+            raise DependencyUnavailable("the webhooks table is down")
+        self.lane_items.pop((workspace_id, endpoint_id), None)
 
     def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
         return self.endpoint_items.pop((workspace_id, endpoint_id), None) is not None
@@ -470,6 +495,7 @@ class InMemoryWebhookStore:
         return True
 
     def event(self, workspace_id: str, event_id: str) -> Event | None:
+        self.calls.append("event")
         return self.event_items.get((workspace_id, event_id))
 
     def events(
@@ -497,6 +523,7 @@ class InMemoryWebhookStore:
         return EventPage(page, page[-1].id if len(chosen) > limit else None)
 
     def record_attempt(self, workspace_id: str, event_id: str, endpoint_id: str, attempt: Attempt) -> None:
+        self.calls.append("record_attempt")
         event = self.event_items[(workspace_id, event_id)]
         delivery = event.delivery(endpoint_id)
         if delivery is None or (not attempt.succeeded and delivery.status is DeliveryStatus.SUCCEEDED):

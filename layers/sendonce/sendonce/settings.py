@@ -252,7 +252,8 @@ def _schedule(value: str) -> str:
 @dataclass(frozen=True)
 class WebhookDeliverySettings(_Settings):
     webhooks_table: str = _setting("WEBHOOKS_TABLE", _text(min_length=1))
-    webhook_queue_url: str = _setting("WEBHOOK_QUEUE_URL", _text(min_length=1))
+    webhook_queue_url: str = _setting("WEBHOOK_QUEUE_URL", _text(min_length=1))  # the fast lane
+    slow_lane_queue_url: str = _setting("WEBHOOK_SLOW_LANE_QUEUE_URL", _text(min_length=1))
     # Seconds between attempts, comma-separated: the first attempt at once, then one after each.
     retry_schedule: str = _setting(
         "SENDONCE_WEBHOOK_RETRY_SCHEDULE", _schedule, "5,300,1800,7200,18000,36000,36000"

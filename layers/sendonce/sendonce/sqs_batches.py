@@ -1,7 +1,9 @@
 """SQS batches as Lambda's event source mapping hands them over, each record handled alone.
 
 Failures are reported per record (ReportBatchItemFailures): one bad record never holds back
-the rest of its batch, and an event with no records is an empty batch, not an error.
+the rest of its batch, and an event with no records is an empty batch, not an error. Records are
+handled one after another, or side by side (`workers`) where one may wait long on something of its
+own (a webhook endpoint) and must not hold the others.
 
 A record handler raises to fail its record; whatever it returns is its outcome, for the logs.
 `read_record` and `retried_later` are the two things every handler does around its own work: a
@@ -21,6 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sendonce.errors import RetryLater
 from sendonce.observability import logger
+from sendonce.side_by_side import side_by_side
 
 LambdaHandler = Callable[[Any, LambdaContext], dict[str, Any]]
 T = TypeVar("T")
@@ -40,6 +43,7 @@ class SqsRecord:
     body: str
     receipt_handle: str
     receive_count: int = 1  # SQS's ApproximateReceiveCount: this receive included
+    source_arn: str = ""  # the queue it came from (eventSourceARN)
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> SqsRecord:
@@ -50,20 +54,22 @@ class SqsRecord:
             body=record.get("body") or "",
             receipt_handle=record.get("receiptHandle") or "",
             receive_count=int(count) if isinstance(count, str) and count.isdecimal() else 1,
+            source_arn=record.get("eventSourceARN") or "",
         )
 
 
-def process_batch(event: Any, handle_record: Callable[[SqsRecord], str]) -> dict[str, Any]:
-    """Each record through `handle_record`; the records that raised, as Lambda's `batchItemFailures`.
+def process_batch(event: Any, handle_record: Callable[[SqsRecord], str], workers: int = 1) -> dict[str, Any]:
+    """Each record through `handle_record`, on up to `workers` threads; the records that raised, as
+    Lambda's `batchItemFailures`, in the batch's order.
 
-    A record without a `messageId` cannot be reported on its own: the invocation fails instead,
-    and SQS brings the whole batch back.
+    A record without a `messageId` cannot be reported on its own: the invocation fails instead
+    (once every other record has been handled), and SQS brings the whole batch back.
     """
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list) or not records:
         return {"batchItemFailures": []}
-    failures: list[dict[str, str]] = []
-    for raw in records:
+
+    def failure_of(raw: Any) -> dict[str, str] | None:
         record = SqsRecord.of(raw)
         try:
             handle_record(record)
@@ -72,8 +78,11 @@ def process_batch(event: Any, handle_record: Callable[[SqsRecord], str]) -> dict
                 "sqs.record_failed",
                 extra={"sqs_message_id": record.message_id, "error": f"{type(error).__name__}: {error}"},
             )
-            failures.append({"itemIdentifier": record.message_id})
-    return {"batchItemFailures": failures}
+            return {"itemIdentifier": record.message_id}
+        return None
+
+    failures = side_by_side(failure_of, records, workers)  # workers=1: one after another, on this thread
+    return {"batchItemFailures": [failure for failure in failures if failure is not None]}
 
 
 def read_record(

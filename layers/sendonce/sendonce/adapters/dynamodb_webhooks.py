@@ -16,6 +16,14 @@ endpoint count (`WS#<workspace>`) is moved in the same transaction as each add o
 concurrent adds never pass the limit. A transaction canceled by another one on the same item is
 tried again, and then meets that one's write as a failed condition: of the copies of one change
 recorded at once, exactly one is told it wrote the event.
+
+An endpoint in the slow lane (`webhooks.delivery`) has a flag, kept like the endpoint in
+ENDPOINT_COPIES partitions of its workspace's (`WHEPLANE#<workspace>#<copy>`, `WHEPLANE#<endpoint
+id>`), each copy read with the endpoint's copy of the same number in one BatchGetItem: a delivery
+makes no more round trips for it, and a busy endpoint's reads of it spread as the endpoint's do.
+The copies are written one by one (BatchWriteItem), not in a transaction: a copy left behind only
+costs a delivery the fast lane's patience, and the flag carries its own end (`until`; TTL
+`expiresAt` removes it later), so one that was never cleared runs out.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime, shard_of, workspace_shard
@@ -62,6 +71,7 @@ from sendonce.webhooks.ports import (
 )
 
 COUNT_SK = "WHEPCOUNT"
+LANE_PREFIX = "WHEPLANE#"
 APPLIED_SK = "APPLIED"
 EVENT_SK = "EVENT"
 # A workspace's events are listed through this many partitions of the ByWorkspace index. Each
@@ -86,6 +96,11 @@ def _endpoint_key(workspace_id: str, endpoint_id: str, copy: int) -> Item:
     """One copy of an endpoint: a workspace's endpoints are kept whole in each of ENDPOINT_COPIES
     partitions (`WHEP#<workspace>#<copy>`)."""
     return {"pk": {"S": f"WHEP#{workspace_id}#{copy}"}, "sk": {"S": f"WHEP#{endpoint_id}"}}
+
+
+def _lane_key(workspace_id: str, endpoint_id: str, copy: int) -> Item:
+    """One copy of an endpoint's slow-lane flag, in the copy's partition of the workspace's flags."""
+    return {"pk": {"S": f"{LANE_PREFIX}{workspace_id}#{copy}"}, "sk": {"S": f"{LANE_PREFIX}{endpoint_id}"}}
 
 
 def _event_key(event_id: str) -> Item:
@@ -273,6 +288,37 @@ class DynamoDbWebhookStore:
     def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None:
         item = self._table.get(_endpoint_key(workspace_id, endpoint_id, self._copy_of(ENDPOINT_COPIES)))
         return _endpoint(item) if item else None
+
+    def endpoint_and_lane(
+        self, workspace_id: str, endpoint_id: str
+    ) -> tuple[Endpoint | None, datetime | None]:
+        """One copy of the endpoint and the same copy of its slow-lane flag, in one BatchGetItem."""
+        copy = self._copy_of(ENDPOINT_COPIES)
+        endpoint_key = _endpoint_key(workspace_id, endpoint_id, copy)
+        found = self._table.batch_get([endpoint_key, _lane_key(workspace_id, endpoint_id, copy)])
+        endpoint = found.get(endpoint_key["pk"]["S"])
+        lane = found.get(f"{LANE_PREFIX}{workspace_id}#{copy}")
+        until = datetime.fromtimestamp(int(lane["until"]["N"]), UTC) if lane else None
+        return (_endpoint(endpoint) if endpoint else None), until
+
+    def put_in_slow_lane(self, workspace_id: str, endpoint_id: str, until: datetime) -> None:
+        self._table.batch_write(
+            puts=[
+                {
+                    **_lane_key(workspace_id, endpoint_id, copy),
+                    "workspaceId": {"S": workspace_id},
+                    "endpointId": {"S": endpoint_id},
+                    "until": epoch_seconds(until),
+                    "expiresAt": epoch_seconds(until),
+                }
+                for copy in range(ENDPOINT_COPIES)
+            ]
+        )
+
+    def take_out_of_slow_lane(self, workspace_id: str, endpoint_id: str) -> None:
+        self._table.batch_write(
+            deletes=[_lane_key(workspace_id, endpoint_id, copy) for copy in range(ENDPOINT_COPIES)]
+        )
 
     def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
         return with_retries(

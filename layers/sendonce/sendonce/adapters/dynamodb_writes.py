@@ -20,8 +20,9 @@ Item = dict[str, dict[str, Any]]
 T = TypeVar("T")
 
 CONDITION_FAILED = "ConditionalCheckFailed"
-# BatchGetItem reads at most 100 keys a call.
+# BatchGetItem reads at most 100 keys a call; BatchWriteItem writes at most 25 items.
 BATCH_GET_KEYS = 100
+BATCH_WRITE_ITEMS = 25
 CONFLICT = "TransactionConflict"
 # Two transactions on one item at once: one wins, the other is canceled with a conflict and
 # tried again here, then meets the winner's write as a failed condition.
@@ -116,6 +117,32 @@ class DynamoDbTable:
             if request:
                 raise DependencyUnavailable("DynamoDB left keys of a BatchGetItem unread")
         return found
+
+    def batch_write(
+        self,
+        puts: Sequence[Item] = (),
+        deletes: Sequence[Item] = (),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Unconditional puts of whole items and deletes by key, 25 a BatchWriteItem; each item is
+        written on its own, not atomically with the others. Items left unprocessed (throttling) are
+        sent again, a bounded number of times with jittered waits; still unwritten,
+        DependencyUnavailable."""
+        requests = [{"PutRequest": {"Item": item}} for item in puts]
+        requests += [{"DeleteRequest": {"Key": key}} for key in deletes]
+        for start in range(0, len(requests), BATCH_WRITE_ITEMS):
+            left: dict[str, Any] = {self.name: requests[start : start + BATCH_WRITE_ITEMS]}
+            for tries in range(1, MAX_ATTEMPTS + 1):
+                try:
+                    left = self.client.batch_write_item(RequestItems=left).get("UnprocessedItems") or {}
+                except Exception as error:
+                    raise DependencyUnavailable(str(error)) from error
+                if not left:
+                    break
+                if tries < MAX_ATTEMPTS:
+                    sleep(random.uniform(0.005, 0.02) * tries)
+            if left:
+                raise DependencyUnavailable("DynamoDB left items of a BatchWriteItem unwritten")
 
     def write(self, operation: str, **request: Any) -> dict[str, Any] | ConditionFailed:
         """`put_item`, `update_item` or `delete_item` with a condition: the response, or why not.

@@ -1,4 +1,8 @@
-"""The webhook delivery queue on SQS: one record per (event, endpoint), a small JSON body naming them."""
+"""The webhook delivery queues on SQS: one record per (event, endpoint), a small JSON body naming them.
+
+The same body in either lane (`webhooks.delivery`): the fast lane's queue, where the stream's
+consumer and a redelivery put it, and the slow lane's, where a delivery moves it unchanged.
+"""
 
 from __future__ import annotations
 

@@ -126,11 +126,16 @@ class Target:
 
 @dataclass(frozen=True)
 class Answer:
-    """What came back: `status` None means no answer (connection error, TLS failure, timeout)."""
+    """What came back: `status` None means no answer (connection error, TLS failure, timeout).
+
+    `timed_out`: no answer because the timeout ran out (a connection, a handshake or an answer
+    too slow), as against one refused or broken: the endpoint may be there, only slow.
+    """
 
     status: int | None
     error: str | None = None
     body: bytes = field(default=b"", repr=False)
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -188,7 +193,9 @@ def post(
                 raise TimeoutError("aborted")
         except (OSError, http.client.HTTPException) as error:
             late = connection.aborted or isinstance(error, TimeoutError)
-            return Answer(None, f"no answer within {timeout:g} s" if late else _describe(error))
+            if late:
+                return Answer(None, f"no answer within {timeout:g} s", timed_out=True)
+            return Answer(None, _describe(error))
         # The status is the answer; the body is a courtesy, cut at the cap or at the deadline.
         return Answer(response.status, None, _read_capped(response, max_body))
     finally:

@@ -94,6 +94,21 @@ class EndpointStore(Protocol):
         ...
 
 
+class EndpointLanes(Protocol):
+    """What a delivery reads of its endpoint, and the slow lane's flag (`webhooks.delivery`)."""
+
+    def endpoint_and_lane(
+        self, workspace_id: str, endpoint_id: str
+    ) -> tuple[Endpoint | None, datetime | None]:
+        """The endpoint (None if deleted) and, in the same round trip, until when it is in the slow
+        lane (None: not flagged; a time passed: the flag has run out)."""
+        ...
+
+    def put_in_slow_lane(self, workspace_id: str, endpoint_id: str, until: datetime) -> None: ...
+
+    def take_out_of_slow_lane(self, workspace_id: str, endpoint_id: str) -> None: ...
+
+
 class EventStore(Protocol):
     def applied(self, message_id: str) -> Applied | None: ...
 
