@@ -21,9 +21,12 @@ from sendonce_local.template import Template
 OVERRIDES_SETTING = "SENDONCE_LOCAL_PARAMETER_OVERRIDES"
 # One machine, shared by every function and the emulator: each queue is read by 3 invocations at a
 # time, as the local stack always did, where a deployed stack takes its event sources' defaults.
-# The webhook slow lane keeps the template's (2): with the fast lane's 3, the delivery function runs
-# at most 5 at once.
-LOCAL_PARAMETERS = {"DispatcherMaxConcurrency": "3", "WebhookDeliveryMaxConcurrency": "3"}
+# The webhook slow lane runs 2: with the fast lane's 3, the delivery function runs at most 5 at once.
+LOCAL_PARAMETERS = {
+    "DispatcherMaxConcurrency": "3",
+    "WebhookDeliveryMaxConcurrency": "3",
+    "WebhookSlowLaneMaxConcurrency": "2",
+}
 
 
 class InvalidParameter(ValueError):

@@ -127,7 +127,7 @@ def test_the_webhook_lanes_feed_one_function_whose_concurrency_is_their_sum(temp
     # A batch's records are delivered side by side, one thread each.
     assert all(mapping.batch_size == DELIVERY_WORKERS for mapping in lanes.values())
     assert all(mapping.report_batch_item_failures for mapping in lanes.values())
-    assert int(template.parameters["WebhookSlowLaneMaxConcurrency"]["Default"]) == 2
+    assert int(template.parameters["WebhookSlowLaneMaxConcurrency"]["Default"]) == 10
     for parameter in CONCURRENCY_PARAMETERS.values():
         assert "sum" in template.parameters[parameter]["Description"]
 
