@@ -48,7 +48,8 @@ def narrowed(stack: LocalStack) -> Iterator[LocalStack]:
 
 def test_the_cli_override_the_usage_and_the_quota(narrowed: LocalStack) -> None:
     stack = narrowed
-    done = set_limits(stack, "--daily-quota", "1")
+    used = usage(stack).json()["quota"]["usedToday"]  # what the other tests sent from it today
+    done = set_limits(stack, "--daily-quota", str(used + 1))
     assert done.returncode == 0, done.stderr
     assert "in effect from" in done.stdout
 
@@ -59,7 +60,7 @@ def test_the_cli_override_the_usage_and_the_quota(narrowed: LocalStack) -> None:
 
     assert before.status_code == 200, before.text
     assert before.json()["rateLimit"] == {"perSecond": 1000}
-    assert before.json()["quota"]["daily"] == 1
+    assert before.json()["quota"] == {**before.json()["quota"], "daily": used + 1, "usedToday": used}
     assert "T00:00:00" in before.json()["quota"]["resetsAt"]  # the next UTC midnight
     assert first.status_code == 201, first.text
     assert again.status_code == 429
