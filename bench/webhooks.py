@@ -261,13 +261,23 @@ WARM_SENDS = 10
 
 @dataclass
 class LaneReceivers:
-    """`/healthy` answers 204 at once; `/hang/<n>` holds a request HANG_SECONDS, or until released."""
+    """A customer's endpoints on one loopback server: `/healthy` answers 204 at once, `/hang/<n>`
+    holds each request HANG_SECONDS, or until released (also used by tests/e2e)."""
 
     base: str = ""
     arrivals: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # healthy: (epoch s, payload)
-    hung: int = 0
+    hung: dict[str, int] = field(default_factory=dict)  # requests each hanging path was sent
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: threading.Event = field(default_factory=threading.Event)
+
+    def healthy_of(self, kind: str, message_ids: set[str]) -> dict[str, tuple[float, dict[str, Any]]]:
+        """The healthy endpoint's `kind` events of `message_ids`, by message id: (arrival, payload)."""
+        with self.lock:
+            return {
+                payload["data"]["message"]["id"]: (at, payload)
+                for at, payload in self.arrivals
+                if payload["type"] == kind and payload["data"]["message"]["id"] in message_ids
+            }
 
     def sent_latencies(self, messages: set[str]) -> list[float]:
         """Seconds from each of `messages`' `sent` to its arrival at the healthy endpoint."""
@@ -289,7 +299,7 @@ def lane_receivers() -> Iterator[LaneReceivers]:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             if self.path.startswith("/hang/"):
                 with state.lock:
-                    state.hung += 1
+                    state.hung[self.path] = state.hung.get(self.path, 0) + 1
                 state.released.wait(HANG_SECONDS)
             else:
                 with state.lock:
@@ -392,7 +402,7 @@ def measure_lanes(messages: int, interval: float = PACE_SECONDS, timeout: float 
                 add_endpoint(f"{receivers.base}/hang/{hanging}")
             run.with_hanging = phase(receivers, messages, interval)
             with receivers.lock:
-                run.hung_requests = receivers.hung
+                run.hung_requests = sum(receivers.hung.values())
     finally:
         stack.stop()
     return run

@@ -1,4 +1,4 @@
-"""No endpoint waits behind another (issue 27, CONTRACT section 8), through `sendonce run`.
+"""No endpoint waits behind another (docs/guarantees.md, "Status webhooks"), through `sendonce run`.
 
 A workspace has three endpoints that hang (they hold each request 30 s, past the contract's 15)
 and one healthy endpoint. The local stack runs the delivery function at most 5 at a time: its fast
@@ -16,84 +16,26 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 import requests
 
+from bench.webhooks import HANGING, LaneReceivers, lane_receivers
 from tests.e2e.conftest import LocalStack, running_stack
 from tests.e2e.e2e_support import created_id, eventually, send, sms, unique_body, unique_phone
 
-HANGING = 3
 SENDS = 10
-HANG_SECONDS = 30.0
 BOUND_SECONDS = 5.0  # the issue's: the healthy endpoint's message.sent within 5 s of the change
 WAIT_SECONDS = 120.0  # generous: 2 noisy cores; the bound is asserted on the timestamps, not on this
 OVERRIDES = "WebhookDeliveryMaxConcurrency=3 WebhookSlowLaneMaxConcurrency=2"
 
 
-@dataclass
-class Receivers:
-    """A customer's endpoints on one loopback server: `/healthy` answers 204 at once, `/hang/<n>`
-    holds each request HANG_SECONDS (or until released)."""
-
-    base: str = ""
-    arrivals: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # healthy: (epoch s, payload)
-    hung: dict[str, int] = field(default_factory=dict)  # requests each hanging path was sent
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    released: threading.Event = field(default_factory=threading.Event)
-
-    def healthy_of(self, kind: str, message_ids: set[str]) -> dict[str, tuple[float, dict[str, Any]]]:
-        with self.lock:
-            return {
-                payload["data"]["message"]["id"]: (at, payload)
-                for at, payload in self.arrivals
-                if payload["type"] == kind and payload["data"]["message"]["id"] in message_ids
-            }
-
-
 @pytest.fixture(scope="module")
-def receivers() -> Iterator[Receivers]:
-    state = Receivers()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            arrived = time.time()
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            if self.path.startswith("/hang/"):
-                with state.lock:
-                    state.hung[self.path] = state.hung.get(self.path, 0) + 1
-                state.released.wait(HANG_SECONDS)
-            else:
-                with state.lock:
-                    state.arrivals.append((arrived, json.loads(body)))
-            try:
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-            except OSError:
-                pass  # the sender gave up waiting
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+def receivers() -> Iterator[LaneReceivers]:
+    with lane_receivers() as state:
         yield state
-    finally:
-        state.released.set()  # every held request answers now: nothing waits out its 30 s
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +76,7 @@ def test_the_stack_runs_each_lane_as_its_parameters_say(lanes_stack: tuple[Local
 
 
 def test_a_healthy_endpoint_hears_of_every_send_within_5_s_while_three_others_hang(
-    lanes_stack: tuple[LocalStack, str], receivers: Receivers
+    lanes_stack: tuple[LocalStack, str], receivers: LaneReceivers
 ) -> None:
     stack, _ = lanes_stack
     _add_endpoint(stack, f"{receivers.base}/healthy")

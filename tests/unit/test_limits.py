@@ -215,7 +215,7 @@ def test_a_change_takes_effect_at_a_windows_start_once_every_environment_can_hav
     assert effective % WINDOW_SECONDS == 0
     assert local == epoch("2026-11-30T12:00:04")
     assert change_at(written, cache_seconds=3600) == effective  # never more than MAX_CACHE_SECONDS
-    assert effective - written.timestamp() <= 10  # CONTRACT section 9: within 10 seconds
+    assert effective - written.timestamp() <= 10  # docs/guarantees.md: at most 8 seconds later
 
 
 @given(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)), st.integers(0, 60))

@@ -7,7 +7,7 @@ after the retry schedule's next delay, with jitter; after the last one the deliv
 endpoint deleted meanwhile gets nothing more; the target is checked again before every attempt
 (the sender's rules).
 
-Two lanes, so that no endpoint waits behind another (CONTRACT section 8: a slow or dead endpoint
+Two lanes, so that no endpoint waits behind another (docs/guarantees.md: a slow or dead endpoint
 never delays other endpoints). The delivery function's concurrency is capped (its event sources'
 MaximumConcurrency, a reservation, the account), and an endpoint that takes its 15 seconds would
 otherwise hold every execution environment while the healthy endpoints' deliveries queue behind it:
