@@ -21,9 +21,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit integration-store bench build clean
 
-$(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml clients/python/pyproject.toml
+$(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml clients/python/pyproject.toml clients/cli/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e layers/sendonce -e clients/python -e ".[test]"
+	$(PY) -m pip install --quiet -e layers/sendonce -e clients/python -e clients/cli -e ".[test]"
+	@# A .venv from before the CLI's own package: upgrading sendonce-dev took away bin/sendonce, now the CLI's.
+	@test -x $(VENV)/bin/sendonce || $(PY) -m pip install --quiet --no-deps --force-reinstall -e clients/cli
 	touch $@
 
 # The SAM CLI lives in its own environment: it pins its own boto3 and pydantic.

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sendonce import composition
+from sendonce_cli.api_keys import store_api_key
 
 from sendonce_local import dynamodb_local
-from sendonce_local.api_keys import store_api_key
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, client, create_tables, provision
 from sendonce_local.environment import HOST, Ports, apply_environment, function_environment

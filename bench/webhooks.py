@@ -32,13 +32,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sendonce_cli.api_keys import store_api_key
+
 from bench.call_counter import COUNTER
 from bench.events import send_event, sqs_event
 from bench.local_stack import API_KEY, WORKSPACE, BenchStack, start_stack
 from bench.quiet import silenced_stdout
 from bench.stats import mode, percentile
 from bench.storm import LocalStackProcess, _request
-from sendonce_local.api_keys import store_api_key
 from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LambdaContext
 from sendonce_local.stream_sources import lambda_record

@@ -1,4 +1,5 @@
-"""The Docker-free local stack of sendonce: `sendonce run`, `sendonce invoke`, `sendonce create-api-key`.
+"""The Docker-free local stack of sendonce: `sendonce run`, `sendonce invoke` (added to the operator
+CLI's `sendonce`, sendonce_cli, by `commands.py`).
 
 Development only; never shipped in the Lambda layer.
 """

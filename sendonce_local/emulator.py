@@ -11,10 +11,10 @@ from typing import Any
 
 from moto.core import responses as moto_responses
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from sendonce_cli.targets import client
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from sendonce_local import moto_transactions
-from sendonce_local.aws_client import client
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator_middleware import EmulatorMiddleware
 from sendonce_local.intrinsics import Resolver

@@ -11,17 +11,11 @@ import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
-from sendonce_local.constants import (
-    DEFAULT_API_PORT,
-    DEFAULT_AWS_PORT,
-    DEFAULT_EMAIL_FROM,
-    DEFAULT_SANDBOX_PORT,
-    REGION,
-)
+from sendonce_cli.targets import HOST, LOCAL_LIMITS_CACHE_SECONDS, local_aws_port
+
+from sendonce_local.constants import DEFAULT_API_PORT, DEFAULT_EMAIL_FROM, DEFAULT_SANDBOX_PORT, REGION
 from sendonce_local.intrinsics import Resolver
 from sendonce_local.template import Template
-
-HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -35,7 +29,7 @@ class Ports:
         env = os.environ if environ is None else environ
         return cls(
             api=int(env.get("SENDONCE_API_PORT") or DEFAULT_API_PORT),
-            aws=int(env.get("SENDONCE_AWS_PORT") or DEFAULT_AWS_PORT),
+            aws=local_aws_port(env),
             sandbox=int(env.get("SENDONCE_SANDBOX_PORT") or DEFAULT_SANDBOX_PORT),
         )
 
@@ -63,11 +57,12 @@ def aws_settings(ports: Ports) -> dict[str, str]:
 
 
 # Limits that leave room for the stack's own end-to-end tests and bench storms (and still count
-# every request and send); an override set with `sendonce workspace set-limits` is seen within a second.
+# every request and send); an override set with `sendonce workspace set-limits` is seen within a second
+# (the CLI waits out the same cache: `sendonce_cli.targets`).
 LOCAL_LIMITS = {
     "SENDONCE_RATE_LIMIT_PER_SECOND": "1000",
     "SENDONCE_DAILY_SEND_QUOTA": "1000000",
-    "SENDONCE_LIMITS_CACHE_SECONDS": "1",
+    "SENDONCE_LIMITS_CACHE_SECONDS": str(LOCAL_LIMITS_CACHE_SECONDS),
 }
 
 

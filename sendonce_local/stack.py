@@ -7,8 +7,10 @@ import os
 import threading
 from collections.abc import Mapping
 
+from sendonce_cli.api_keys import store_api_key
+
 from sendonce_local.api_gateway import ApiServer, HttpApi
-from sendonce_local.api_keys import parse_local_api_keys, store_api_key
+from sendonce_local.api_keys import parse_local_api_keys
 from sendonce_local.changes import Changes
 from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import DeliveryLog

@@ -18,8 +18,8 @@ from sendonce.aws_clients import client
 from sendonce.delivery import dependencies
 from sendonce.messages.ids import new_message_id
 from sendonce.settings import DispatcherSettings
+from sendonce_cli.main import main
 
-from sendonce_local.cli import main
 from tests.integration.conftest import FakeHttpProvider, Stack
 
 EMAIL = {"channel": "email", "to": "someone@example.com", "subject": "Hi", "body": "about that invoice"}

@@ -15,8 +15,8 @@ from urllib.parse import quote
 import pytest
 from sendonce.aws_clients import client
 from sendonce.settings import DispatcherSettings
+from sendonce_cli.main import main
 
-from sendonce_local.cli import main
 from tests.integration.conftest import (
     ApiAnswer,
     FakeHttpProvider,

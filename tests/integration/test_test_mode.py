@@ -15,8 +15,8 @@ from sendonce.messages.model import Message
 from sendonce.modes import twin_of
 from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
 from sendonce.settings import DispatcherSettings
+from sendonce_cli.main import main
 
-from sendonce_local.cli import main
 from tests.integration.conftest import (
     WORKSPACE,
     ApiAnswer,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sendonce_cli.main import build_parser, main
 
-from sendonce_local.cli import build_parser, main
 from sendonce_local.environment import Ports, function_environment
 from sendonce_local.event_sources import WORKERS_PER_MAPPING, SqsPoller, concurrency_of
 from sendonce_local.intrinsics import Resolver

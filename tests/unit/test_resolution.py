@@ -12,9 +12,9 @@ from sendonce.delivery.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, MessageError, Status
 from sendonce.messages.ports import Created, DedupClaim
+from sendonce_cli.main import build_parser
+from sendonce_cli.resolve import describe, resolve
 
-from sendonce_local.cli import build_parser
-from sendonce_local.resolve import describe, resolve
 from tests.unit.unit_fakes import InMemoryStore, ManualClock
 
 

@@ -1,4 +1,4 @@
-"""sendonce_local: `sendonce release-lock` deletes the lock the API wrote for the same identity."""
+"""sendonce_cli: `sendonce release-lock` deletes the lock the API wrote for the same identity."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 from sendonce.dedup.identity import dedup_identity
-
-from sendonce_local.cli import build_parser
-from sendonce_local.release_lock import describe, lock_identity, release_lock
+from sendonce_cli.main import build_parser
+from sendonce_cli.release_lock import describe, lock_identity, release_lock
 
 
 class FakeDynamoDb:

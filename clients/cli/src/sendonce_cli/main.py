@@ -1,29 +1,38 @@
-"""The `sendonce` command: `run`, `invoke`, `create-api-key`, `release-lock`, `resolve`, `workspace
-set-limits` and `suppressions list|add|remove`."""
+"""The `sendonce` command: an operator's commands on a stack's tables, `create-api-key`,
+`release-lock`, `resolve`, `workspace set-limits` and `suppressions list|add|remove`, on the local
+stack's emulator by default or a deployed stack with `--aws`; and the commands other distributions
+add (`sendonce_cli.commands`: the local stack's `run` and `invoke`).
+
+Nothing here imports the local stack or its emulator: an operator installs this package and the
+layer package alone.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-import signal
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
+from typing import Any
 
-import boto3
 from sendonce import channels
 from sendonce.clock import rfc3339
 from sendonce.modes import Mode
 
-from sendonce_local.api_keys import store_api_key
-from sendonce_local.aws_client import client
-from sendonce_local.constants import REGION
-from sendonce_local.environment import LOCAL_LIMITS, Ports
-from sendonce_local.release_lock import describe, release_lock
-from sendonce_local.template import default_template_path
+from sendonce_cli.api_keys import store_api_key
+from sendonce_cli.commands import DEVELOPMENT_COMMANDS, HOW_TO_GET, Command, installed
+from sendonce_cli.release_lock import describe, release_lock
+from sendonce_cli.targets import (
+    LOCAL_LIMITS_CACHE_SECONDS,
+    REGION,
+    client,
+    deployed_client,
+    local_aws_endpoint,
+)
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Not named "sendonce...": Powertools' Logger(service="sendonce") filters every record whose logger
@@ -34,54 +43,23 @@ def _configure_logging(verbose: bool = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, stream=sys.stderr
     )
-    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "moto"):
+    for noisy in ("botocore", "boto3", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # "pool is full" under bursts
 
 
-def _run(args: argparse.Namespace) -> int:
-    from sendonce_local.parameters import InvalidParameter, local_parameters, overridden  # noqa: PLC0415
-    from sendonce_local.stack import LocalStack  # noqa: PLC0415 - moto and the handlers: only for `run`
-    from sendonce_local.template import load_template  # noqa: PLC0415
-
-    template = load_template(args.template)
-    try:
-        parameters = local_parameters(template, overridden(words=args.parameter_overrides))
-    except InvalidParameter as error:
-        print(f"sendonce run: --parameter-overrides: {error}; nothing started", file=sys.stderr)
-        return 2
-    stack = LocalStack(template, Ports.from_environment(), parameters)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        stack.request_stop()
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        stack.start()
-    except OSError as error:
-        logging.getLogger("local-stack.local").error("could not start the local stack: %s", error)
-        stack.stop()
-        return 1
-    print(stack.banner(), flush=True)
-    stack.wait()
-    logging.getLogger("local-stack.local").info("stopping")
-    stack.stop()
-    return 0
-
-
-def _invoke(args: argparse.Namespace) -> int:
-    from sendonce_local.invoke import invoke  # noqa: PLC0415 - only for `invoke`
-    from sendonce_local.template import load_template  # noqa: PLC0415
-
-    return invoke(load_template(args.template), args.logical_id, args.event)
+def _dynamodb(args: argparse.Namespace) -> Any:
+    """The table's account: a deployed stack's (--aws), the given endpoint's, or the local stack's."""
+    if args.aws:
+        return deployed_client("dynamodb", args.region)
+    return client("dynamodb", args.endpoint_url or local_aws_endpoint())
 
 
 def _create_api_key(args: argparse.Namespace) -> int:
     if args.endpoint_url:
         dynamodb = client("dynamodb", args.endpoint_url)
     else:
-        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
+        dynamodb = deployed_client("dynamodb", args.region)
     mode = Mode.TEST if args.test else Mode.LIVE
     try:
         key = store_api_key(dynamodb, args.table, args.workspace, mode=mode)
@@ -95,10 +73,7 @@ def _create_api_key(args: argparse.Namespace) -> int:
 
 
 def _release_lock(args: argparse.Namespace) -> int:
-    if args.aws:
-        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
-    else:
-        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    dynamodb = _dynamodb(args)
     try:
         released = release_lock(
             dynamodb,
@@ -121,12 +96,9 @@ def _resolve(args: argparse.Namespace) -> int:
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
     from sendonce.observability import logger  # noqa: PLC0415
 
-    from sendonce_local.resolve import describe, resolve  # noqa: PLC0415
+    from sendonce_cli.resolve import describe, resolve  # noqa: PLC0415
 
-    if args.aws:
-        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
-    else:
-        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    dynamodb = _dynamodb(args)
     level = logger.log_level
     logger.setLevel(logging.WARNING)  # the package's info lines would mix with the answer on stdout
     try:
@@ -175,14 +147,11 @@ def _set_limits(args: argparse.Namespace) -> int:
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
     from sendonce.limits.model import MAX_CACHE_SECONDS, Limits  # noqa: PLC0415
 
+    dynamodb = _dynamodb(args)
     if args.aws:
-        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
         cache_seconds = MAX_CACHE_SECONDS  # whatever the deployed functions keep, never longer
     else:
-        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
-        cache_seconds = int(
-            os.environ.get("SENDONCE_LIMITS_CACHE_SECONDS") or LOCAL_LIMITS["SENDONCE_LIMITS_CACHE_SECONDS"]
-        )
+        cache_seconds = int(os.environ.get("SENDONCE_LIMITS_CACHE_SECONDS") or LOCAL_LIMITS_CACHE_SECONDS)
     limits = DynamoDbLimits(dynamodb, args.table, defaults=Limits(rate_per_second=1, daily_quota=0))
     try:  # every value is checked before anything is written
         change = limits.set_limits(args.workspace, args.rate, args.daily_quota, cache_seconds=cache_seconds)
@@ -224,12 +193,9 @@ def _suppressions(args: argparse.Namespace) -> int:
     from sendonce.errors import DependencyUnavailable, SuppressionNotFound  # noqa: PLC0415
     from sendonce.messages.recipients import InvalidRecipient  # noqa: PLC0415
 
-    from sendonce_local.suppressions import Quiet, every_entry, line, service  # noqa: PLC0415
+    from sendonce_cli.suppressions import Quiet, every_entry, line, service  # noqa: PLC0415
 
-    if args.aws:
-        dynamodb = boto3.session.Session(region_name=args.region).client("dynamodb")
-    else:
-        dynamodb = client("dynamodb", args.endpoint_url or Ports.from_environment().aws_endpoint)
+    dynamodb = _dynamodb(args)
     suppressions = service(dynamodb, args.table)
     name = f"sendonce suppressions {args.suppressions_command}"
     try:
@@ -288,31 +254,41 @@ def _add_messages_table(
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sendonce", description="The sendonce local stack and tools.")
+def _add_installed(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], found: dict[str, Command]
+) -> None:
+    """The commands other distributions add; the local stack's, when it is not installed, as names
+    that say how to get it (any argument taken, so that `sendonce run --anything` says it too)."""
+    names = [*DEVELOPMENT_COMMANDS, *sorted(set(found) - set(DEVELOPMENT_COMMANDS))]
+    for name in names:
+        command = found.get(name)
+        if command is None:
+            missing = commands.add_parser(name, add_help=False, help="the local stack's: not installed here")
+            missing.set_defaults(handler=None)
+            continue
+        parser = commands.add_parser(name, help=command.help, description=command.description)
+        command.add_arguments(parser)
+        parser.set_defaults(handler=command.run)
+
+
+def build_parser(found: dict[str, Command] | None = None) -> argparse.ArgumentParser:
+    """Every command: this package's, and those of the installed distributions (`found`, by default
+    what `sendonce_cli.commands.installed` finds)."""
+    parser = argparse.ArgumentParser(
+        prog="sendonce",
+        description="sendonce: an operator's commands on a stack's tables (the local stack's, or a"
+        " deployed one with --aws), and the local stack's own when it is installed.",
+    )
     parser.add_argument(
         "--template",
         type=Path,
         default=None,
-        help="the SAM template (default: $SENDONCE_TEMPLATE, else template.yaml)",
+        help="the SAM template, for the local stack's commands (default: $SENDONCE_TEMPLATE, else"
+        " template.yaml)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True)
-
-    run = commands.add_parser("run", help="serve the local stack in the foreground until interrupted")
-    run.add_argument(
-        "--parameter-overrides",
-        nargs="+",
-        default=[],
-        metavar="Name=Value",
-        help="values for the template's parameters, as `sam deploy --parameter-overrides` takes them"
-        " (e.g. WebhookDeliveryMaxConcurrency=5); on top of $SENDONCE_LOCAL_PARAMETER_OVERRIDES,"
-        " the same words",
-    )
-
-    invoke = commands.add_parser("invoke", help="run one function of the template on one event file")
-    invoke.add_argument("logical_id", help="the function's logical id, e.g. ApiFunction")
-    invoke.add_argument("--event", "-e", type=Path, required=True, help="a JSON event file")
+    _add_installed(commands, installed() if found is None else found)
 
     create = commands.add_parser("create-api-key", help="issue an API key for a workspace (shown once)")
     create.add_argument("--workspace", required=True)
@@ -330,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--region", default=None, help=f"AWS region (default: your AWS config, or {REGION} locally)"
     )
+    create.set_defaults(handler=_create_api_key)
 
     release = commands.add_parser(
         "release-lock",
@@ -343,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--body", required=True, help="the message body, exactly as sent")
     release.add_argument("--subject", default=None, help="the subject, exactly as sent (email)")
     _add_messages_table(release)
+    release.set_defaults(handler=_release_lock)
 
     settle = commands.add_parser(
         "resolve",
@@ -353,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     settle.add_argument("message_id", help="the message's id, msg_…")
     settle.add_argument("--as", dest="outcome", required=True, choices=["sent", "failed"])
     _add_messages_table(settle)
+    settle.set_defaults(handler=_resolve)
 
     workspace = commands.add_parser("workspace", help="a workspace's settings")
     workspace_commands = workspace.add_subparsers(dest="workspace_command", required=True)
@@ -372,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     set_limits.add_argument("--wait", action="store_true", help="return once the change is in effect")
     _add_messages_table(set_limits, "LimitsTable", "the limits table")
+    set_limits.set_defaults(handler=_set_limits)
 
     suppressions = commands.add_parser(
         "suppressions",
@@ -379,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=SUPPRESSIONS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    suppressions.set_defaults(handler=_suppressions)
     suppression_commands = suppressions.add_subparsers(dest="suppressions_command", required=True)
     listing = suppression_commands.add_parser("list", help="every entry, newest first, one JSON line each")
     listing.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
@@ -396,18 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unrecognized = parser.parse_known_args(argv)
+    if args.handler is None:
+        print(f"sendonce {args.command}: not installed here; {HOW_TO_GET}", file=sys.stderr)
+        return 2
+    if unrecognized:  # as parse_args says it
+        parser.error(f"unrecognized arguments: {' '.join(unrecognized)}")
     _configure_logging(args.verbose)
-    if args.template is None:
-        override = os.environ.get("SENDONCE_TEMPLATE")
-        args.template = Path(override) if override else default_template_path()
-    commands = {
-        "run": _run,
-        "invoke": _invoke,
-        "create-api-key": _create_api_key,
-        "release-lock": _release_lock,
-        "resolve": _resolve,
-        "workspace": _set_limits,
-        "suppressions": _suppressions,
-    }
-    return commands[args.command](args)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
