@@ -12,7 +12,7 @@ from sendonce.settings import ApiSettings
 
 
 class Built:
-    """Stands in for `aws_clients.client`: counts the clients built, each answering its operations."""
+    """Stands for `aws_clients.client`: counts the clients built, each answering its operations."""
 
     def __init__(self) -> None:
         self.built: list[tuple[str, dict[str, Any]]] = []
@@ -33,20 +33,18 @@ class FakeClient:
 
 
 @pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch) -> Built:
-    counter = Built()
-    monkeypatch.setattr(aws_clients, "client", counter)
-    return counter
+def built() -> Built:
+    return Built()
 
 
 def test_nothing_is_built_until_an_operation_is_called(built: Built) -> None:
-    aws_clients.client_on_first_use("sqs", timeout_seconds=2, sdk_retries=False)
+    aws_clients.client_on_first_use("sqs", timeout_seconds=2, sdk_retries=False, build=built)
 
     assert built.built == []
 
 
 def test_the_first_call_builds_the_client_with_its_options_and_later_calls_reuse_it(built: Built) -> None:
-    sqs = aws_clients.client_on_first_use("sqs", timeout_seconds=2, sdk_retries=False)
+    sqs = aws_clients.client_on_first_use("sqs", timeout_seconds=2, sdk_retries=False, build=built)
 
     assert sqs.send_message(QueueUrl="q") == {"service": "sqs", "QueueUrl": "q"}
     assert sqs.send_message(QueueUrl="r") == {"service": "sqs", "QueueUrl": "r"}
@@ -54,7 +52,7 @@ def test_the_first_call_builds_the_client_with_its_options_and_later_calls_reuse
 
 
 def test_threads_that_call_it_first_together_build_one_client(built: Built) -> None:
-    sqs = aws_clients.client_on_first_use("sqs")
+    sqs = aws_clients.client_on_first_use("sqs", build=built)
     start = threading.Barrier(16)
 
     def call() -> None:
@@ -71,7 +69,7 @@ def test_threads_that_call_it_first_together_build_one_client(built: Built) -> N
 
 
 def test_a_private_name_is_not_looked_up_on_the_client(built: Built) -> None:
-    sqs = aws_clients.client_on_first_use("sqs")
+    sqs = aws_clients.client_on_first_use("sqs", build=built)
 
     with pytest.raises(AttributeError):
         sqs._endpoint  # noqa: B018

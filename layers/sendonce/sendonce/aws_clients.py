@@ -1,4 +1,5 @@
-"""boto3 clients, configured as sendonce needs them. Composition roots build them and keep them.
+"""boto3 clients, configured as sendonce needs them. The functions' entry points build them, for their
+composition roots (`sendonce.entrypoints`), and keep them; nothing else does.
 
 boto3 is imported here, lazily, so a cold start pays for it only when a client is needed.
 
@@ -9,13 +10,16 @@ client (its clients are), so clients are built one at a time.
 
 A client that a function's first request may never need (the API function's SQS client: a send
 does not call SQS) is a `client_on_first_use`: it is built, once, by its first call.
+
+A composition root's `build` takes the `Clients` it builds with: `client` in a function, a test's own
+in a test (a fault injected, the clients counted), so no test patches a module to change them.
 """
 
 from __future__ import annotations
 
 import threading
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 _BUILDING = threading.Lock()
 
@@ -44,10 +48,21 @@ def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: b
         return _session().client(service, config=config)
 
 
+class Clients(Protocol):
+    """Builds one AWS client for `service`: `client` is the one every function builds with."""
+
+    def __call__(
+        self, service: str, *, timeout_seconds: float | None = None, sdk_retries: bool = True
+    ) -> Any:
+        """A new client of `service`, with these timeouts and retries."""
+        ...
+
+
 class _ClientOnFirstUse:
     """Stands for one client, which it builds (once, whichever thread asks first) on first use."""
 
-    def __init__(self, service: str, options: dict[str, Any]) -> None:
+    def __init__(self, build: Clients, service: str, options: dict[str, Any]) -> None:
+        self._build = build
         self._service = service
         self._options = options
         self._client: Any = None
@@ -59,13 +74,14 @@ class _ClientOnFirstUse:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = client(self._service, **self._options)
+                    self._client = self._build(self._service, **self._options)
         return getattr(self._client, name)
 
 
 def client_on_first_use(
-    service: str, *, timeout_seconds: float | None = None, sdk_retries: bool = True
+    service: str, *, timeout_seconds: float | None = None, sdk_retries: bool = True, build: Clients = client
 ) -> Any:
-    """`client(...)`, built when one of its operations is first called: a cold start that never calls
-    it never pays for building it (about 8 ms a client)."""
-    return _ClientOnFirstUse(service, {"timeout_seconds": timeout_seconds, "sdk_retries": sdk_retries})
+    """`build(...)` (`client`), called when one of its client's operations is first called: a cold
+    start that never calls it never pays for building it (about 8 ms a client)."""
+    options = {"timeout_seconds": timeout_seconds, "sdk_retries": sdk_retries}
+    return _ClientOnFirstUse(build, service, options)

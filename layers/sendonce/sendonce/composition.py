@@ -1,9 +1,14 @@
 """Composition roots: each function's dependencies, built once from its settings, in one object.
 
-A function has one `Root`. `get()` builds its object on first use, so a cold start pays only for
-what the first request needs, and keeps it for the life of the execution environment, as Lambda
-keeps module state. Tests replace the object with `use(...)`, one call, and `reset_all()` forgets
-every root, as a redeploy with new settings would.
+A function has one `Root`, in its entry point (`sendonce.entrypoints`), whose build function reads
+the settings and gets its clients from `sendonce.aws_clients`. `get()` builds its object on first
+use, so a cold start pays only for what the first request needs, and keeps it for the life of the
+execution environment, as Lambda keeps module state. Tests replace the object with `use(...)`, one
+call, and `reset_all()` forgets every root, as a redeploy with new settings would.
+
+A root may be declared where its users read it and given its build function by its entry point
+(`build_with`): the API's handlers read theirs from `sendonce.api.dependencies`, which composes
+nothing, and the API function's entry point alone says how it is built.
 
 Built on a first request, a root is built after Lambda SnapStart resumed its environment from a
 snapshot (taken after the imports): nothing built there is shared between resumed environments.
@@ -22,7 +27,7 @@ _ROOTS: list[Root[Any]] = []
 
 
 class Root(Generic[T]):
-    def __init__(self, build: Callable[[], T]) -> None:
+    def __init__(self, build: Callable[[], T] | None = None) -> None:
         self._build = build
         self._value: T | None = None
         self._lock = threading.Lock()
@@ -36,9 +41,16 @@ class Root(Generic[T]):
                     # Environments resumed from one snapshot would share its `random` sequence
                     # (retry jitter, quota shards): each draws its own from the OS first.
                     random.seed()
+                    if self._build is None:
+                        raise LookupError("this root has no build function: its entry point gives it")
                     self._value = self._build()
                 value = self._value
         return value
+
+    def build_with(self, build: Callable[[], T]) -> Root[T]:
+        """Build with `build` from now on (the entry point's, given when it is imported)."""
+        self._build = build
+        return self
 
     def use(self, value: T) -> None:
         self._value = value
