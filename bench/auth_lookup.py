@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from sendonce import composition
-from sendonce.api import dependencies
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key, resolve_workspace
+from sendonce.entrypoints import api
 
 from bench.call_counter import COUNTER
 from bench.local_stack import API_KEY, WORKSPACE
@@ -36,7 +36,7 @@ def fresh_key_store() -> ApiKeyStore:
 
     Call it once `start_stack()` has set the functions' environment (this process's)."""
     composition.reset_all()
-    keys = dependencies.root.get().api_keys
+    keys = api.root.get().api_keys
     keys.workspace_for(hash_api_key(UNKNOWN_KEY))  # the connection, opened outside the measurement
     return keys
 

@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import message_key, to_item
-from sendonce.delivery.dependencies import build_outbox
+from sendonce.aws_clients import client
+from sendonce.entrypoints.outbox import build as build_outbox
 from sendonce.messages.handoff import MAX_QUEUE_DELAY
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.observability import metrics
+from sendonce.settings import DispatcherSettings
 
 from bench.local_stack import DYNAMODB_LOCAL, MOTO, WORKSPACE, BenchStack, dynamodb_engine, start_stack
 from bench.quiet import silenced_stdout
@@ -180,7 +182,11 @@ def _sweep(at: datetime, spec: FunctionSpec, answer: Connection) -> None:
     execution environment is): the sweeper's CPU is then its own, not shared under one lock with the
     emulator's SQS as threads of one process."""
     started, cpu = time.monotonic(), time.process_time()
-    sweeper = build_outbox(clock=lambda: at + timedelta(seconds=time.monotonic() - started))
+    sweeper = build_outbox(
+        DispatcherSettings.from_environment(),
+        client,
+        clock=lambda: at + timedelta(seconds=time.monotonic() - started),
+    )
     context = LambdaContext(spec)
     with silenced_stdout():
         report = sweeper.sweep(time_left=lambda: context.get_remaining_time_in_millis() / 1000)

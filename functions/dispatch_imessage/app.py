@@ -3,6 +3,6 @@
 from sendonce.startup import frozen_imports
 
 with frozen_imports():
-    from sendonce.delivery.sqs_batch import dispatcher_function
+    from sendonce.entrypoints.dispatch import dispatcher_function
 
 handler, root = dispatcher_function("imessage")

@@ -3,15 +3,6 @@
 from sendonce.startup import frozen_imports
 
 with frozen_imports():
-    from typing import Any
+    from sendonce.entrypoints.status import handler, root
 
-    from aws_lambda_powertools.utilities.typing import LambdaContext
-    from sendonce.observability import logger, metrics
-    from sendonce.provider_events.dependencies import root
-    from sendonce.provider_events.sqs_batch import handle_batch
-
-
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return handle_batch(root.get(), event)
+__all__ = ["handler", "root"]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from sendonce import channels
 from sendonce.channels import ChannelSpec
-from sendonce.delivery.sqs_batch import dispatcher_function
+from sendonce.entrypoints.dispatch import dispatcher_function
 from sendonce.messages.recipients import normalise_phone
 
 from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, sqs_event

@@ -18,8 +18,8 @@ from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue
 from sendonce.aws_clients import client
 from sendonce.clock import rfc3339
-from sendonce.delivery.dependencies import build_outbox
 from sendonce.delivery.outbox import OutboxSweeper
+from sendonce.entrypoints.outbox import build as build_outbox
 from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function
@@ -56,7 +56,7 @@ def _send_email(stack: Stack, body: str = "hello") -> str:
 
 
 def _sweeper(at: datetime) -> OutboxSweeper:
-    return build_outbox(clock=lambda: at)
+    return build_outbox(DispatcherSettings.from_environment(), client, clock=lambda: at)
 
 
 def _verify_sender(stack: Stack) -> None:

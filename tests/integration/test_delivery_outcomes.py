@@ -15,12 +15,12 @@ from botocore.awsrequest import AWSResponse
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 from sendonce.aws_clients import client
-from sendonce.delivery import dependencies
+from sendonce.entrypoints.dispatch import build as build_dispatcher
 from sendonce.messages.ids import new_message_id
 from sendonce.settings import DispatcherSettings
 from sendonce_cli.main import main
 
-from tests.integration.conftest import FakeHttpProvider, Stack
+from tests.integration.conftest import FakeHttpProvider, Stack, function
 
 EMAIL = {"channel": "email", "to": "someone@example.com", "subject": "Hi", "body": "about that invoice"}
 
@@ -38,8 +38,9 @@ def _ses_sends() -> int:
 def _ses_answers(stack: Stack, status: int, code: str) -> list[int]:
     """Every SendEmail of the dispatcher's SES client answered `status` `code`; the calls, counted.
 
-    The dispatcher's clients come from its composition root, which builds them with `client`: the
-    SES one gets a botocore hook that answers before anything is sent, as SES would answer.
+    The email dispatcher's root is built here, from its settings (SES, set first: a setting changed
+    later forgets it) and clients of the test's own: the SES one gets a botocore hook that answers
+    before anything is sent, as SES would answer.
     """
     calls: list[int] = []
 
@@ -57,8 +58,9 @@ def _ses_answers(stack: Stack, status: int, code: str) -> list[int]:
             made.meta.events.register("before-call.sesv2.SendEmail", answer)
         return made
 
-    stack.monkeypatch.setattr(dependencies, "client", faulty)
-    stack.setenv("SENDONCE_EMAIL_PROVIDER", "ses")  # the dispatcher's dependencies are built again
+    stack.setenv("SENDONCE_EMAIL_PROVIDER", "ses")
+    settings = DispatcherSettings.from_environment()
+    function("dispatch_email").root.use(build_dispatcher("email", settings, faulty))
     return calls
 
 
@@ -99,8 +101,8 @@ def test_given_a_5xx_from_ses_then_unknown_after_exactly_one_attempt_and_never_s
 
 def test_given_ses_throttling_then_the_message_waits_for_a_retry_not_unknown(stack: Stack) -> None:
     _verify_sender()
-    calls = _ses_answers(stack, 400, "TooManyRequestsException")
     stack.setenv("SENDONCE_MAX_DELIVERY_ATTEMPTS", "1")  # throttling is retried on time, not on count
+    calls = _ses_answers(stack, 400, "TooManyRequestsException")
     message_id = _send_email(stack)
     records = stack.receive("email")
 

@@ -15,7 +15,9 @@ import pytest
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_writes import DynamoDbTable
 from sendonce.adapters.sqs_queue import SqsMessageQueue
-from sendonce.delivery.dependencies import build_outbox
+from sendonce.aws_clients import client
+from sendonce.entrypoints.outbox import build as build_outbox
+from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import ApiAnswer, FakeHttpProvider, Stack
 
@@ -66,7 +68,11 @@ def deliver_everything(stack: Stack) -> None:
                 stack.dispatch("imessage", records[start : start + 10])
             records = stack.receive("imessage")
         if sweep:
-            build_outbox(clock=lambda: datetime.now(UTC) + timedelta(minutes=3)).sweep()
+            build_outbox(
+                DispatcherSettings.from_environment(),
+                client,
+                clock=lambda: datetime.now(UTC) + timedelta(minutes=3),
+            ).sweep()
 
 
 def deliveries_by_body(provider: FakeHttpProvider) -> Counter[str]:

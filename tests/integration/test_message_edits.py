@@ -18,10 +18,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sendonce.aws_clients import client
 from sendonce.channels import normalise_recipient
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.dependencies import build_outbox
+from sendonce.entrypoints.outbox import build as build_outbox
 from sendonce.messages.model import Channel
+from sendonce.settings import DispatcherSettings
 
 from tests.integration.conftest import ApiAnswer, FakeHttpProvider, Stack
 
@@ -89,7 +91,7 @@ def _assert_whole(stack: Stack, message_id: str) -> dict[str, Any]:
 
 
 def _sweeper(at: datetime) -> Any:
-    return build_outbox(clock=lambda: at)
+    return build_outbox(DispatcherSettings.from_environment(), client, clock=lambda: at)
 
 
 # ---------------------------------------------------------------------------- the edit and its lock

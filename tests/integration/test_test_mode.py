@@ -10,7 +10,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from sendonce.delivery import dependencies
+from sendonce import aws_clients
+from sendonce.aws_clients import Clients
+from sendonce.entrypoints.dispatch import build as build_dispatcher
+from sendonce.entrypoints.shared.provider_registry import PROVIDERS
 from sendonce.messages.model import Message
 from sendonce.modes import twin_of
 from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
@@ -122,8 +125,9 @@ def test_create_api_key_test_issues_a_key_of_the_twin(
 
 # ---------------------------------------------------------------------------- no provider, ever
 @pytest.fixture
-def spied_providers(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
-    """Every live provider of the registry replaced by a spy: what was built, and what it was given."""
+def spied_providers(stack: Stack) -> dict[str, list[str]]:
+    """Every live provider of the registry replaced by a spy in the dispatchers' roots, built here
+    with clients that count themselves: what was built, what it was given, which clients."""
     seen: dict[str, list[str]] = {"built": [], "sent": []}
 
     class Spy:
@@ -137,23 +141,23 @@ def spied_providers(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
             return f"{self.name}-{message.id}"
 
     def spy(name: str) -> Any:
-        def build(settings: DispatcherSettings) -> Spy:
+        def build(settings: DispatcherSettings, clients: Clients) -> Spy:
             seen["built"].append(name)
             return Spy(name)
 
         return build
 
-    for name in dependencies.PROVIDERS:
-        monkeypatch.setitem(dependencies.PROVIDERS, name, spy(name))
     clients: list[str] = seen.setdefault("clients", [])
-    real_client = dependencies.client
 
     def client(service: str, **options: Any) -> Any:
         clients.append(service)
-        return real_client(service, **options)
+        return aws_clients.client(service, **options)
 
-    monkeypatch.setattr(dependencies, "client", client)
-    stack.setenv("SENDONCE_EMAIL_PROVIDER", "ses")  # the dispatchers are built again, on the spies
+    stack.setenv("SENDONCE_EMAIL_PROVIDER", "ses")  # set first: a setting changed forgets every root
+    settings = DispatcherSettings.from_environment()
+    spies = {name: spy(name) for name in PROVIDERS}
+    for channel in ("sms", "imessage", "email"):
+        function(f"dispatch_{channel}").root.use(build_dispatcher(channel, settings, client, live=spies))
     return seen
 
 

@@ -19,6 +19,8 @@ from sendonce.api import dependencies
 from sendonce.api.app import handle
 from sendonce.auth.api_keys import hash_api_key, issue_api_key
 from sendonce.auth.key_cache import CachedApiKeyStore
+from sendonce.aws_clients import client
+from sendonce.entrypoints import api as api_function
 from sendonce.messages.service import MessageService
 from sendonce.settings import ApiSettings, InvalidSettings
 
@@ -283,7 +285,9 @@ def test_api_a_request_after_one_with_a_good_key_sees_no_workspace_of_it(
 
 @pytest.fixture
 def unbuildable_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The API's dependencies cannot be built: its settings are missing from the environment."""
+    """The API's dependencies cannot be built: its settings are missing from the environment (the API
+    function's root, which its entry point builds from them)."""
+    assert dependencies.root is api_function.root
     for name in SETTINGS:
         monkeypatch.delenv(name, raising=False)
     composition.reset_all()
@@ -313,7 +317,7 @@ def test_the_api_root_checks_keys_through_a_cache_of_the_settings_period(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     settings = ApiSettings.from_environment({**SETTINGS, "SENDONCE_API_KEY_CACHE_SECONDS": "5"})
 
-    built = dependencies.build(settings)
+    built = api_function.build(settings, client)
 
     assert isinstance(built.api_keys, CachedApiKeyStore)
     assert built.api_keys.ttl == timedelta(seconds=5)

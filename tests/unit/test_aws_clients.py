@@ -1,4 +1,6 @@
-"""A client on first use is built by its first call, once, whichever threads call it; never before."""
+"""A client on first use is built by its first call, once, whichever threads call it; never before.
+
+Each test gives the clients it counts (`build=`, or a composition root's `build`): none patches a module."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 import pytest
 from sendonce import aws_clients
-from sendonce.api.dependencies import build
+from sendonce.entrypoints.api import build
 from sendonce.settings import ApiSettings
 
 
@@ -77,14 +79,9 @@ def test_a_private_name_is_not_looked_up_on_the_client(built: Built) -> None:
     assert built.built == []
 
 
-def test_the_api_functions_root_builds_its_dynamodb_client_and_leaves_sqs_to_first_use(
-    built: Built, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_api_functions_root_builds_its_dynamodb_client_and_leaves_sqs_to_first_use(built: Built) -> None:
     # A send calls DynamoDB only: its cold start does not pay for an SQS client.
-    monkeypatch.setattr("sendonce.api.dependencies.client", built)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-
-    build(ApiSettings(**_api_settings()))
+    build(ApiSettings(**_api_settings()), built)
 
     assert [service for service, _ in built.built] == ["dynamodb"]
 

@@ -15,11 +15,10 @@ from hypothesis import strategies as st
 from sendonce import channels
 from sendonce.dedup.identity import dedup_identity
 from sendonce.delivery import retry_policy
-from sendonce.delivery.dependencies import DispatcherDependencies
 from sendonce.delivery.dispatcher import EARLY_RECEIVES, DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.ports import ClaimedMessage, ProviderThrottled
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.delivery.sqs_batch import handle_batch
+from sendonce.entrypoints.dispatch import DispatcherDependencies, handle_batch
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, RetryLater, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status

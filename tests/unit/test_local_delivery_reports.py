@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sendonce.entrypoints.status import provider_event
 from sendonce.provider_events.model import EventType
 from sendonce.provider_events.signature import verify
-from sendonce.provider_events.sqs_batch import provider_event
 from sendonce.provider_events.webhook_body import HttpProviderEvent
 from sendonce.suppressions.model import Reason
 

@@ -23,7 +23,7 @@ from sendonce import composition
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.api import dependencies
 from sendonce.api.app import handle
-from sendonce.delivery.dependencies import PROVIDERS
+from sendonce.entrypoints.shared.provider_registry import PROVIDERS
 from sendonce.errors import TransientFailure
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.service import MessageService
@@ -233,8 +233,15 @@ def test_the_http_provider_is_built_without_reading_its_token() -> None:
         {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "arn:token"}
     )
 
-    provider = PROVIDERS["http"](settings)  # no AWS reachable here: a read would fail
+    built: list[str] = []
 
+    def clients(service: str, **options: Any) -> Any:
+        built.append(service)
+        raise AssertionError("no client is built with the provider")
+
+    provider = PROVIDERS["http"](settings, clients)
+
+    assert built == []
     assert provider.name == "http"
     assert provider.honours_idempotency_key is True  # what the outbox asks, without a send
 

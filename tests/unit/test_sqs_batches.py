@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import pytest
-from sendonce.sqs_batches import SqsRecord, process_batch
+from sendonce.entrypoints.shared.sqs_batches import SqsRecord, process_batch
 
 
 def _event(*bodies: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sendonce.adapters.dynamodb_items import lock_key, to_item
 from sendonce.adapters.dynamodb_message_creations import CREATION_FILTER
-from sendonce.delivery.stream_handoff import hand_off_batch
+from sendonce.entrypoints.handoff import hand_off_batch
 from sendonce.messages.model import Channel, Message, Status
 
 from sendonce_local.event_filters import parse_filters, passes

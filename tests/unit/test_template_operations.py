@@ -17,8 +17,8 @@ from sendonce.adapters import dynamodb_dedup_locks
 from sendonce.channels import ChannelSpec
 from sendonce.delivery.outbox import metric_name
 from sendonce.delivery.retry_policy import RetryPolicy
-from sendonce.delivery.sqs_batch import PROVIDER_CALL_MARGIN_SECONDS
-from sendonce.webhooks.handlers import DELIVERY_WORKERS
+from sendonce.entrypoints.dispatch import PROVIDER_CALL_MARGIN_SECONDS
+from sendonce.entrypoints.webhook_delivery import DELIVERY_WORKERS
 
 from sendonce_local.template import Template, load_template
 

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 # What each function's code calls (its composition root and the adapters it builds), and nothing else.
 # Transactions need the action of each item: a Put needs PutItem, an Update UpdateItem.
 EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
-    # api.dependencies: DynamoDbApiKeyStore (the caller's key), DynamoDbSendingStore (create
+    # entrypoints.api.build: DynamoDbApiKeyStore (the caller's key), DynamoDbSendingStore (create
     # transaction of Puts, cancel, lock release, get, list on the two keys-only indexes, then the
     # items), Powertools idempotency, SqsMessageQueue, SqsEventQueue, DynamoDbWebhookStore
     # (endpoints, events listed through their index).
@@ -39,7 +39,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "secretsmanager:GetSecretValue",
         }
     },
-    # delivery.dependencies.build_dispatcher: DynamoDbDeliveryStore (claim, finish, lock release),
+    # entrypoints.dispatch.build: DynamoDbDeliveryStore (claim, finish, lock release),
     # DynamoDbSuppressionStore (the claimed recipient's two entries, one BatchGetItem), SqsRedelivery,
     # the channel's provider (and the HTTP provider's token), and test messages' simulator
     # (DynamoDbSimulatorStore's UpdateItems, SqsEventQueue).
@@ -79,13 +79,13 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "secretsmanager:GetSecretValue",
         }
     },
-    # provider_events.dependencies -> DynamoDbProviderEventStore (get, record, transaction, lock release)
+    # entrypoints.status.build: DynamoDbProviderEventStore (get, record, transaction, lock release)
     "StatusFunction": {
         "Allow": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     },
-    # delivery.dependencies.build_outbox: DynamoDbOutboxStore (the Outbox index, moves), SqsMessageQueue
+    # entrypoints.outbox.build: DynamoDbOutboxStore (the Outbox index, moves), SqsMessageQueue
     "OutboxFunction": {"Allow": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"}},
-    # delivery.dependencies.build_handoff: SqsMessageQueue; and the MessagesTable's stream.
+    # entrypoints.handoff.build: SqsMessageQueue; and the MessagesTable's stream.
     "HandoffFunction": {
         "Allow": {
             "sqs:SendMessage",
@@ -95,7 +95,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:ListStreams",
         }
     },
-    # webhooks.dependencies.build_recorder: DynamoDbWebhookStore (Applied, the event transaction of
+    # entrypoints.message_changes.build: DynamoDbWebhookStore (Applied, the event transaction of
     # Puts, endpoints), SqsDeliveryQueue; and the MessagesTable's stream.
     "MessageChangesFunction": {
         "Allow": {
@@ -109,7 +109,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:ListStreams",
         }
     },
-    # webhooks.dependencies.build_delivery: DynamoDbWebhookStore (event, attempts; the endpoint and
+    # entrypoints.webhook_delivery.build: DynamoDbWebhookStore (event, attempts; the endpoint and
     # its slow-lane flag in one BatchGetItem, the flag's copies written and removed by
     # BatchWriteItem), SqsRedelivery on each lane, SqsDeliveryQueue (a move to the slow lane).
     "WebhookDeliveryFunction": {

@@ -19,9 +19,9 @@ from sendonce.api import dependencies
 from sendonce.api.app import handle
 from sendonce.auth.api_keys import generate_api_key, hash_api_key, issue_api_key, resolve_workspace
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.dependencies import PROVIDERS, Providers
 from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.entrypoints.shared.provider_registry import PROVIDERS, Providers
 from sendonce.errors import (
     AmbiguousOutcome,
     DependencyUnavailable,

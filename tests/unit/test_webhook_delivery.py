@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue, parse_task, task_body
+from sendonce.entrypoints.webhook_delivery import DeliveryDependencies, handle_delivery_batch, queue_name
 from sendonce.errors import QueueUnavailable, RetryLater
 from sendonce.webhooks.delivery import (
     FAST_LANE_PATIENCE_SECONDS,
@@ -39,8 +40,6 @@ from sendonce.webhooks.delivery import (
     WebhookDeliverer,
     body_of,
 )
-from sendonce.webhooks.dependencies import DeliveryDependencies, queue_name
-from sendonce.webhooks.handlers import handle_delivery_batch
 from sendonce.webhooks.model import (
     ROTATION_OVERLAP,
     Delivery,

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from sendonce.adapters.dynamodb_items import lock_key, tie_key, to_item
 from sendonce.adapters.dynamodb_message_stream import POSITION_DIGITS, change_of
+from sendonce.entrypoints.message_changes import handle_stream_batch
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.webhooks.events import ChangeNotRecorded, EventRecorder
-from sendonce.webhooks.handlers import handle_stream_batch
 from sendonce.webhooks.model import (
     STATUS_EVENTS,
     Change,

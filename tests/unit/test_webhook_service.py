@@ -28,11 +28,11 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
+from sendonce.entrypoints.shared.webhook_sending import target_checker
 from sendonce.errors import EndpointNotFound, EventNotFound, InvalidEndpoint, TooManyRotations
 from sendonce.messages.ids import ulid
 from sendonce.messages.service import MessageService
 from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer
-from sendonce.webhooks.dependencies import target_checker
 from sendonce.webhooks.model import (
     MAX_ENDPOINTS,
     MAX_REPLACED_SECRETS,

@@ -14,7 +14,7 @@ from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
 from sendonce.clock import Clock
 from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
-from sendonce.delivery.stream_handoff import hand_off_batch
+from sendonce.entrypoints.handoff import hand_off_batch
 from sendonce.errors import DependencyUnavailable, MessageNotCancelable, MessageNotFound, QueueUnavailable
 from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, Window
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status

@@ -1,7 +1,7 @@
 """A message's hand-off to its channel's queue: when it is owed, and with what delay.
 
 A new message is handed over from the MessagesTable's stream, never by the request that created
-it (`sendonce.delivery.stream_handoff`): the stream holds every committed write and nothing else,
+it (`sendonce.entrypoints.handoff`): the stream holds every committed write and nothing else,
 so a message is handed over only once its creation committed, and the request pays one call. The
 outbox's entry, written with the message (`handoff_due_at`), is the backstop for a record the
 stream never brings. A message handed over twice is claimed once by its dispatcher.

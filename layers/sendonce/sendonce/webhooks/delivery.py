@@ -25,17 +25,18 @@ otherwise hold every execution environment while the healthy endpoints' deliveri
   (the flag is renewed once less than half its time is left, not on every delivery). A retry stays
   in the lane it is in: its record is postponed in its own queue.
 
-Why the patience is 1 second. Records of a batch are delivered side by side (`webhooks.handlers`),
-so a slow record holds the others of its batch no longer than its patience, but it holds the batch,
-and so one of the fast lane's few invocations, that long. Until the first of a hanging endpoint's
-deliveries has waited out its patience, nothing says the endpoint is slow: every batch taken in the
-meantime holds its invocation a patience too. A healthy endpoint's delivery can so wait up to two
-patiences for an invocation, plus the path from the change to the queue and its own answer. The
-issue's bound is 5 s from the change (tests/e2e/test_e2e_webhook_lanes.py, with the function capped
-at 5): 1 s leaves 3 s for the rest, which a loaded 2-core machine needs (2 s left about 1 s, and
-missed now and then). A receiver that acknowledges and works later answers well within 1 s, TLS
-and a far region's round trips included; one slower than that is still delivered, in the slow lane,
-with the contract's 15 s. Raise WebhookSlowLaneMaxConcurrency if many endpoints answer that slowly.
+Why the patience is 1 second. Records of a batch are delivered side by side
+(`sendonce.entrypoints.webhook_delivery`), so a slow record holds the others of its batch no longer
+than its patience, but it holds the batch, and so one of the fast lane's few invocations, that long.
+Until the first of a hanging endpoint's deliveries has waited out its patience, nothing says the
+endpoint is slow: every batch taken in the meantime holds its invocation a patience too. A healthy
+endpoint's delivery can so wait up to two patiences for an invocation, plus the path from the change
+to the queue and its own answer. The issue's bound is 5 s from the change
+(tests/e2e/test_e2e_webhook_lanes.py, with the function capped at 5): 1 s leaves 3 s for the rest,
+which a loaded 2-core machine needs (2 s left about 1 s, and missed now and then). A receiver that
+acknowledges and works later answers well within 1 s, TLS and a far region's round trips included;
+one slower than that is still delivered, in the slow lane, with the contract's 15 s. Raise
+WebhookSlowLaneMaxConcurrency if many endpoints answer that slowly.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""HandoffFunction's batches: each message created in the MessagesTable goes to its channel's queue.
+"""HandoffFunction: each message created in the MessagesTable, from the table's stream, goes to its
+channel's queue, so the request that created it makes one call.
 
 Invariant: every message whose creation the stream brings is handed over at least once, or its
 record is reported failed, so the stream brings it (and every later record of the batch) back.
@@ -14,12 +15,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from sendonce.adapters.dynamodb_message_creations import created_of
+from sendonce.adapters.sqs_queue import SqsMessageQueue
+from sendonce.aws_clients import Clients, client
 from sendonce.clock import Clock, utc_now
+from sendonce.composition import Root
+from sendonce.entrypoints.shared.stream_records import sequence_number
 from sendonce.messages.handoff import handoff_of
 from sendonce.messages.ports import Handoff, MessageQueue
 from sendonce.observability import logger, metrics
-from sendonce.stream_records import sequence_number
+from sendonce.settings import HandoffSettings
+
+
+def build(settings: HandoffSettings, clients: Clients) -> MessageQueue:
+    """The channels' queues, which each new message from the stream goes to."""
+    return SqsMessageQueue(clients("sqs"), settings.queue_urls)
+
+
+root: Root[MessageQueue] = Root(lambda: build(HandoffSettings.from_environment(), client))
 
 
 def hand_off_batch(queue: MessageQueue, event: Any, clock: Clock = utc_now) -> dict[str, Any]:
@@ -60,3 +75,9 @@ def hand_off_batch(queue: MessageQueue, event: Any, clock: Clock = utc_now) -> d
     if unreadable:
         metrics.add_metric(name="HandoffRecordsUnreadable", unit="Count", value=unreadable)
     return {"batchItemFailures": [{"itemIdentifier": sequence_number(records[index])} for index in failed]}
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return hand_off_batch(root.get(), event)

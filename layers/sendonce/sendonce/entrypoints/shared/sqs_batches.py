@@ -1,4 +1,5 @@
-"""SQS batches as Lambda's event source mapping hands them over, each record handled alone.
+"""SQS batches as Lambda's event source mapping hands them over, each record handled alone: the
+dispatchers', the status function's and the webhook delivery function's.
 
 Failures are reported per record (ReportBatchItemFailures): one bad record never holds back
 the rest of its batch, and an event with no records is an empty batch, not an error. Records are

@@ -1,4 +1,8 @@
-"""The dispatcher's SQS batch: each record handled alone, failures reported per record.
+"""Dispatch<Channel>Function: its composition root and its SQS batch, each record handled alone.
+
+Every dispatcher is this one module: a channel is declared once (`sendonce.channels`), and its
+function's file in functions/ only names it (`dispatcher_function("sms")`), so a channel costs no
+module here.
 
 A record that cannot be read fails alone and reaches the dead-letter queue after its redrive;
 it never blocks the rest of its batch.
@@ -13,24 +17,78 @@ attempt whose outcome nobody records, which through SES or SNS ends `unknown`.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sendonce import channels
+from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
+from sendonce.adapters.sqs_queue import SqsRedelivery
+from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
-from sendonce.delivery.dependencies import DispatcherDependencies, dispatcher_root
-from sendonce.delivery.dispatcher import DeliveryRequest
+from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher
+from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.entrypoints.shared.provider_registry import PROVIDERS, ProviderBuilder, Providers
+from sendonce.entrypoints.shared.sqs_batches import (
+    LambdaHandler,
+    Redelivery,
+    SqsRecord,
+    process_batch,
+    read_record,
+    retried_later,
+)
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.observability import logger, metrics
-from sendonce.sqs_batches import LambdaHandler, SqsRecord, process_batch, read_record, retried_later
+from sendonce.settings import DispatcherSettings
 
+# A claim outlives the provider's timeout by this much before the outbox may call it stranded.
+CLAIM_MARGIN_SECONDS = 60
 # Time a record needs beyond the provider's own timeout: the connection (botocore allows 3 s), the
 # claim before the call and the write after it.
 PROVIDER_CALL_MARGIN_SECONDS = 5.0
 
 
+# ---------------------------------------------------------------------------- composition root
+@dataclass(frozen=True, slots=True)
+class DispatcherDependencies:
+    settings: DispatcherSettings
+    dispatcher: Dispatcher
+    redelivery: Redelivery
+
+
+def build(
+    channel: str,
+    settings: DispatcherSettings,
+    clients: Clients,
+    live: Mapping[str, ProviderBuilder] = PROVIDERS,
+) -> DispatcherDependencies:
+    """A channel's dispatcher, its providers chosen from `live` (the registry's)."""
+    providers = Providers.of(settings, clients, live)
+    providers.provider(channel)  # built with the function: its first live message should not pay for it
+    dynamodb = clients("dynamodb")
+    return DispatcherDependencies(
+        settings=settings,
+        dispatcher=Dispatcher(
+            store=DynamoDbDeliveryStore(dynamodb, settings.messages_table),
+            suppressions=DynamoDbSuppressionStore(dynamodb, settings.messages_table),
+            provider_for=providers,
+            retry_policy=RetryPolicy(max_attempts=settings.max_delivery_attempts),
+            claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
+        ),
+        # Its client is built only when a record must be postponed.
+        redelivery=SqsRedelivery(client_on_first_use("sqs", build=clients), settings.queue_url(channel)),
+    )
+
+
+def _from_environment(channel: str) -> DispatcherDependencies:
+    return build(channel, DispatcherSettings.from_environment(), client)
+
+
+# ---------------------------------------------------------------------------- the batch
 class UnreadableRecord(ValueError):
     pass
 
@@ -88,13 +146,11 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
     return result
 
 
+# ---------------------------------------------------------------------------- the function
 def dispatcher_function(channel: str) -> tuple[LambdaHandler, Root[DispatcherDependencies]]:
-    """A channel's dispatcher function: its handler and its composition root.
-
-    Every dispatcher is this one function; its file in functions/ only names the channel.
-    """
+    """A channel's dispatcher function: its handler and its composition root."""
     channels.spec(channel)  # an unknown channel fails at import, not on its first message
-    root = dispatcher_root(channel)
+    root = Root(partial(_from_environment, channel))
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics

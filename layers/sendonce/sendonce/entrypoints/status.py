@@ -1,15 +1,30 @@
-"""The status function's SQS batch: our webhook's events and SES notifications (through SNS)."""
+"""StatusFunction: applies provider delivery events (our webhook's, and SES notifications through
+SNS) once each, from its SQS batch, an unreadable record failing alone."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
+from sendonce.aws_clients import Clients, client
+from sendonce.composition import Root
+from sendonce.entrypoints.shared.sqs_batches import SqsRecord, process_batch, read_record
+from sendonce.observability import logger, metrics
 from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
 from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
-from sendonce.sqs_batches import SqsRecord, process_batch, read_record
+from sendonce.settings import EventsSettings
+
+
+def build(settings: EventsSettings, clients: Clients) -> ProviderEventStore:
+    return DynamoDbProviderEventStore(clients("dynamodb"), settings.messages_table)
+
+
+root: Root[ProviderEventStore] = Root(lambda: build(EventsSettings.from_environment(), client))
 
 
 class UnreadableEvent(ValueError):
@@ -35,3 +50,9 @@ def handle_batch(store: ProviderEventStore, event: Any) -> dict[str, Any]:
         return apply_event(store, parsed).value
 
     return process_batch(event, handle_record)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle_batch(root.get(), event)

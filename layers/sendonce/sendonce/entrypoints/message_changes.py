@@ -1,4 +1,5 @@
-"""The webhook functions' batches: the stream's records in order per message, the deliveries side by side.
+"""MessageChangesFunction: each committed status change of a message, from the table's stream,
+becomes exactly one event, and a delivery for each endpoint that wants it.
 
 A batch's records of one message are told one after another, in stream order; different
 messages go side by side (as Lambda's ParallelizationFactor would run them, keyed by item). A
@@ -11,11 +12,6 @@ not yet attempted may be queued again: at least once, the same `webhook-id`).
 A record that cannot be read as a message (never one sendonce wrote) would fail on every retry
 and hold its message's later changes back until the stream drops it a day later: it is skipped,
 logged and counted (`StreamRecordsUnreadable`, with an alarm) instead.
-
-A delivery batch comes from one of the two lanes' queues (`webhooks.delivery`), told apart by the
-record's eventSourceARN. Its records are delivered side by side, one thread each (BatchSize 10), so
-one endpoint that takes its patience holds up no other record of the batch; a retry is postponed in
-the queue the record came from.
 """
 
 from __future__ import annotations
@@ -23,20 +19,31 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from sendonce.adapters.dynamodb_message_stream import change_of
-from sendonce.adapters.sqs_webhook_queue import parse_task
+from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
+from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
+from sendonce.aws_clients import Clients, client
+from sendonce.composition import Root
+from sendonce.entrypoints.shared.stream_records import sequence_number
 from sendonce.observability import logger, metrics
+from sendonce.settings import MessageChangesSettings
 from sendonce.side_by_side import side_by_side
-from sendonce.sqs_batches import SqsRecord, process_batch, read_record, retried_later
-from sendonce.stream_records import sequence_number
-from sendonce.webhooks.delivery import Lane
-from sendonce.webhooks.dependencies import DeliveryDependencies, queue_name
 from sendonce.webhooks.events import EventRecorder
 
 # Messages told side by side within a batch; botocore pools 10 connections a client.
 STREAM_WORKERS = 8
-# A delivery batch's records side by side, one thread each: the event sources' BatchSize.
-DELIVERY_WORKERS = 10
+
+
+def build(settings: MessageChangesSettings, clients: Clients) -> EventRecorder:
+    store = DynamoDbWebhookStore(clients("dynamodb"), settings.webhooks_table)
+    return EventRecorder(
+        events=store, endpoints=store, queue=SqsDeliveryQueue(clients("sqs"), settings.webhook_queue_url)
+    )
+
+
+root: Root[EventRecorder] = Root(lambda: build(MessageChangesSettings.from_environment(), client))
 
 
 def _item(record: Any) -> str:
@@ -96,19 +103,7 @@ def handle_stream_batch(recorder: EventRecorder, event: Any, workers: int = STRE
     return {"batchItemFailures": [{"itemIdentifier": sequence_number(r)} for r in handed_back]}
 
 
-def handle_delivery_batch(
-    dependencies: DeliveryDependencies, event: Any, workers: int = DELIVERY_WORKERS
-) -> dict[str, Any]:
-    def handle_record(record: SqsRecord) -> str:
-        task = read_record(record, parse_task, ValueError, "webhook.delivery.unreadable_record")
-        slow = queue_name(record.source_arn) == dependencies.slow_lane_queue
-        lane = Lane.SLOW if slow else Lane.FAST
-        return retried_later(
-            dependencies.slow_redelivery if slow else dependencies.redelivery,
-            record,
-            lambda: dependencies.deliverer.deliver(task, lane).value,
-            "webhook.delivery.postpone_failed",
-            event_id=task.event_id,
-        )
-
-    return process_batch(event, handle_record, workers)
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle_stream_batch(root.get(), event)

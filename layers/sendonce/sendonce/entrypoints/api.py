@@ -1,0 +1,128 @@
+"""ApiFunction: the HTTP API of sendonce (v1), and its composition root.
+
+The routes, the preflight and the handlers are `sendonce.api`'s (`sendonce.api.app.handle`); this
+module builds what they need (`sendonce.api.dependencies.ApiDependencies`) from the settings and the
+clients, with the adapters the API never imports, and gives the API's root its build function.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
+from sendonce.adapters.dynamodb_limits import DynamoDbLimits
+from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
+from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
+from sendonce.adapters.secrets_manager import SecretsManagerSecret
+from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
+from sendonce.api import dependencies
+from sendonce.api.answers import send_answer
+from sendonce.api.app import handle
+from sendonce.api.batch import BATCH_KEY_PREFIX, run_once
+from sendonce.api.dependencies import ApiDependencies
+from sendonce.api.idempotency import StoredAnswer, idempotency_config, make_idempotent
+from sendonce.auth.key_cache import CachedApiKeyStore
+from sendonce.aws_clients import Clients, client, client_on_first_use
+from sendonce.composition import Root
+from sendonce.limits.model import Limits
+from sendonce.limits.service import RequestLimits
+from sendonce.messages.batch import BatchSender
+from sendonce.messages.service import MessageService, SendCommand
+from sendonce.observability import logger, metrics
+from sendonce.settings import ApiSettings
+from sendonce.suppressions.service import SuppressionService
+
+if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
+    from sendonce.webhooks.service import WebhookService
+
+# A secret read must not hold a provider's webhook longer than its patience.
+SECRET_READ_TIMEOUT_SECONDS = 3
+
+
+def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
+    # A send calls DynamoDB only (its hand-off follows from the table's stream): SQS, for edits,
+    # provider events and webhooks, is built by its first call.
+    dynamodb, sqs = clients("dynamodb"), client_on_first_use("sqs", build=clients)
+    limits = None
+    if settings.limits_table:
+        limits = DynamoDbLimits(
+            dynamodb,
+            settings.limits_table,
+            defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
+            cache_seconds=settings.limits_cache_seconds,
+        )
+    store = DynamoDbSendingStore(
+        dynamodb,
+        settings.messages_table,
+        retention=timedelta(days=settings.message_retention_days),
+        quota=limits,
+    )
+    queue = SqsMessageQueue(sqs, settings.queue_urls)
+    dedup_window = timedelta(seconds=settings.dedup_window_seconds)
+    suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
+    messages = MessageService(
+        store=store, queue=queue, dedup_window=dedup_window, limits=limits, suppressions=suppressions
+    )
+    batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
+    config = idempotency_config(settings.idempotency_ttl_seconds)
+    api_keys = CachedApiKeyStore(
+        DynamoDbApiKeyStore(dynamodb, settings.api_keys_table),
+        ttl=timedelta(seconds=settings.api_key_cache_seconds),
+    )
+
+    def send(*, request: dict[str, Any], command: SendCommand) -> StoredAnswer:
+        """The once-only part: its answer is what an Idempotency-Key replays."""
+        return send_answer(messages.send(command))
+
+    return ApiDependencies(
+        settings=settings,
+        messages=messages,
+        idempotency_config=config,
+        send_once=make_idempotent(send, settings.idempotency_table, dynamodb, config),
+        events=SqsEventQueue(sqs, settings.events_queue_url),
+        build_webhooks=partial(_webhooks, settings, dynamodb, sqs),
+        api_keys=api_keys,
+        webhook_secret=SecretsManagerSecret(
+            settings.webhook_secret_arn,
+            partial(clients, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
+        ),
+        send_many=batches.send_many,
+        send_batch_once=make_idempotent(
+            run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
+        ),
+        limits=RequestLimits(limits) if limits is not None else None,
+        suppressions=SuppressionService(suppressions),
+        test_deliveries=DynamoDbSimulatorStore(dynamodb, settings.messages_table),
+    )
+
+
+def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:
+    # Loaded with the first request about webhooks: a send never needs these modules.
+    from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore  # noqa: PLC0415
+    from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue  # noqa: PLC0415
+    from sendonce.entrypoints.shared.webhook_sending import target_checker  # noqa: PLC0415
+    from sendonce.webhooks.service import WebhookService  # noqa: PLC0415
+
+    store = DynamoDbWebhookStore(dynamodb, settings.webhooks_table)
+    return WebhookService(
+        endpoints=store,
+        events=store,
+        queue=SqsDeliveryQueue(sqs, settings.webhook_queue_url),
+        check_target=target_checker(allow_private=settings.webhook_allow_private_targets),
+    )
+
+
+root: Root[ApiDependencies] = dependencies.root.build_with(
+    lambda: build(ApiSettings.from_environment(), client)
+)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event, context)
