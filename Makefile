@@ -55,9 +55,11 @@ install: $(VENV)/.installed $(DYNAMODB_LOCAL)/node_modules/.installed
 run: install
 	$(VENV)/bin/sendonce run
 
+# ruff, and the import-linter contracts of pyproject.toml: which way the layer's imports run.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install
 	$(VENV)/bin/mypy
