@@ -324,3 +324,23 @@ def test_snapstart_is_a_parameter_off_by_default_for_every_function(template: Te
     assert function_globals["Runtime"] in SNAPSTART_PYTHONS
     # A snapshot serves published versions only: every event source and route invokes the alias.
     assert function_globals["AutoPublishAlias"]
+
+
+def test_what_every_function_shares_is_said_once_in_globals(template: Template) -> None:
+    """A property with one value on every function goes in Globals; a function restates none of them."""
+    functions = [
+        resource["Properties"]
+        for resource in template.resources.values()
+        if resource["Type"] == "AWS::Serverless::Function"
+    ]
+    function_globals = template.globals["Function"]
+
+    shared = set.intersection(*(set(properties) for properties in functions))
+    repeated = {name for name in shared if all(p[name] == functions[0][name] for p in functions)}
+    assert not repeated, f"every function sets {sorted(repeated)} alike: say it once in Globals"
+    for properties in functions:
+        restated = {name for name, value in properties.items() if function_globals.get(name) == value}
+        assert not restated, f"{properties['CodeUri']} restates {sorted(restated)} of Globals"
+    variables = [set((p.get("Environment") or {}).get("Variables") or {}) for p in functions]
+    everywhere = set.intersection(*variables)
+    assert not everywhere, f"every function sets {sorted(everywhere)}: say it once in Globals"
