@@ -272,6 +272,19 @@ def test_only_ses_for_this_account_publishes_ses_events(template: Template) -> N
     assert denies[0]["Condition"] == {"BoolIfExists": {"aws:PrincipalIsAWSService": "false"}}
 
 
+def test_no_deployed_function_lets_status_webhooks_reach_private_addresses(template: Template) -> None:
+    """Only the local stack lifts the rule; from a function, a loopback address is Lambda's own API."""
+    variable = "SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS"
+    set_to = {
+        f: spec.environment[variable]
+        for f, spec in template.functions.items()
+        if variable in spec.environment
+    }
+
+    # The two functions whose settings read it: the API (registration) and the delivery function.
+    assert set_to == {"ApiFunction": "false", "WebhookDeliveryFunction": "false"}
+
+
 def test_the_ses_events_go_to_that_topic(template: Template) -> None:
     destination = template.resources["EmailEventDestination"]["Properties"]["EventDestination"]
 
