@@ -8,6 +8,7 @@ Every log group expires, and messages carry a retention. What breaks the promise
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +345,18 @@ def test_what_every_function_shares_is_said_once_in_globals(template: Template) 
     variables = [set((p.get("Environment") or {}).get("Variables") or {}) for p in functions]
     everywhere = set.intersection(*variables)
     assert not everywhere, f"every function sets {sorted(everywhere)}: say it once in Globals"
+
+
+def test_tracing_is_off_and_nothing_traces(template: Template) -> None:
+    """Decided by its cold-start cost (docs/performance.md, "Tracing"): no function traces, no role
+    gets X-Ray's policy (SAM adds none for Disabled), and the layer carries no tracer."""
+    assert template.globals["Function"]["Tracing"] == "Disabled"
+    for resource in template.resources.values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            assert "Tracing" not in resource["Properties"]
+    layer = REPO / "layers" / "sendonce"
+    assert "xray" not in (layer / "pyproject.toml").read_text(encoding="utf-8").lower()
+    for module in (layer / "sendonce").rglob("*.py"):
+        source = module.read_text(encoding="utf-8")
+        assert "aws_xray_sdk" not in source, module
+        assert not re.search(r"\bimport\b.*\bTracer\b", source), module
