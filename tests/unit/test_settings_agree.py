@@ -151,12 +151,14 @@ def _same(stated: str, value: Any) -> bool:
 # ---------------------------------------------------------------------------- classes and template
 def test_every_function_names_its_settings_class(template: Template) -> None:
     assert set(FUNCTION_SETTINGS) == set(template.functions)
+    # Every settings class of the module is some function's.
     assert set(CLASSES) == {
         value
-        for value in vars(settings).values()
+        for name, value in vars(settings).items()
         if isinstance(value, type)
-        and issubclass(value, settings._Settings)
-        and value is not settings._Settings
+        and value.__module__ == settings.__name__
+        and not name.startswith("_")
+        and hasattr(value, "variables")
     }
 
 
