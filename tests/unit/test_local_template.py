@@ -73,9 +73,9 @@ def test_functions_merge_globals(template) -> None:
 
     assert api.code_dir == REPO / "functions" / "api"
     assert api.handler == "app.handler"
-    assert api.timeout_seconds == 15  # Globals
+    assert api.timeout_seconds == 15  # its own
     assert "MESSAGES_TABLE" in api.environment  # Globals
-    assert template.functions["DispatchSmsFunction"].timeout_seconds == 30
+    assert template.functions["DispatchSmsFunction"].timeout_seconds == 30  # Globals
 
 
 def test_environment_resolves_intrinsics(template) -> None:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import MISSING
 
 import pytest
 from sendonce import channels
 from sendonce.settings import (
     ApiSettings,
     DispatcherSettings,
+    EventsSettings,
     HandoffSettings,
     InvalidSettings,
+    MessageChangesSettings,
     WebhookDeliverySettings,
 )
 
@@ -134,3 +137,61 @@ def test_reading_settings_imports_no_validation_library() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert completed.stdout.strip() == "False"
+
+
+def test_each_class_lists_the_variables_it_reads_with_their_defaults() -> None:
+    api = ApiSettings.variables()
+    dispatcher = DispatcherSettings.variables()
+
+    assert api["MESSAGES_TABLE"] is MISSING
+    assert api["SENDONCE_DEDUP_WINDOW_SECONDS"] == 900
+    assert api["SENDONCE_REQUIRE_IDEMPOTENCY_KEY"] is False
+    for spec in channels.all_specs():
+        # The API and the hand-off need every channel's queue; a dispatcher serves one of them.
+        assert api[spec.queue_url_setting] is MISSING
+        assert HandoffSettings.variables()[spec.queue_url_setting] is MISSING
+        assert dispatcher[spec.queue_url_setting] == ""
+        assert dispatcher[spec.provider_setting] == spec.providers[0]
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        ApiSettings,
+        DispatcherSettings,
+        HandoffSettings,
+        EventsSettings,
+        MessageChangesSettings,
+        WebhookDeliverySettings,
+    ],
+    ids=lambda cls: cls.__name__,
+)
+def test_what_a_class_lists_as_required_is_what_it_refuses_to_run_without(cls: type) -> None:
+    with pytest.raises(InvalidSettings) as refused:
+        cls.from_environment({})  # type: ignore[attr-defined]
+    variables = cls.variables()  # type: ignore[attr-defined]
+    problem = str(refused.value)
+
+    for variable, default in variables.items():
+        assert (variable in problem) is (default is MISSING), variable
+
+
+def test_an_unset_variable_takes_the_default_the_class_lists() -> None:
+    environment = {
+        name: "x" for name, default in WebhookDeliverySettings.variables().items() if default is MISSING
+    }
+    settings = WebhookDeliverySettings.from_environment(environment)
+
+    assert settings.retry_schedule == WebhookDeliverySettings.variables()["SENDONCE_WEBHOOK_RETRY_SCHEDULE"]
+    assert (
+        settings.allow_private_targets
+        is WebhookDeliverySettings.variables()["SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS"]
+    )
+
+
+def test_a_webhook_endpoint_gets_the_contracts_15_seconds_whatever_the_environment() -> None:
+    """Not a setting: the function's Timeout and the slow lane are built on it."""
+    settings = WebhookDeliverySettings.from_environment({**WEBHOOKS, "SENDONCE_WEBHOOK_TIMEOUT_SECONDS": "1"})
+
+    assert settings.timeout_seconds == 15.0
+    assert "SENDONCE_WEBHOOK_TIMEOUT_SECONDS" not in WebhookDeliverySettings.variables()

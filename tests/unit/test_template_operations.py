@@ -8,6 +8,7 @@ Every log group expires, and messages carry a retention. What breaks the promise
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +325,38 @@ def test_snapstart_is_a_parameter_off_by_default_for_every_function(template: Te
     assert function_globals["Runtime"] in SNAPSTART_PYTHONS
     # A snapshot serves published versions only: every event source and route invokes the alias.
     assert function_globals["AutoPublishAlias"]
+
+
+def test_what_every_function_shares_is_said_once_in_globals(template: Template) -> None:
+    """A property with one value on every function goes in Globals; a function restates none of them."""
+    functions = [
+        resource["Properties"]
+        for resource in template.resources.values()
+        if resource["Type"] == "AWS::Serverless::Function"
+    ]
+    function_globals = template.globals["Function"]
+
+    shared = set.intersection(*(set(properties) for properties in functions))
+    repeated = {name for name in shared if all(p[name] == functions[0][name] for p in functions)}
+    assert not repeated, f"every function sets {sorted(repeated)} alike: say it once in Globals"
+    for properties in functions:
+        restated = {name for name, value in properties.items() if function_globals.get(name) == value}
+        assert not restated, f"{properties['CodeUri']} restates {sorted(restated)} of Globals"
+    variables = [set((p.get("Environment") or {}).get("Variables") or {}) for p in functions]
+    everywhere = set.intersection(*variables)
+    assert not everywhere, f"every function sets {sorted(everywhere)}: say it once in Globals"
+
+
+def test_tracing_is_off_and_nothing_traces(template: Template) -> None:
+    """Decided by its cold-start cost (docs/performance.md, "Tracing"): no function traces, no role
+    gets X-Ray's policy (SAM adds none for Disabled), and the layer carries no tracer."""
+    assert template.globals["Function"]["Tracing"] == "Disabled"
+    for resource in template.resources.values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            assert "Tracing" not in resource["Properties"]
+    layer = REPO / "layers" / "sendonce"
+    assert "xray" not in (layer / "pyproject.toml").read_text(encoding="utf-8").lower()
+    for module in (layer / "sendonce").rglob("*.py"):
+        source = module.read_text(encoding="utf-8")
+        assert "aws_xray_sdk" not in source, module
+        assert not re.search(r"\bimport\b.*\bTracer\b", source), module

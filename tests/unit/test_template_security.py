@@ -4,16 +4,20 @@ Each function's role grants exactly the actions its code uses (EXPECTED_ACTIONS:
 a deliberate change here), each on resources of this stack. No publish or send action is allowed on
 "*", except an SMS (sns:Publish), which AWS grants only so and which a Deny keeps off every topic.
 Only SES, for this stack's configuration set, may publish to the topic of SES events. Every checkov
-check the template skips says why, on the resource it skips.
+check skipped says why: once in .checkov.yaml for every resource of a type, or on the resource it
+skips in the template; either way on a type checkov runs it on, and never in both places.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cfn_tools import load_yaml
 from sendonce.adapters import dynamodb_webhooks
 
 from sendonce_local.template import Template, load_template, references
@@ -268,27 +272,149 @@ def test_only_ses_for_this_account_publishes_ses_events(template: Template) -> N
     assert denies[0]["Condition"] == {"BoolIfExists": {"aws:PrincipalIsAWSService": "false"}}
 
 
+def test_no_deployed_function_lets_status_webhooks_reach_private_addresses(template: Template) -> None:
+    """Only the local stack lifts the rule; from a function, a loopback address is Lambda's own API."""
+    variable = "SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS"
+    set_to = {
+        f: spec.environment[variable]
+        for f, spec in template.functions.items()
+        if variable in spec.environment
+    }
+
+    # The two functions whose settings read it: the API (registration) and the delivery function.
+    assert set_to == {"ApiFunction": "false", "WebhookDeliveryFunction": "false"}
+
+
 def test_the_ses_events_go_to_that_topic(template: Template) -> None:
     destination = template.resources["EmailEventDestination"]["Properties"]["EventDestination"]
 
     assert destination["SnsDestination"]["TopicARN"] == {"Ref": "EmailEventsTopic"}
 
 
+CHECKOV_CONFIG = REPO / ".checkov.yaml"
+CHECKOV_PYTHON = REPO / ".venv-checkov" / "bin" / "python"
+# A shared skip's reason: the comment lines right above its id, the first starting with its type.
+SHARED_REASON = re.compile(r"^(AWS::\w+::\w+): (.+)$", re.DOTALL)
+
+
+def _resource_skips(template: Template) -> list[tuple[str, str, str]]:
+    """(logical id, check, reason) of every skip in the template's Metadata."""
+    return [
+        (logical_id, str(skip["id"]), str(skip.get("comment") or ""))
+        for logical_id, resource in template.resources.items()
+        for skip in ((resource.get("Metadata") or {}).get("checkov") or {}).get("skip") or []
+    ]
+
+
+def _shared_skips() -> list[tuple[str, str]]:
+    """(check, reason) of every skip in .checkov.yaml, in its order: the ids as checkov reads them
+    (`skip-check`), each with the comment lines right above it."""
+    text = CHECKOV_CONFIG.read_text(encoding="utf-8")
+    reasons: dict[str, str] = {}
+    comment: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comment.append(stripped.lstrip("#").strip())
+            continue
+        entry = re.fullmatch(r"-\s*(\S+)", stripped)
+        if entry:
+            reasons[entry.group(1)] = " ".join(comment)
+        comment = []
+    checks = [str(check) for check in load_yaml(text).get("skip-check") or []]
+    return [(check, reasons.get(check, "")) for check in checks]
+
+
+def _kinds_checkov_runs(checks: set[str]) -> dict[str, set[str]]:
+    """The resource types the pinned checkov runs each check on (its CloudFormation registry)."""
+    if not CHECKOV_PYTHON.exists():
+        pytest.skip("checkov is not installed (`make scan` installs it; `make test` does first)")
+    script = (
+        "import json, sys\n"
+        "from checkov.cloudformation.checks.resource.registry import cfn_registry\n"
+        "import checkov.cloudformation.checks.resource.aws\n"
+        "wanted = set(sys.argv[1:])\n"
+        "kinds = {}\n"
+        "for kind, checks in cfn_registry.checks.items():\n"
+        "    for check in checks:\n"
+        "        if check.id in wanted:\n"
+        "            kinds.setdefault(check.id, []).append(kind)\n"
+        "print(json.dumps(kinds))\n"
+    )
+    completed = subprocess.run(
+        [str(CHECKOV_PYTHON), "-c", script, *sorted(checks)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return {check: set(kinds) for check, kinds in json.loads(completed.stdout).items()}
+
+
 def test_every_skipped_checkov_check_says_why(template: Template) -> None:
-    skipped = 0
+    skips = [(logical_id, check, reason) for logical_id, check, reason in _resource_skips(template)]
+    skips += [(".checkov.yaml", check, reason) for check, reason in _shared_skips()]
+    for where, check, reason in skips:
+        assert CHECK_ID.match(check), f"{where}: {check}"
+        assert len(reason) >= 40, f"{where} skips {check} without a reason"
+        assert "\n" not in reason, f"{where}: a reason fits on one line"
+    assert {where for where, _, _ in skips} > {".checkov.yaml"}
+
+
+def test_a_shared_skip_is_for_a_type_of_the_template(template: Template) -> None:
+    shared = _shared_skips()
+    kinds = {resource["Type"] for resource in template.resources.values()}
+
+    assert len({check for check, _ in shared}) == len(shared), "each check is skipped once"
+    for check, reason in shared:
+        named = SHARED_REASON.match(reason)
+        assert named, f".checkov.yaml: the reason of {check} starts with the type it is skipped for"
+        assert named.group(1) in kinds, f".checkov.yaml skips {check} for {named.group(1)}, which is not here"
+
+
+def test_no_check_is_skipped_both_once_and_on_a_resource(template: Template) -> None:
+    shared = {check for check, _ in _shared_skips()}
+    on_resources = {(logical_id, check) for logical_id, check, _ in _resource_skips(template)}
+
+    assert not {(logical_id, check) for logical_id, check in on_resources if check in shared}
+
+
+def test_a_skip_on_every_resource_of_a_type_for_one_reason_is_skipped_once(template: Template) -> None:
+    """Such a skip belongs in .checkov.yaml (a type of one resource keeps its skip on it)."""
+    of_type: dict[str, set[str]] = {}
     for logical_id, resource in template.resources.items():
-        for skip in ((resource.get("Metadata") or {}).get("checkov") or {}).get("skip") or []:
-            assert CHECK_ID.match(str(skip["id"])), f"{logical_id}: {skip}"
-            comment = str(skip.get("comment") or "")
-            assert len(comment) >= 40, f"{logical_id} skips {skip['id']} without a reason"
-            assert "\n" not in comment, f"{logical_id}: a reason fits on one line"
-            skipped += 1
-    assert skipped > 0
+        of_type.setdefault(resource["Type"], set()).add(logical_id)
+    by_check: dict[tuple[str, str], dict[str, str]] = {}
+    for logical_id, check, reason in _resource_skips(template):
+        by_check.setdefault((template.resources[logical_id]["Type"], check), {})[logical_id] = reason
+    for (kind, check), reasons in by_check.items():
+        everywhere = set(reasons) == of_type[kind] and len(of_type[kind]) > 1
+        assert not (everywhere and len(set(reasons.values())) == 1), f"{check} on every {kind}"
+
+
+def test_every_skip_is_of_a_check_checkov_runs_on_that_type(template: Template) -> None:
+    """A skip of a check that never runs on its resource would hide nothing, or something else."""
+    resource_skips = _resource_skips(template)
+    shared = _shared_skips()
+    kinds = _kinds_checkov_runs({check for _, check, _ in resource_skips} | {check for check, _ in shared})
+
+    for logical_id, check, _ in resource_skips:
+        kind = template.resources[logical_id]["Type"]
+        assert kind in kinds.get(check, set()), (
+            f"{logical_id} ({kind}) skips {check}, which checkov runs on {kinds.get(check)}"
+        )
+    for check, reason in shared:
+        named = SHARED_REASON.match(reason)
+        assert named
+        assert named.group(1) in kinds.get(check, set()), (
+            f".checkov.yaml: {check} does not run on {named.group(1)}"
+        )
 
 
 def test_the_checks_a_cheap_fix_meets_are_met_not_skipped(template: Template) -> None:
     """Point-in-time recovery, API access logs, log retention: fixed, so never skipped."""
     fixed = {"CKV_AWS_28", "CKV_AWS_95", "CKV_AWS_66"}
-    for logical_id, resource in template.resources.items():
-        for skip in ((resource.get("Metadata") or {}).get("checkov") or {}).get("skip") or []:
-            assert skip["id"] not in fixed, f"{logical_id} skips {skip['id']}"
+    for logical_id, check, _ in _resource_skips(template):
+        assert check not in fixed, f"{logical_id} skips {check}"
+    for check, _ in _shared_skips():
+        assert check not in fixed, f".checkov.yaml skips {check}"

@@ -6,7 +6,9 @@ channel added there has its settings here with no new field.
 
 They are plain dataclasses, each field naming its variable and how its value is read: reading a
 handful of strings needs no validation library, and a function that validates no request body
-imports none.
+imports none. `variables()` lists what a class reads, with each default: template.yaml sets them
+on the functions that read them, and the README's Settings table documents them
+(tests/unit/test_settings_agree.py holds the three together).
 """
 
 from __future__ import annotations
@@ -125,6 +127,23 @@ class _Settings:
         """Fields read from several variables at once (each channel's)."""
         return {}
 
+    @classmethod
+    def variables(cls) -> dict[str, Any]:
+        """Every variable this class reads, with the value it takes when unset (MISSING: required)."""
+        read = {
+            each.metadata["variable"]: each.default for each in fields(cls) if "variable" in each.metadata
+        }
+        return {**read, **cls._derived_variables()}
+
+    @classmethod
+    def _derived_variables(cls) -> dict[str, Any]:
+        """The variables `_derived` reads, with their defaults."""
+        return {}
+
+
+def _every_channels_queue_variables() -> dict[str, Any]:
+    return {spec.queue_url_setting: MISSING for spec in channels.all_specs()}
+
 
 def _every_channels_queue(environ: Mapping[str, str]) -> dict[str, str]:
     urls = _queue_urls(environ)
@@ -177,6 +196,10 @@ class ApiSettings(_Settings):
     def _derived(cls, environ: Mapping[str, str]) -> dict[str, Any]:
         return {"queue_urls": _every_channels_queue(environ)}
 
+    @classmethod
+    def _derived_variables(cls) -> dict[str, Any]:
+        return _every_channels_queue_variables()
+
 
 @dataclass(frozen=True)
 class DispatcherSettings(_Settings):
@@ -207,6 +230,13 @@ class DispatcherSettings(_Settings):
             providers[spec.name] = choice
         return {"queue_urls": _queue_urls(environ), "providers": providers}
 
+    @classmethod
+    def _derived_variables(cls) -> dict[str, Any]:
+        return {
+            **{spec.queue_url_setting: "" for spec in channels.all_specs()},
+            **{spec.provider_setting: spec.providers[0] for spec in channels.all_specs()},
+        }
+
     def queue_url(self, channel: str) -> str:
         return self.queue_urls.get(channel, "")
 
@@ -223,6 +253,10 @@ class HandoffSettings(_Settings):
     @classmethod
     def _derived(cls, environ: Mapping[str, str]) -> dict[str, Any]:
         return {"queue_urls": _every_channels_queue(environ)}
+
+    @classmethod
+    def _derived_variables(cls) -> dict[str, Any]:
+        return _every_channels_queue_variables()
 
 
 @dataclass(frozen=True)
@@ -259,5 +293,7 @@ class WebhookDeliverySettings(_Settings):
         "SENDONCE_WEBHOOK_RETRY_SCHEDULE", _schedule, "5,300,1800,7200,18000,36000,36000"
     )
     allow_private_targets: bool = _setting("SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS", _flag, False)
-    # The contract: a 2xx within 15 seconds is a success.
-    timeout_seconds: float = _setting("SENDONCE_WEBHOOK_TIMEOUT_SECONDS", _seconds(above=0, maximum=15), 15.0)
+    # Not a setting: the contract's 15 seconds for a 2xx, on which the function's Timeout and the
+    # slow lane are built (docs/guarantees.md). Kept as a field while the delivery's composition
+    # root passes it on.
+    timeout_seconds: float = 15.0
