@@ -293,7 +293,3 @@ class WebhookDeliverySettings(_Settings):
         "SENDONCE_WEBHOOK_RETRY_SCHEDULE", _schedule, "5,300,1800,7200,18000,36000,36000"
     )
     allow_private_targets: bool = _setting("SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS", _flag, False)
-    # Not a setting: the contract's 15 seconds for a 2xx, on which the function's Timeout and the
-    # slow lane are built (docs/guarantees.md). Kept as a field while the delivery's composition
-    # root passes it on.
-    timeout_seconds: float = 15.0

@@ -58,7 +58,6 @@ def build(settings: WebhookDeliverySettings, clients: Clients) -> DeliveryDepend
             send=sender(allow_private=settings.allow_private_targets),
             slow_lane=SqsDeliveryQueue(sqs, settings.slow_lane_queue_url),
             schedule=parse_schedule(settings.retry_schedule),
-            timeout_seconds=settings.timeout_seconds,
         ),
         redelivery=SqsRedelivery(sqs, settings.webhook_queue_url),
         slow_redelivery=SqsRedelivery(sqs, settings.slow_lane_queue_url),
