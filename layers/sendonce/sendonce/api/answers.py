@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
+from sendonce.api.shapes import MessageModel, ResponseModel
+from sendonce.messages.model import Status
 from sendonce.messages.service import SendResult
+
+
+class SendAccepted(ResponseModel):
+    success: Literal[True]
+    status: Status
+    duplicateOnly: Literal[False]
+    message: MessageModel
+
+
+class DuplicateCaught(ResponseModel):
+    success: Literal[True]
+    duplicateOnly: Literal[True]
+    duplicateMessage: str
+    message: MessageModel | None
 
 
 def _json(payload: dict[str, Any]) -> str:

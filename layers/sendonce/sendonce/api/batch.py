@@ -17,16 +17,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sendonce.api.answers import send_answer
-from sendonce.api.commands import command_of
+from sendonce.api.commands import SendMessageRequest, command_of
 from sendonce.api.errors import (
     ApiError,
     details_from_pydantic,
@@ -36,7 +36,7 @@ from sendonce.api.errors import (
     validation_error,
 )
 from sendonce.api.idempotency import StoredAnswer
-from sendonce.api.schemas import SendMessageRequest
+from sendonce.api.shapes import MessageModel, ResponseModel
 from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
@@ -63,6 +63,42 @@ _RETRYABLE = {
 SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
 # `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
 SendOnce = Callable[..., StoredAnswer]
+
+
+class BatchRequest(BaseModel):
+    """POST /v1/messages/batch: the envelope. Its handler checks each item on its own, as a body of
+    POST /v1/messages, so that a bad item gets its own Result."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    messages: list[Any] = Field(
+        min_length=MIN_ITEMS,
+        max_length=MAX_ITEMS,
+        description=(
+            "Each: the body of POST /v1/messages, plus an optional idempotencyKey (the rules of the "
+            "Idempotency-Key header). An item that is not an object gets its own 400 Result."
+        ),
+    )
+
+
+class BatchItemError(ResponseModel):
+    code: str
+    message: str
+    details: list[dict[str, str]] | dict[str, str] | None = None
+
+
+class BatchItemResult(ResponseModel):
+    index: int
+    status: int = Field(description="The status code the item alone would get from POST /v1/messages")
+    duplicateOnly: bool | None
+    replayed: bool = Field(description="The item's idempotencyKey replayed an earlier answer")
+    message: MessageModel | None
+    error: BatchItemError | None
+
+
+class BatchResults(ResponseModel):
+    success: Literal[True]
+    results: list[BatchItemResult]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from sendonce.errors import (
     DeliveryFailure,
@@ -35,6 +37,23 @@ JSON = "application/json; charset=utf-8"
 RETRY_AFTER_SECONDS = "1"
 _INVALID = "The request is not valid."
 _UNAVAILABLE = "A dependency failed and nothing was sent. It is safe to retry."
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first error answered
+
+    code: str
+    message: str
+    # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"};
+    # recipient_suppressed: {"reason"}.
+    details: list[dict[str, str]] | dict[str, str] | None = None
+
+
+class ErrorBody(BaseModel):  # the body of every answer that is not a success
+    model_config = ConfigDict(defer_build=True)
+
+    success: Literal[False]
+    error: ErrorDetail
 
 
 class ApiError(Exception):
