@@ -166,6 +166,25 @@ def added(url: str = HOOK, **extra: Any) -> dict[str, Any]:
     return endpoint
 
 
+def _shown_message(message_id: str) -> dict[str, Any]:
+    """A message as the recorder stores it in an event: as the API showed it then."""
+    return {
+        "id": message_id,
+        "channel": "sms",
+        "to": "+15550100000",
+        "subject": None,
+        "body": "hi",
+        "status": "queued",
+        "sendAt": None,
+        "metadata": {},
+        "idempotencyKey": None,
+        "attempts": 0,
+        "error": None,
+        "createdAt": "2026-01-01T12:00:00.000Z",
+        "updatedAt": "2026-01-01T12:00:00.000Z",
+    }
+
+
 def stored_event(
     fakes: Fakes, number: int, message_id: str = "msg_01KDVDNA00QV9D1V5ZMBF8DBMW", **changes: Any
 ) -> Event:
@@ -176,7 +195,7 @@ def stored_event(
         message_id=message_id,
         type=EventType.QUEUED,
         timestamp=T0 + timedelta(seconds=number),
-        message={"id": message_id, "status": "queued", "metadata": {}},
+        message=_shown_message(message_id),
         sequence=number,
     )
     event = replace(event, **changes)

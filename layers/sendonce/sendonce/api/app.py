@@ -27,7 +27,7 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
-from sendonce.api.exchange import json_body, json_response, remember
+from sendonce.api.exchange import json_body, json_text, remember
 from sendonce.api.preflight import check_request
 from sendonce.api.routers import ROUTES, messages, provider_events, service, suppressions, usage, webhooks
 from sendonce.auth.api_keys import bearer_token, resolve_workspace
@@ -52,7 +52,7 @@ app.include_router(service.router)
 
 # ---------------------------------------------------------------------------- errors, in one place
 def _api_error(error: ApiError) -> Response[Any]:
-    return json_response(error.status, error.body(), error.headers)
+    return json_text(error.status, error.body(), error.headers)
 
 
 def _domain_error(error: SendonceError) -> Response[Any]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from sendonce.api.shapes import ResponseModel, to_json
 from sendonce.errors import (
     DeliveryFailure,
     DependencyUnavailable,
@@ -39,19 +39,17 @@ _INVALID = "The request is not valid."
 _UNAVAILABLE = "A dependency failed and nothing was sent. It is safe to retry."
 
 
-class ErrorDetail(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # built with the first error answered
-
+class ErrorDetail(ResponseModel):
     code: str
     message: str
     # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"};
     # recipient_suppressed: {"reason"}.
-    details: list[dict[str, str]] | dict[str, str] | None = None
+    details: list[dict[str, str]] | dict[str, str] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
 
 
-class ErrorBody(BaseModel):  # the body of every answer that is not a success
-    model_config = ConfigDict(defer_build=True)
-
+class ErrorBody(ResponseModel):  # the body of every answer that is not a success
     success: Literal[False]
     error: ErrorDetail
 
@@ -75,10 +73,8 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def body(self) -> str:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details is not None:
-            error["details"] = self.details
-        return json.dumps({"success": False, "error": error}, ensure_ascii=False)
+        detail = ErrorDetail(code=self.code, message=self.message, details=self.details)
+        return to_json(ErrorBody(success=False, error=detail))
 
     def to_lambda_response(self) -> dict[str, Any]:
         return {

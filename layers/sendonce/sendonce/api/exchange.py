@@ -3,22 +3,23 @@
 The preflight (`sendonce.api.preflight`) found the caller's workspace and decoded the body; the API's
 `handle` puts both in the resolver's routing context before each request (which the resolver clears
 after it), so no request sees another's, and every router reads them from there (a router's
-`context` is its resolver's once included). A handler answers with `answer`: its status, its body
-and its headers.
+`context` is its resolver's once included). A handler answers with `answer`: its status, its
+response model and its headers.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
+from pydantic import BaseModel
 
 from sendonce.api.errors import JSON, ApiError, validation_error
+from sendonce.api.shapes import to_json
 
 # The routing context's keys of the caller's workspace and of the decoded body.
 _CALLER = "caller_workspace"
@@ -92,6 +93,11 @@ def raw_body(event: dict[str, Any]) -> bytes:
     return body.encode("utf-8", errors="surrogatepass")
 
 
-def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response[Any]:
-    body = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+def answer(status: int, model: BaseModel, headers: dict[str, str] | None = None) -> Response[Any]:
+    """A handler's answer: its response model, serialized by pydantic (`to_json`)."""
+    return json_text(status, to_json(model), headers)
+
+
+def json_text(status: int, body: str, headers: dict[str, str] | None = None) -> Response[Any]:
+    """An answer whose JSON was written already: a stored one (a send's, a batch's), an error's."""
     return Response(status_code=status, content_type=JSON, body=body, headers=headers or {})

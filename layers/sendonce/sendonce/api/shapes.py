@@ -6,20 +6,26 @@ acknowledgement, and a request's recipient, metadata and RFC 3339 instants. This
 router, nor Powertools: what shows a message outside the API (a status webhook's `data.message`)
 reads it from here (import-linter's `api-shapes-alone` contract keeps it so).
 
+Response models are the only serializer of the API's answers: a handler builds one from domain
+values (`of`), and `to_json` writes it. The domain carries no API shape.
+
 A model is built (its validator and serializer) when it is defined, or, with `defer_build`, when it
 first validates or serializes: only what a request needs is built on a cold start.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from sendonce import channels
-from sendonce.messages.model import Status
+from sendonce.clock import rfc3339
+from sendonce.messages.model import Message, Status
 from sendonce.messages.recipients import InvalidRecipient
+from sendonce.suppressions.model import Suppression
 
 MAX_SCHEDULE_AHEAD = timedelta(days=30)
 MAX_METADATA_KEYS = 20
@@ -113,6 +119,14 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
 
+def to_json(model: BaseModel, *, compact: bool = False) -> str:
+    """A response model's JSON text: pydantic's serialization of it, its fields in their order, no
+    character escaped that JSON does not require; `compact` (no spaces) for an answer that is stored
+    and replayed (a send's, a batch's)."""
+    separators = (",", ":") if compact else (", ", ": ")
+    return json.dumps(model.model_dump(mode="json"), ensure_ascii=False, separators=separators)
+
+
 class MessageError(ResponseModel):
     code: str
     message: str
@@ -133,12 +147,46 @@ class MessageModel(ResponseModel):
     createdAt: str
     updatedAt: str
 
+    @classmethod
+    def of(cls, message: Message) -> MessageModel:
+        return cls(
+            id=message.id,
+            channel=message.channel.value,
+            to=message.to,
+            subject=message.subject,
+            body=message.body,
+            status=message.status,
+            sendAt=rfc3339(message.send_at) if message.send_at is not None else None,
+            metadata=dict(message.metadata),
+            idempotencyKey=message.idempotency_key,
+            attempts=message.attempts,
+            error=MessageError(code=message.error.code, message=message.error.message)
+            if message.error is not None
+            else None,
+            createdAt=rfc3339(message.created_at),
+            updatedAt=rfc3339(message.updated_at),
+        )
+
+
+def message_shape(message: Message) -> dict[str, Any]:
+    """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
+    return MessageModel.of(message).model_dump(mode="json")
+
 
 class SuppressionModel(ResponseModel):
     to: str = Field(description="The normalised recipient: E.164, or the address with its domain lower-cased")
     reason: Literal["opted_out", "bounced", "complained", "manual"]
     createdAt: str
     messageId: str | None = Field(description="The message whose event caused it, if any")
+
+    @classmethod
+    def of(cls, entry: Suppression) -> SuppressionModel:
+        return cls(
+            to=entry.to,
+            reason=entry.reason.value,
+            createdAt=rfc3339(entry.created_at),
+            messageId=entry.message_id,
+        )
 
 
 class Acknowledged(ResponseModel):

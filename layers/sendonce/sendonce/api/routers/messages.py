@@ -24,7 +24,7 @@ from sendonce.api.answers import DuplicateCaught, SendAccepted
 from sendonce.api.batch import BatchRequest, BatchResults, answer_batch
 from sendonce.api.commands import SendMessageRequest, command_of
 from sendonce.api.errors import ApiError, from_domain_error, idempotency_in_progress, validation_error
-from sendonce.api.exchange import caller, json_body, json_response
+from sendonce.api.exchange import answer, caller, json_body, json_text
 from sendonce.api.routes import Body as RequestBodyKind
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import (
@@ -134,7 +134,7 @@ def send_message(
     deps = dependencies.root.get()
     key = _key(idempotency_key, deps.settings.require_idempotency_key)
     if key is None:
-        answer = deps.send(command_of(message, workspace, None))
+        stored = deps.send(command_of(message, workspace, None))
     else:
         # Compared on the parsed body (the very value the model was validated from): key order and
         # white space never make two requests differ.
@@ -143,15 +143,15 @@ def send_message(
         # An in-progress record expires with this invocation's time, should it die mid-request.
         deps.idempotency_config.register_lambda_context(router.lambda_context)
         try:
-            answer = deps.send_once(
+            stored = deps.send_once(
                 request={"workspace": workspace, "key": key, "payload": payload}, command=command
             )
         except IdempotencyAlreadyInProgressError:
             raise idempotency_in_progress() from None
         except IdempotencyValidationError:
             raise from_domain_error(IdempotencyKeyReused()) from None
-    headers = {"Idempotency-Replayed": "true"} if answer.get("replayed") else {}
-    return json_response(answer["statusCode"], answer["body"], headers)
+    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
+    return json_text(stored["statusCode"], stored["body"], headers)
 
 
 # ---------------------------------------------------------------------------- POST /v1/messages/batch
@@ -190,7 +190,7 @@ def send_batch(
     deps = dependencies.root.get()
     # An in-progress record expires with this invocation's time, should it die mid-request.
     deps.idempotency_config.register_lambda_context(router.lambda_context)
-    answer = answer_batch(
+    stored = answer_batch(
         workspace=workspace,
         body=json_body(router.context),
         strict=validation == "strict",
@@ -200,8 +200,8 @@ def send_batch(
         send_once=deps.send_once,
         send_batch_once=deps.send_batch_once,
     )
-    headers = {"Idempotency-Replayed": "true"} if answer.get("replayed") else {}
-    return json_response(answer["statusCode"], answer["body"], headers)
+    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
+    return json_text(stored["statusCode"], stored["body"], headers)
 
 
 # ---------------------------------------------------------------------------- reads, edits, cancels
@@ -218,7 +218,7 @@ GET_MESSAGE = Route(
 @router.handles(GET_MESSAGE)
 def get_message(id: str) -> Response[Any]:
     message = dependencies.root.get().messages.get(caller(router.context), id)
-    return json_response(200, {"success": True, "message": message.to_api()})
+    return answer(200, MessageEnvelope(success=True, message=MessageModel.of(message)))
 
 
 LIST_MESSAGES = Route(
@@ -240,14 +240,8 @@ def list_messages(
     ] = None,
 ) -> Response[Any]:
     page = dependencies.root.get().messages.list(caller(router.context), status, limit, cursor)
-    return json_response(
-        200,
-        {
-            "success": True,
-            "messages": [message.to_api() for message in page.messages],
-            "nextCursor": page.next_cursor,
-        },
-    )
+    shown = [MessageModel.of(message) for message in page.messages]
+    return answer(200, MessagePage(success=True, messages=shown, nextCursor=page.next_cursor))
 
 
 CANCEL_MESSAGE = Route(
@@ -263,7 +257,7 @@ CANCEL_MESSAGE = Route(
 @router.handles(CANCEL_MESSAGE)
 def cancel_message(id: str) -> Response[Any]:
     message = dependencies.root.get().messages.cancel(caller(router.context), id)
-    return json_response(200, {"success": True, "message": message.to_api()})
+    return answer(200, MessageEnvelope(success=True, message=MessageModel.of(message)))
 
 
 EDIT_MESSAGE = Route(
@@ -300,4 +294,4 @@ def edit_message(id: str, changes: Annotated[EditMessageRequest, Body(embed=Fals
             metadata=changes.metadata,
         ),
     )
-    return json_response(200, {"success": True, "message": message.to_api()})
+    return answer(200, MessageEnvelope(success=True, message=MessageModel.of(message)))

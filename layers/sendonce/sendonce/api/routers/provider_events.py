@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from sendonce.api import dependencies
 from sendonce.api.errors import ApiError, details_from_pydantic, not_found, unavailable, validation_error
-from sendonce.api.exchange import header, json_body, json_response, raw_body
+from sendonce.api.exchange import answer, header, json_body, raw_body
 from sendonce.api.routes import Body, DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import Acknowledged
 from sendonce.observability import logger
@@ -68,4 +68,4 @@ def provider_webhook(provider: str) -> Response[Any]:
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
     deps.events.publish(event.to_event(provider))
-    return json_response(200, {"success": True})
+    return answer(200, Acknowledged(success=True))

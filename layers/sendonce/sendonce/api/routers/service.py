@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from sendonce.api.exchange import json_response
+from sendonce.api.exchange import answer, json_text
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import ResponseModel
 
@@ -41,7 +41,7 @@ HEALTH = Route(
 
 @router.handles(HEALTH)
 def health() -> Response[Any]:
-    return json_response(200, {"success": True, "status": "ok"})
+    return answer(200, Health(success=True, status="ok"))
 
 
 OPENAPI = Route(
@@ -58,7 +58,7 @@ OPENAPI = Route(
 def openapi_json() -> Response[Any]:
     from sendonce.api.openapi import openapi_document  # noqa: PLC0415  (the document's models: off a send's path)
 
-    return json_response(200, openapi_document(_resolver()))
+    return json_text(200, openapi_document(_resolver()))
 
 
 DOCS = Route(

@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from sendonce.api import dependencies
 from sendonce.api.errors import ApiError, unavailable, validation_error
-from sendonce.api.exchange import caller, json_response
+from sendonce.api.exchange import answer, caller
 from sendonce.api.routes import Body as RequestBodyKind
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import Acknowledged, RecipientRequest, ResponseModel, SuppressionModel
@@ -78,7 +78,8 @@ ADD_SUPPRESSION = Route(
 @router.handles(ADD_SUPPRESSION)
 def add_suppression(request: Annotated[AddSuppressionRequest, Body(embed=False)]) -> Response[Any]:
     entry, created = _suppressions().add(caller(router.context), request.channel, request.to)
-    return json_response(201 if created else 200, {"success": True, "suppression": entry.to_api()})
+    shown = SuppressionEnvelope(success=True, suppression=SuppressionModel.of(entry))
+    return answer(201 if created else 200, shown)
 
 
 LIST_SUPPRESSIONS = Route(
@@ -105,14 +106,8 @@ def list_suppressions(
     ] = None,
 ) -> Response[Any]:
     page = _suppressions().list(caller(router.context), limit, cursor)
-    return json_response(
-        200,
-        {
-            "success": True,
-            "suppressions": [entry.to_api() for entry in page.suppressions],
-            "nextCursor": page.next_cursor,
-        },
-    )
+    shown = [SuppressionModel.of(entry) for entry in page.suppressions]
+    return answer(200, SuppressionPageModel(success=True, suppressions=shown, nextCursor=page.next_cursor))
 
 
 GET_SUPPRESSION = Route(
@@ -134,7 +129,7 @@ def get_suppression(to: str) -> Response[Any]:
         entry = _suppressions().get(caller(router.context), _named_recipient(to))
     except InvalidRecipient as error:
         raise _invalid_recipient(error) from None
-    return json_response(200, {"success": True, "suppression": entry.to_api()})
+    return answer(200, SuppressionEnvelope(success=True, suppression=SuppressionModel.of(entry)))
 
 
 DELETE_SUPPRESSION = Route(
@@ -154,4 +149,4 @@ def delete_suppression(to: str) -> Response[Any]:
         _suppressions().remove(caller(router.context), _named_recipient(to))
     except InvalidRecipient as error:
         raise _invalid_recipient(error) from None
-    return json_response(200, {"success": True})
+    return answer(200, Acknowledged(success=True))

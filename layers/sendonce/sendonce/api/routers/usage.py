@@ -14,12 +14,13 @@ from pydantic import Field
 
 from sendonce.api import dependencies
 from sendonce.api.errors import not_found, unavailable, validation_error
-from sendonce.api.exchange import caller, json_response
+from sendonce.api.exchange import answer, caller
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import ResponseModel, channel_names
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.modes import is_test_workspace
+from sendonce.simulator.ports import SimulatedDelivery
 
 router = DeclaredRouter()
 
@@ -48,6 +49,17 @@ class SimulatedDeliveryModel(ResponseModel):
     body: str
     at: str = Field(description="RFC 3339: when the simulator accepted the call")
 
+    @classmethod
+    def of(cls, delivery: SimulatedDelivery) -> SimulatedDeliveryModel:
+        return cls(
+            messageId=delivery.message_id,
+            channel=delivery.channel,
+            to=delivery.to,
+            subject=delivery.subject,
+            body=delivery.body,
+            at=rfc3339(delivery.at),
+        )
+
 
 class SimulatedDeliveries(ResponseModel):
     success: Literal[True]
@@ -72,17 +84,17 @@ def usage() -> Response[Any]:
     if limits is None:
         raise unavailable("Limits are not configured.")
     report = limits.usage(caller(router.context))
-    return json_response(
+    return answer(
         200,
-        {
-            "success": True,
-            "rateLimit": {"perSecond": report.limits.rate_per_second},
-            "quota": {
-                "daily": report.limits.daily_quota,
-                "usedToday": report.used_today,
-                "resetsAt": rfc3339(report.resets_at),
-            },
-        },
+        UsageReport(
+            success=True,
+            rateLimit=RateLimitModel(perSecond=report.limits.rate_per_second),
+            quota=QuotaModel(
+                daily=report.limits.daily_quota,
+                usedToday=report.used_today,
+                resetsAt=rfc3339(report.resets_at),
+            ),
+        ),
     )
 
 
@@ -116,4 +128,5 @@ def simulated_deliveries(
     if messageId is not None:
         deps.messages.get(workspace, messageId)  # 404 for a message that is not this twin's
     deliveries = deps.test_deliveries.deliveries(workspace, messageId)
-    return json_response(200, {"success": True, "deliveries": [d.to_api() for d in deliveries]})
+    shown = [SimulatedDeliveryModel.of(delivery) for delivery in deliveries]
+    return answer(200, SimulatedDeliveries(success=True, deliveries=shown))

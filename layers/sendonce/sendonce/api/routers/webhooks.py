@@ -16,11 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sendonce.api import dependencies
 from sendonce.api.errors import details_from_pydantic, validation_error
-from sendonce.api.exchange import caller, json_response, sent_body
+from sendonce.api.exchange import answer, caller, sent_body
 from sendonce.api.routes import Body as RequestBodyKind
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import MESSAGE_ID_PATTERN, Acknowledged, MessageModel, ResponseModel
-from sendonce.webhooks.model import MAX_REPLACED_SECRETS, ROTATION_OVERLAP, EventType
+from sendonce.clock import rfc3339
+from sendonce.webhooks.model import (
+    MAX_REPLACED_SECRETS,
+    ROTATION_OVERLAP,
+    Delivery,
+    Endpoint,
+    Event,
+    EventType,
+)
 
 router = DeclaredRouter()
 
@@ -69,8 +77,21 @@ class WebhookEndpointModel(ResponseModel):
     description: str | None
     createdAt: str
     secret: str | None = Field(
-        default=None, description="Only when the endpoint is added and when its secret is rotated"
+        default=None,
+        description="Only when the endpoint is added and when its secret is rotated",
+        exclude_if=lambda secret: secret is None,
     )
+
+    @classmethod
+    def of(cls, endpoint: Endpoint, *, with_secret: bool = False) -> WebhookEndpointModel:
+        return cls(
+            id=endpoint.id,
+            url=endpoint.url,
+            eventTypes=list(endpoint.event_types) if endpoint.event_types is not None else None,
+            description=endpoint.description,
+            createdAt=rfc3339(endpoint.created_at),
+            secret=endpoint.secrets[0].value if with_secret else None,
+        )
 
 
 class WebhookEndpointEnvelope(ResponseModel):
@@ -95,6 +116,16 @@ class EventDelivery(ResponseModel):
     lastAttemptAt: str | None
     lastResponseStatus: int | None
 
+    @classmethod
+    def of(cls, delivery: Delivery) -> EventDelivery:
+        return cls(
+            endpointId=delivery.endpoint_id,
+            status=delivery.status.value,
+            attempts=delivery.attempts,
+            lastAttemptAt=rfc3339(delivery.last_attempt_at) if delivery.last_attempt_at is not None else None,
+            lastResponseStatus=delivery.last_response_status,
+        )
+
 
 class EventModel(ResponseModel):
     id: str
@@ -102,6 +133,18 @@ class EventModel(ResponseModel):
     timestamp: str
     data: EventData
     deliveries: list[EventDelivery]
+
+    @classmethod
+    def of(cls, event: Event) -> EventModel:
+        """The event as its payload was sent (its message as the API showed it then), with its id and
+        its deliveries."""
+        return cls(
+            id=event.id,
+            type=event.type,
+            timestamp=rfc3339(event.timestamp),
+            data=EventData(message=MessageModel.model_validate(event.message), sequence=event.sequence),
+            deliveries=[EventDelivery.of(delivery) for delivery in event.deliveries],
+        )
 
 
 class EventEnvelope(ResponseModel):
@@ -137,7 +180,10 @@ def add_webhook_endpoint(request: Annotated[AddWebhookEndpointRequest, Body(embe
     endpoint = dependencies.root.get().webhooks.add_endpoint(
         caller(router.context), request.url, request.eventTypes, request.description
     )
-    return json_response(201, {"success": True, "endpoint": endpoint.to_api(with_secret=True)})
+    return answer(
+        201,
+        WebhookEndpointEnvelope(success=True, endpoint=WebhookEndpointModel.of(endpoint, with_secret=True)),
+    )
 
 
 LIST_WEBHOOK_ENDPOINTS = Route(
@@ -153,7 +199,8 @@ LIST_WEBHOOK_ENDPOINTS = Route(
 @router.handles(LIST_WEBHOOK_ENDPOINTS)
 def list_webhook_endpoints() -> Response[Any]:
     endpoints = dependencies.root.get().webhooks.list_endpoints(caller(router.context))
-    return json_response(200, {"success": True, "endpoints": [e.to_api() for e in endpoints]})
+    shown = [WebhookEndpointModel.of(endpoint) for endpoint in endpoints]
+    return answer(200, WebhookEndpointList(success=True, endpoints=shown))
 
 
 GET_WEBHOOK_ENDPOINT = Route(
@@ -169,7 +216,7 @@ GET_WEBHOOK_ENDPOINT = Route(
 @router.handles(GET_WEBHOOK_ENDPOINT)
 def get_webhook_endpoint(id: str) -> Response[Any]:
     endpoint = dependencies.root.get().webhooks.endpoint(caller(router.context), id)
-    return json_response(200, {"success": True, "endpoint": endpoint.to_api()})
+    return answer(200, WebhookEndpointEnvelope(success=True, endpoint=WebhookEndpointModel.of(endpoint)))
 
 
 DELETE_WEBHOOK_ENDPOINT = Route(
@@ -185,7 +232,7 @@ DELETE_WEBHOOK_ENDPOINT = Route(
 @router.handles(DELETE_WEBHOOK_ENDPOINT)
 def delete_webhook_endpoint(id: str) -> Response[Any]:
     dependencies.root.get().webhooks.delete_endpoint(caller(router.context), id)
-    return json_response(200, {"success": True})
+    return answer(200, Acknowledged(success=True))
 
 
 ROTATE_WEBHOOK_SECRET = Route(
@@ -219,7 +266,10 @@ ROTATE_WEBHOOK_SECRET = Route(
 @router.handles(ROTATE_WEBHOOK_SECRET)
 def rotate_webhook_secret(id: str) -> Response[Any]:
     endpoint = dependencies.root.get().webhooks.rotate_secret(caller(router.context), id)
-    return json_response(200, {"success": True, "endpoint": endpoint.to_api(with_secret=True)})
+    return answer(
+        200,
+        WebhookEndpointEnvelope(success=True, endpoint=WebhookEndpointModel.of(endpoint, with_secret=True)),
+    )
 
 
 # ---------------------------------------------------------------------------- events
@@ -247,9 +297,8 @@ def list_events(
     page = dependencies.root.get().webhooks.list_events(
         caller(router.context), messageId, type, limit, cursor
     )
-    return json_response(
-        200, {"success": True, "events": [e.to_api() for e in page.events], "nextCursor": page.next_cursor}
-    )
+    shown = [EventModel.of(event) for event in page.events]
+    return answer(200, EventPageModel(success=True, events=shown, nextCursor=page.next_cursor))
 
 
 GET_EVENT = Route(
@@ -265,7 +314,7 @@ GET_EVENT = Route(
 @router.handles(GET_EVENT)
 def get_event(id: str) -> Response[Any]:
     event = dependencies.root.get().webhooks.event(caller(router.context), id)
-    return json_response(200, {"success": True, "event": event.to_api()})
+    return answer(200, EventEnvelope(success=True, event=EventModel.of(event)))
 
 
 REDELIVER_EVENT = Route(
@@ -288,4 +337,4 @@ def redeliver_event(id: str) -> Response[Any]:
     except ValidationError as error:
         raise validation_error(details_from_pydantic(list(error.errors()))) from None
     dependencies.root.get().webhooks.redeliver(caller(router.context), id, request.endpointId)
-    return json_response(202, {"success": True})
+    return answer(202, Acknowledged(success=True))
