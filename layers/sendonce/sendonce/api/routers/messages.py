@@ -34,15 +34,20 @@ from sendonce.api.shapes import (
     ResponseModel,
     parse_rfc3339,
     send_at_within_window,
+    to_json,
 )
 from sendonce.errors import IdempotencyKeyReused
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.messages.edits import MessageChanges
 from sendonce.messages.model import Status
+from sendonce.messages.ports import Page
 
 router = DeclaredRouter()
 
 CURSOR_PATTERN = MESSAGE_ID_PATTERN  # nextCursor: the last message id of a page
+# A page's answer stays under this, with room for its envelope, whatever its messages' size: a
+# Lambda function's answer holds 6 MB.
+MAX_PAGE_BYTES = 5 * 1024 * 1024 - 64 * 1024
 
 
 class EditMessageRequest(BaseModel):
@@ -240,8 +245,21 @@ def list_messages(
     ] = None,
 ) -> Response[Any]:
     page = dependencies.root.get().messages.list(caller(router.context), status, limit, cursor)
-    shown = [MessageModel.of(message) for message in page.messages]
-    return answer(200, MessagePage(success=True, messages=shown, nextCursor=page.next_cursor))
+    return answer(200, within_answer_size(page))
+
+
+def within_answer_size(page: Page) -> MessagePage:
+    """The page as shown: `limit` messages whenever that many more exist, fewer only to stay under
+    MAX_PAGE_BYTES; the cursor then resumes after the last one shown."""
+    shown: list[MessageModel] = []
+    size = 0
+    for kept, message in enumerate(page.messages):
+        model = MessageModel.of(message)
+        size += len(to_json(model).encode("utf-8"))
+        if size > MAX_PAGE_BYTES and kept:
+            return MessagePage(success=True, messages=shown, nextCursor=page.cut(kept).next_cursor)
+        shown.append(model)
+    return MessagePage(success=True, messages=shown, nextCursor=page.next_cursor)
 
 
 CANCEL_MESSAGE = Route(
