@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import Field
@@ -122,16 +121,34 @@ def idempotency_in_progress() -> ApiError:
 E = TypeVar("E", bound=SendonceError)
 
 
-@dataclass(frozen=True, slots=True)
+def _no_details(_: SendonceError) -> Any:
+    return None
+
+
+def _no_headers(_: SendonceError) -> dict[str, str]:
+    return {}
+
+
 class DomainAnswer(Generic[E]):
     """How the API answers one kind of domain error: its status and code, and from the error its
-    message, its `details` (None: none) and its headers."""
+    message, its `details` (None: none) and its headers. (A plain class: a dataclass would cost the
+    API's cold start about a millisecond.)"""
 
-    status: int
-    code: str
-    message: Callable[[E], str]
-    details: Callable[[E], Any] = lambda _: None
-    headers: Callable[[E], dict[str, str]] = lambda _: {}
+    __slots__ = ("code", "details", "headers", "message", "status")
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: Callable[[E], str],
+        details: Callable[[E], Any] = _no_details,
+        headers: Callable[[E], dict[str, str]] = _no_headers,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
 
     def answer(self, error: E) -> ApiError:
         return ApiError(self.status, self.code, self.message(error), self.details(error), self.headers(error))
@@ -143,8 +160,8 @@ def _row(
     code: str,
     message: Callable[[E], str],
     *,
-    details: Callable[[E], Any] = lambda _: None,
-    headers: Callable[[E], dict[str, str]] = lambda _: {},
+    details: Callable[[E], Any] = _no_details,
+    headers: Callable[[E], dict[str, str]] = _no_headers,
 ) -> tuple[type[SendonceError], DomainAnswer[Any]]:
     """A row of the table, its functions checked against the error class they read."""
     return kind, DomainAnswer(status, code, message, details, headers)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -168,8 +168,7 @@ def decoded_path(raw_path: str) -> str:
     return unquote(raw_path)
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """The route of a request, and its path parameters as API Gateway passes them (decoded)."""
 
     route: Route
