@@ -32,7 +32,7 @@ START_DEADLINE_SECONDS = 90
 BANNER_DEADLINE_SECONDS = 15
 API_KEY = "sk_e2e_test_key"
 OTHER_API_KEY = "sk_e2e_other_key"
-# The first workspace's test twin (CONTRACT section 12): a key starting with sk_test_.
+# The first workspace's test twin (README, "Test mode"): a key starting with sk_test_.
 TEST_API_KEY = "sk_test_e2e_key"
 WEBHOOK_SECRET_LINE = re.compile(r"^\s+webhook secret\s+(\S+)\s*$", re.MULTILINE)
 
