@@ -22,9 +22,9 @@ from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.messages.service import MessageService
 from sendonce.settings import ApiSettings, InvalidSettings
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
     API_SETTINGS,
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

@@ -356,13 +356,6 @@ class InMemorySimulatorStore:
         return sorted(mine, key=lambda d: d.message_id, reverse=True)[:MAX_LISTED]
 
 
-class FakeLambdaContext:
-    function_name = "ApiFunction"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 10_000
-
-
 EVENT_FILES_KEY = "sk_local_dev"  # the key the events/ files send, of the workspace below
 EVENT_FILES_WORKSPACE = "ws_local"
 
