@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import pytest
 import requests
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SENDONCE = REPO / ".venv" / "bin" / "sendonce"
@@ -52,13 +53,6 @@ class LocalStack:
 
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.api_key}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_healthy(process: subprocess.Popen[bytes], api: str, log: Path) -> None:
