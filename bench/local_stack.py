@@ -8,7 +8,6 @@ the SQS pollers: the bench feeds the dispatcher itself.
 from __future__ import annotations
 
 import os
-import socket
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from sendonce_local.emulator import AwsEmulator, client, create_tables, provisio
 from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.template import Template, load_template
+from tests.support.ports import free_port
 
 # The environment before the in-process stack points it at itself: what `sendonce run` is started with.
 ORIGINAL_ENVIRONMENT = dict(os.environ)
@@ -37,15 +37,8 @@ MOTO = "moto"
 DYNAMODB_LOCAL = "dynamodb-local"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def free_ports() -> Ports:
-    return Ports(api=free_port(), aws=free_port(), sandbox=free_port())
+    return Ports(api=free_port(HOST), aws=free_port(HOST), sandbox=free_port(HOST))
 
 
 @dataclass

@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from bench.storm import LocalStackProcess, _request
 from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LambdaContext
 from sendonce_local.stream_sources import lambda_record
+from tests.support.http_server import Reply, Request, serving
 
 ENDPOINTS = 10
 QUIET_WORKSPACE = "ws_bench_no_endpoints"
@@ -65,27 +65,14 @@ class Receiver:
 def receiving() -> Iterator[Receiver]:
     state = Receiver()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            arrived = time.time()
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            with state.lock:
-                state.arrivals.append((arrived, json.loads(body)))
-            self.send_response(204)
-            self.send_header("content-length", "0")
-            self.end_headers()
+    def respond(request: Request) -> Reply:
+        with state.lock:
+            state.arrivals.append((request.arrived_at, request.json()))
+        return Reply(204)
 
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(respond) as server:
+        state.url = f"{server.url}/hooks"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # ---------------------------------------------------------------------------- in-process figures
@@ -263,13 +250,12 @@ WARM_SENDS = 10
 @dataclass
 class LaneReceivers:
     """A customer's endpoints on one loopback server: `/healthy` answers 204 at once, `/hang/<n>`
-    holds each request HANG_SECONDS, or until released (also used by tests/e2e)."""
+    holds each request HANG_SECONDS, or until the server stops (also used by tests/e2e)."""
 
     base: str = ""
     arrivals: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # healthy: (epoch s, payload)
     hung: dict[str, int] = field(default_factory=dict)  # requests each hanging path was sent
     lock: threading.Lock = field(default_factory=threading.Lock)
-    released: threading.Event = field(default_factory=threading.Event)
 
     def healthy_of(self, kind: str, message_ids: set[str]) -> dict[str, tuple[float, dict[str, Any]]]:
         """The healthy endpoint's `kind` events of `message_ids`, by message id: (arrival, payload)."""
@@ -292,39 +278,22 @@ class LaneReceivers:
 
 @contextmanager
 def lane_receivers() -> Iterator[LaneReceivers]:
+    """The receivers, until the block ends: then every held request answers, nothing waits out its 30 s."""
     state = LaneReceivers()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            arrived = time.time()
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            if self.path.startswith("/hang/"):
-                with state.lock:
-                    state.hung[self.path] = state.hung.get(self.path, 0) + 1
-                state.released.wait(HANG_SECONDS)
-            else:
-                with state.lock:
-                    state.arrivals.append((arrived, json.loads(body)))
-            try:
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-            except OSError:
-                pass  # the sender gave up waiting
+    def respond(request: Request) -> Reply:
+        if request.path.startswith("/hang/"):
+            with state.lock:
+                state.hung[request.path] = state.hung.get(request.path, 0) + 1
+            request.hold(HANG_SECONDS)
+        else:
+            with state.lock:
+                state.arrivals.append((request.arrived_at, request.json()))
+        return Reply(204)
 
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.base = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(respond) as server:
+        state.base = server.url
         yield state
-    finally:
-        state.released.set()  # every held request answers now: nothing waits out its 30 s
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,13 +25,15 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 SENDONCE = REPO / ".venv" / "bin" / "sendonce"
 START_DEADLINE_SECONDS = 90
 BANNER_DEADLINE_SECONDS = 15
 API_KEY = "sk_e2e_test_key"
 OTHER_API_KEY = "sk_e2e_other_key"
-# The first workspace's test twin (CONTRACT section 12): a key starting with sk_test_.
+# The first workspace's test twin (README, "Test mode"): a key starting with sk_test_.
 TEST_API_KEY = "sk_test_e2e_key"
 WEBHOOK_SECRET_LINE = re.compile(r"^\s+webhook secret\s+(\S+)\s*$", re.MULTILINE)
 
@@ -52,13 +53,6 @@ class LocalStack:
 
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.api_key}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_healthy(process: subprocess.Popen[bytes], api: str, log: Path) -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import http.client
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+from tests.support.http_server import Reply, Request, Respond, serving
 
 UNAVAILABLE = b'{"success":false,"error":{"code":"unavailable","message":"played by the fault proxy"}}'
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
@@ -41,68 +41,38 @@ class Faults:
             return waiting.pop(0) if waiting else None
 
 
-def _handler(upstream: str, faults: Faults) -> type[BaseHTTPRequestHandler]:
+def _relay(upstream: str, faults: Faults) -> Respond:
     target = urlsplit(upstream)
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def relay(request: Request) -> Reply | None:
+        path = urlsplit(request.path).path
+        fault = faults.take(path)
+        if fault == "unavailable":
+            return Reply(503, UNAVAILABLE, {"Content-Type": "application/json", "Retry-After": "1"})
+        headers = {name: value for name, value in request.headers.items() if name not in HOP_BY_HOP}
+        connection = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+        try:
+            connection.request(request.method, request.path, body=request.body or None, headers=headers)
+            response = connection.getresponse()
+            answer = response.read()
+            answer_headers = {
+                name: value for name, value in response.getheaders() if name.lower() not in HOP_BY_HOP
+            }
+        finally:
+            connection.close()
+        with faults.lock:
+            faults.forwarded[path] += 1
+        if fault == "drop":
+            return None  # the API answered; the caller hears nothing
+        if fault == "delay":
+            request.hold(faults.delay_seconds)
+        return Reply(response.status, answer, answer_headers)
 
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-        def _relay(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            path = urlsplit(self.path).path
-            fault = faults.take(path)
-            if fault == "unavailable":
-                self._answer(503, {"Content-Type": "application/json", "Retry-After": "1"}, UNAVAILABLE)
-                return
-            headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
-            connection = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
-            try:
-                connection.request(self.command, self.path, body=body, headers=headers)
-                response = connection.getresponse()
-                answer = response.read()
-                answer_headers = {
-                    name: value for name, value in response.getheaders() if name.lower() not in HOP_BY_HOP
-                }
-            finally:
-                connection.close()
-            with faults.lock:
-                faults.forwarded[path] += 1
-            if fault == "drop":
-                self.close_connection = True  # the API answered; the caller hears nothing
-                return
-            if fault == "delay":
-                time.sleep(faults.delay_seconds)
-            try:
-                self._answer(response.status, answer_headers, answer)
-            except OSError:
-                self.close_connection = True  # the caller gave up waiting
-
-        def _answer(self, status: int, headers: dict[str, str], body: bytes) -> None:
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = do_DELETE = do_PATCH = _relay
-
-    return Handler
+    return relay
 
 
 @contextmanager
 def fault_proxy(upstream: str) -> Iterator[tuple[str, Faults]]:
     faults = Faults()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(upstream, faults))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", faults
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_relay(upstream, faults), keep_alive=True) as server:
+        yield server.url, faults

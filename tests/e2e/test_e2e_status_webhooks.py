@@ -11,7 +11,6 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.e2e.conftest import LocalStack
 from tests.e2e.e2e_support import created_id, error_code, eventually, send, sms, unique_body, unique_phone
+from tests.support.http_server import Reply, serving
 
 
 @dataclass
@@ -59,25 +59,9 @@ class Receiver:
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
     state = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            status = state.take(body, {k.lower(): v for k, v in self.headers.items()})
-            self.send_response(status)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(lambda request: Reply(state.take(request.body, request.headers))) as server:
+        state.url = f"{server.url}/hooks"
+        yield state
 
 
 def _post(stack: LocalStack, path: str, body: Any = None, key: str | None = None) -> requests.Response:

@@ -12,7 +12,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import socket
 import threading
 import time
 import urllib.request
@@ -20,7 +19,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,6 +38,9 @@ from sendonce_local.invocation_isolation import isolate_invocations
 from sendonce_local.local_secrets import LocalSecrets, create_secrets
 from sendonce_local.stream_sources import judge, lambda_record, stream_arn
 from sendonce_local.template import Template, load_template
+from tests.support.http_server import Reply, Request, serving
+from tests.support.lambda_context import FakeLambdaContext
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -122,24 +123,6 @@ def function(name: str) -> ModuleType:
     if name not in _FUNCTIONS:
         _FUNCTIONS[name] = _load_function(name)
     return _FUNCTIONS[name]
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "sendonce-ApiFunction"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    log_group_name: str = "/aws/lambda/sendonce-ApiFunction"
-    log_stream_name: str = "2026/01/01/[$LATEST]0123456789abcdef"
-    remaining_millis: int = 15_000
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{REGION}:123456789012:function:{self.function_name}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_millis
 
 
 # ---------------------------------------------------------------------------- event files
@@ -563,10 +546,7 @@ def _emulated_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """
     global _EMULATOR  # noqa: PLW0603  (one server per session, emptied for each test)
     if _EMULATOR is None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        _EMULATOR = AwsEmulator("127.0.0.1", port, DeliveryLog())
+        _EMULATOR = AwsEmulator("127.0.0.1", free_port(), DeliveryLog())
         _EMULATOR.start()
     reset = f"{_EMULATOR.endpoint}/moto-api/reset"
     urllib.request.urlopen(urllib.request.Request(reset, method="POST"), timeout=30).close()
@@ -646,42 +626,17 @@ def http_provider() -> Iterator[FakeHttpProvider]:
     calls: list[ProviderCall] = []
     script: list[tuple[int, float]] = []
     lock = threading.Lock()
-    stop = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            with lock:
-                calls.append(
-                    ProviderCall(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
-                )
-                status, delay = script.pop(0) if script else (201, 0.0)
-            if delay:
-                stop.wait(delay)
-            body = json.dumps({"id": f"prov_{len(calls)}"} if status < 300 else {"error": "x"}).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass  # the client gave up waiting
+    def respond(request: Request) -> Reply:
+        with lock:
+            calls.append(ProviderCall(request.path, request.headers, request.json()))
+            status, delay = script.pop(0) if script else (201, 0.0)
+        if delay:
+            request.hold(delay)
+        return Reply.json(status, {"id": f"prov_{len(calls)}"} if status < 300 else {"error": "x"})
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield FakeHttpProvider(f"http://127.0.0.1:{server.server_address[1]}", calls, script)
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(respond) as server:
+        yield FakeHttpProvider(server.url, calls, script)
 
 
 # ---------------------------------------------------------------------------- a webhook receiver
@@ -735,54 +690,25 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
     scripts: dict[str, list[int]] = {}
     holds: dict[str, float] = {}
     lock = threading.Lock()
-    released = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            with lock:
-                received.append(
-                    ReceivedWebhook(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
-                )
-                script = scripts.get(self.path) or []
-                status = script.pop(0) if script else 200
-                held = holds.get(self.path, 0.0)
-            if held:
-                released.wait(held)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-            except OSError:
-                pass  # the sender gave up waiting
+    def respond(request: Request) -> Reply:
+        with lock:
+            received.append(ReceivedWebhook(request.path, request.headers, request.body))
+            script = scripts.get(request.path) or []
+            status = script.pop(0) if script else 200
+            held = holds.get(request.path, 0.0)
+        if held:
+            request.hold(held)
+        return Reply(status)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield WebhookReceiver(
-            f"http://127.0.0.1:{server.server_address[1]}/hooks", received, scripts, lock, holds
-        )
-    finally:
-        released.set()
-        server.shutdown()
-        server.server_close()
+    with serving(respond) as server:
+        yield WebhookReceiver(f"{server.url}/hooks", received, scripts, lock, holds)
 
 
 @pytest.fixture
 def closed_port() -> int:
     """A port on 127.0.0.1 nothing listens on."""
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+    return free_port()
 
 
 Sender = Callable[..., ApiAnswer]

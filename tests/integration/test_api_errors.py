@@ -300,7 +300,7 @@ def test_property_no_request_however_malformed_gets_a_500(
 def test_property_an_event_of_any_shape_gets_an_answer_not_an_exception(stack, event: Any) -> None:
     from sendonce.api.app import handle  # noqa: PLC0415
 
-    from tests.integration.conftest import FakeLambdaContext  # noqa: PLC0415
+    from tests.support.lambda_context import FakeLambdaContext  # noqa: PLC0415
 
     response = handle(event, FakeLambdaContext())
 

@@ -16,7 +16,8 @@ from sendonce.channels import ChannelSpec
 from sendonce.entrypoints.dispatch import dispatcher_function
 from sendonce.messages.recipients import normalise_phone
 
-from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, sqs_event
+from tests.integration.conftest import FakeHttpProvider, Stack, sqs_event
+from tests.support.lambda_context import FakeLambdaContext
 
 PAGER = ChannelSpec("pager", normalise_phone, subject="forbidden", providers=("http",))
 

@@ -22,7 +22,8 @@ from sendonce.delivery.outbox import OutboxSweeper
 from sendonce.entrypoints.outbox import build as build_outbox
 from sendonce.settings import DispatcherSettings
 
-from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function
+from tests.integration.conftest import FakeHttpProvider, Stack, function
+from tests.support.lambda_context import FakeLambdaContext
 
 
 class LambdaDied(BaseException):  # not an error the code could catch: the process is gone

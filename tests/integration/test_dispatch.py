@@ -4,12 +4,12 @@ invocation within its time budget."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from sendonce.providers.sns_provider import MESSAGE_ID_ATTRIBUTE
 from sendonce.settings import DispatcherSettings
 
-from tests.integration.conftest import FakeLambdaContext, function, load_event, sqs_event
+from tests.integration.conftest import function, load_event, sqs_event
+from tests.support.lambda_context import FakeLambdaContext, readings
 
 
 def _sent_and_dispatched(stack, event_file: str, channel: str) -> tuple[dict, dict]:
@@ -158,16 +158,6 @@ def test_given_the_event_file_naming_an_unknown_message_then_skipped_not_failed(
 
 
 # ---------------------------------------------------------------------------- the time budget
-@dataclass
-class DwindlingContext(FakeLambdaContext):
-    """Time left, as the dispatcher reads it before each record: one value per read, the last repeated."""
-
-    readings: list[int] = field(default_factory=list)
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
-
-
 def _dispatch_with(stack, channel: str, records: list[dict], context: FakeLambdaContext) -> dict:
     return function(f"dispatch_{channel}").handler(sqs_event(records, stack.queue_arn(channel)), context)
 
@@ -186,7 +176,9 @@ def test_given_time_running_out_mid_batch_then_the_rest_goes_back_to_the_queue_u
     records = stack.receive("imessage")
     assert len(records) == 3
     # 16 s left before the first record, then 14 s: less than the provider's 10 s plus the margin.
-    context = DwindlingContext(function_name="sendonce-DispatchImessageFunction", readings=[16_000, 14_000])
+    context = FakeLambdaContext(
+        function_name="sendonce-DispatchImessageFunction", time_left=readings(16_000, 14_000)
+    )
 
     result = _dispatch_with(stack, "imessage", records, context)
 

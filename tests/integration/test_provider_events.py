@@ -15,7 +15,8 @@ import pytest
 from sendonce.aws_clients import client
 from sendonce.settings import DispatcherSettings
 
-from tests.integration.conftest import FakeHttpProvider, FakeLambdaContext, Stack, function, sqs_event
+from tests.integration.conftest import FakeHttpProvider, Stack, function, sqs_event
+from tests.support.lambda_context import FakeLambdaContext
 
 SECRET = "integration-webhook-secret"
 

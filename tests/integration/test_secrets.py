@@ -15,12 +15,12 @@ import boto3
 from tests.integration.conftest import (
     REGION,
     FakeHttpProvider,
-    FakeLambdaContext,
     Stack,
     clear_caches,
     function,
     sqs_event,
 )
+from tests.support.lambda_context import FakeLambdaContext
 
 OLD_DEFAULT_SECRET = "change-me-webhook-secret"  # what the template used to deploy with
 

@@ -20,11 +20,11 @@ from sendonce_cli.main import main
 from tests.integration.conftest import (
     ApiAnswer,
     FakeHttpProvider,
-    FakeLambdaContext,
     Stack,
     function,
     sqs_event,
 )
+from tests.support.lambda_context import FakeLambdaContext
 
 SECRET = "integration-webhook-secret"
 OTHER = "ws_other"

@@ -1,10 +1,19 @@
-"""The store adapters' contract, on two engines: moto, and DynamoDB Local (AWS's own engine).
+"""The stores' contract, on three engines: moto, DynamoDB Local (AWS's own engine) and the unit
+tier's in-memory fakes (tests/unit/unit_fakes.py), so a fake can never drift from the real store.
 
-Every test here takes the `engine` fixture and so runs once on each. The tables are the template's
-own (`create_tables` of sendonce_local), created afresh for every test. DynamoDB Local is started
-once per session, in memory, on 127.0.0.1. Where it cannot run (no Java 17, or `make install` not
-run), its tests are left out and one skipped test says why and how to get them; in CI (`CI=true`)
-they stay in and fail, so the tier can never pass there without AWS's engine.
+A test that speaks to the stores through their ports takes `engine` (or `stores`) and runs once on
+each of the three; what it observes beside the ports (the messages written, the dedup locks and
+their holders, the reclaims counted on a message, everything at once) each engine answers from its
+own state. A test about the DynamoDB adapters themselves (their items, requests, TTL attributes,
+cancellation reasons, faults injected into botocore) takes `dynamodb_engine` and runs on moto and
+DynamoDB Local only. Where a fake and the DynamoDB store disagree, the fake is wrong.
+
+The tables are the template's own (`create_tables` of sendonce_local), created afresh for every
+test; each test of the fake engine starts on empty fakes, its threads switching as often as Python
+lets them, so a fake's call that does not run alone loses the races. DynamoDB Local is started once per
+session, in memory, on 127.0.0.1. Where it cannot run (no Java 17, or `make install` not run), its
+tests are left out and one skipped test says why and how to get them; in CI (`CI=true`) they stay
+in and fail, so the tier can never pass there without AWS's engine.
 
 moto's backends are not thread-safe, while each DynamoDB request is atomic: on moto, the client
 takes one lock for the span of each request, through botocore's public event hooks. The races
@@ -17,12 +26,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import boto3
 import pytest
@@ -30,30 +40,48 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from moto import mock_aws
 from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_items import lock_key, message_key
+from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
+from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.ports import OutboxEntry
+from sendonce.delivery.ports import DeliveryStore, OutboxEntry, OutboxStore
 from sendonce.idempotency.keys import tie_identity
+from sendonce.limits.model import Limits
+from sendonce.limits.ports import LimitsStore
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.messages.ports import Created, CreateOutcome, DedupClaim, KeyTie
+from sendonce.messages.ports import Created, CreateOutcome, DedupClaim, KeyTie, SendingStore
+from sendonce.provider_events.ports import ProviderEventStore
+from sendonce.simulator.ports import SimulatorDeliveries, SimulatorStore
+from sendonce.suppressions.ports import SuppressionStore
 
 from sendonce_local import dynamodb_local, moto_transactions
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template
+from tests.unit.unit_fakes import (
+    FakeLimits,
+    InMemoryProviderEvents,
+    InMemorySimulatorStore,
+    InMemoryStore,
+    InMemorySuppressions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 TABLE = "MessagesTable"
-STORE_TABLES = (TABLE, "LimitsTable")  # the limits table: the quota shards a charged create takes
-MOTO, DYNAMODB_LOCAL = "moto", "dynamodb-local"
+LIMITS_TABLE = "LimitsTable"  # the quota shards a charged create takes
+STORE_TABLES = (TABLE, LIMITS_TABLE)
+MOTO, DYNAMODB_LOCAL, FAKE = "moto", "dynamodb-local", "fake"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-# Where DynamoDB Local cannot run, outside CI, its half of the tier is left out and
+# Where DynamoDB Local cannot run, outside CI, its part of the tier is left out and
 # test_engines.py says so, once. In CI it stays in, and fails.
 DYNAMODB_LOCAL_MISSING = dynamodb_local.unavailable()
-ENGINES = (MOTO, DYNAMODB_LOCAL) if IN_CI or DYNAMODB_LOCAL_MISSING is None else (MOTO,)
+DYNAMODB_ENGINES = (MOTO, DYNAMODB_LOCAL) if IN_CI or DYNAMODB_LOCAL_MISSING is None else (MOTO,)
+ENGINES = (*DYNAMODB_ENGINES, FAKE)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DEDUP_WINDOW = timedelta(minutes=15)
 SKIPPED = (
@@ -124,10 +152,52 @@ def dynamodb_local_server() -> Iterator[dynamodb_local.DynamoDbLocal]:
     server.stop()
 
 
-@dataclass
 class Engine:
+    """Where a test's stores keep their state, and what the test observes of it beside the ports:
+    the messages written, the dedup locks and who holds them (expired or not), the reclaims counted
+    on a message, and everything at once (`snapshot`: equal before and after when nothing was
+    written)."""
+
+    name: str
+
+    def stores(self) -> Stores:
+        raise NotImplementedError
+
+    def charged_store(self) -> tuple[SendingStore, LimitsStore]:
+        """A sending store whose creates take their unit of a daily quota, and where it is counted."""
+        raise NotImplementedError
+
+    def message_ids(self) -> set[str]:
+        raise NotImplementedError
+
+    def locks(self) -> list[tuple[str, str]]:
+        """Every dedup lock as (lock id, holder's message id), in lock id order."""
+        raise NotImplementedError
+
+    def lock_holder(self, lock_id: str) -> str | None:
+        return dict(self.locks()).get(lock_id)
+
+    def reclaims(self, message_id: str) -> int:
+        """How often the outbox put the message's dead claims back."""
+        raise NotImplementedError
+
+    def snapshot(self) -> object:
+        raise NotImplementedError
+
+
+@dataclass
+class DynamoDbEngine(Engine):
+    """moto or DynamoDB Local: the adapters over one client, and the table's items."""
+
     name: str
     client: Any
+
+    def stores(self) -> Stores:
+        return build_stores(self.client)
+
+    def charged_store(self) -> tuple[SendingStore, LimitsStore]:
+        limits = DynamoDbLimits(self.client, LIMITS_TABLE, defaults=Limits(1, 0))
+        return DynamoDbSendingStore(self.client, TABLE, quota=limits), limits
 
     def item(self, key: dict[str, Any]) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self.client.get_item(TableName=TABLE, Key=key, ConsistentRead=True).get(
@@ -148,6 +218,25 @@ class Engine:
     def message_ids(self) -> set[str]:
         return {item["id"]["S"] for item in self.items() if item["sk"]["S"] == "MESSAGE"}
 
+    def locks(self) -> list[tuple[str, str]]:
+        prefix = lock_key("")["pk"]["S"]
+        return sorted(
+            (item["pk"]["S"].removeprefix(prefix), item["messageId"]["S"])
+            for item in self.items()
+            if item["sk"]["S"] == lock_key("")["sk"]["S"]
+        )
+
+    def lock_holder(self, lock_id: str) -> str | None:
+        item = self.item(lock_key(lock_id))
+        return item["messageId"]["S"] if item else None
+
+    def reclaims(self, message_id: str) -> int:
+        item = self.item(message_key(message_id)) or {}
+        return int(item.get("reclaims", {}).get("N", "0"))
+
+    def snapshot(self) -> object:
+        return sorted(map(str, self.items()))
+
     def new_client(self) -> Any:
         """A second client of the same engine, for hooks that must not touch the shared one."""
         client = _client(self.client.meta.endpoint_url if self.name == DYNAMODB_LOCAL else None)
@@ -156,9 +245,72 @@ class Engine:
         return client
 
 
-@pytest.fixture(scope="package", params=ENGINES)
+@dataclass
+class FakeEngine(Engine):
+    """The unit tier's fakes, sharing their state as the adapters share one table."""
+
+    name: str = FAKE
+    store: InMemoryStore = field(default_factory=InMemoryStore)
+    suppressions: InMemorySuppressions = field(default_factory=InMemorySuppressions)
+    simulator: InMemorySimulatorStore = field(default_factory=InMemorySimulatorStore)
+    events: InMemoryProviderEvents = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.events = InMemoryProviderEvents(self.store, self.suppressions)
+
+    def stores(self) -> Stores:
+        return Stores(
+            sending=self.store,
+            delivery=self.store,
+            outbox=self.store,
+            events=self.events,
+            suppressions=self.suppressions,
+            simulator=self.simulator,
+        )
+
+    def charged_store(self) -> tuple[SendingStore, LimitsStore]:
+        return self.store, FakeLimits(store=self.store)
+
+    def message_ids(self) -> set[str]:
+        with self.store.guard:
+            return set(self.store.messages)
+
+    def locks(self) -> list[tuple[str, str]]:
+        with self.store.guard:
+            return sorted((lock_id, lock.message_id) for lock_id, lock in self.store.locks.items())
+
+    def reclaims(self, message_id: str) -> int:
+        return self.store.reclaims.get(message_id, 0)
+
+    def snapshot(self) -> object:
+        with self.store.guard, self.suppressions.guard:
+            return repr(
+                (
+                    self.store.messages,
+                    sorted(self.store.locks.items()),
+                    self.store.ties,
+                    self.store.outbox_due,
+                    self.events.recorded,
+                    self.suppressions.own,
+                    self.suppressions.shared,
+                )
+            )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test on every engine; one about the DynamoDB adapters (`dynamodb_engine`) on moto and
+    DynamoDB Local. The tests of one engine run together."""
+    if "engine_client" in metafunc.fixturenames:
+        engines = DYNAMODB_ENGINES if "dynamodb_engine" in metafunc.fixturenames else ENGINES
+        metafunc.parametrize("engine_client", engines, indirect=True, scope="package")
+
+
+@pytest.fixture(scope="package")
 def engine_client(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
-    """Each engine's client, once for the whole tier: the tests of one engine run together."""
+    """Each DynamoDB engine's client, once for the whole tier (the fake engine has none)."""
+    if request.param == FAKE:
+        yield FAKE, None
+        return
     with pytest.MonkeyPatch.context() as environment:
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
             environment.delenv(name, raising=False)
@@ -175,27 +327,51 @@ def engine_client(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
 
 @pytest.fixture
 def engine(engine_client: tuple[str, Any]) -> Iterator[Engine]:
-    """One engine, with the template's tables created afresh for this test, and no fault left over."""
+    """One engine, empty: the template's tables created afresh for this test, and no fault left
+    over; or new fakes."""
     name, client = engine_client
+    if client is None:
+        # Threads switch as often as they can: a fake's call that does not run alone shows in the races.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            yield FakeEngine()
+        finally:
+            sys.setswitchinterval(interval)
+        return
     for table in client.list_tables()["TableNames"]:
         client.delete_table(TableName=table)
     create_tables(client, template())
-    yield Engine(name, client)
+    yield DynamoDbEngine(name, client)
     # The client outlives the test (one per engine for the package): a fault injected into it must not.
     while _INJECTED:
         injected_into, handler = _INJECTED.pop()
         injected_into.meta.events.unregister(CONFLICT_EVENT, handler)
 
 
-# ---------------------------------------------------------------------------- the adapters
+@pytest.fixture
+def dynamodb_engine(engine: Engine) -> DynamoDbEngine:
+    """The engine of a test about the DynamoDB adapters themselves: moto or DynamoDB Local."""
+    assert isinstance(engine, DynamoDbEngine), engine
+    return engine
+
+
+# ---------------------------------------------------------------------------- the stores
+class SimulatorRecords(SimulatorStore, SimulatorDeliveries, Protocol):
+    """The simulator's store, as the simulator writes it and the API reads it."""
+
+
 @dataclass
 class Stores:
-    """The three contexts' stores over one table; the only place that names the adapter classes."""
+    """The stores of every context over one engine, by their ports; the only place that names the
+    DynamoDB adapter classes."""
 
-    sending: DynamoDbSendingStore
-    delivery: DynamoDbDeliveryStore
-    outbox: DynamoDbOutboxStore
-    events: DynamoDbProviderEventStore
+    sending: SendingStore
+    delivery: DeliveryStore
+    outbox: OutboxStore
+    events: ProviderEventStore
+    suppressions: SuppressionStore
+    simulator: SimulatorRecords
 
 
 def build_stores(client: Any) -> Stores:
@@ -204,12 +380,14 @@ def build_stores(client: Any) -> Stores:
         delivery=DynamoDbDeliveryStore(client, TABLE),
         outbox=DynamoDbOutboxStore(client, TABLE),
         events=DynamoDbProviderEventStore(client, TABLE),
+        suppressions=DynamoDbSuppressionStore(client, TABLE),
+        simulator=DynamoDbSimulatorStore(client, TABLE),
     )
 
 
 @pytest.fixture
 def stores(engine: Engine) -> Stores:
-    return build_stores(engine.client)
+    return engine.stores()
 
 
 # ---------------------------------------------------------------------------- messages

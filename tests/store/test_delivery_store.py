@@ -1,4 +1,5 @@
-"""The delivery store's contract, on moto and on DynamoDB Local.
+"""The delivery store's contract, on every engine (the items of a settled message on moto and
+DynamoDB Local).
 
 A message is claimed by one dispatcher at a time, an attempt is finished only by the claim that
 started it, and the outbox sees every overdue message, whatever its shard, and moves an entry only
@@ -17,7 +18,7 @@ from sendonce.delivery.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Message, MessageError, Status
 
-from tests.store.conftest import NOW, Engine, Stores, created, only, outbox_due, race
+from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, only, outbox_due, race
 
 CLAIMERS = 10
 CLAIM_SECONDS = 60
@@ -37,9 +38,9 @@ def test_given_10_dispatchers_claiming_one_message_at_once_then_exactly_one_clai
     assert claimed[0].status is Status.SENDING
     assert claimed[0].attempts == 1
     assert {answer.current.status for answer in refused} == {Status.SENDING}
-    item = engine.item(message_key(message.id))
-    assert item is not None
-    assert item["attempts"]["N"] == "1"
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert stored.attempts == 1
 
 
 def test_given_a_message_not_yet_due_then_the_claim_is_refused_until_its_send_at(
@@ -84,12 +85,11 @@ def test_given_a_claimed_attempt_then_only_its_own_claim_finishes_it_and_only_on
     assert stores.delivery.finish_attempt(second, Status.SENT, later, provider_message_id="p-2")
     assert not stores.delivery.finish_attempt(second, Status.FAILED, later)  # already finished
 
-    item = engine.item(message_key(message.id))
-    assert item is not None
-    assert item["status"]["S"] == "sent"
-    assert item["providerMessageId"]["S"] == "p-2"
-    assert "outboxDueAt" not in item
-    assert "outboxShard" not in item
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert stored.status is Status.SENT
+    assert stored.provider_message_id == "p-2"
+    assert outbox_due(stores, later + timedelta(days=1), 10) == []  # out of the outbox
 
 
 def test_given_an_attempt_that_failed_for_now_then_it_stays_in_the_outbox_with_its_error(
@@ -153,27 +153,27 @@ def _unknown(stores: Stores, **changes: Any) -> Message:
 
 
 def test_given_an_unknown_message_settled_as_failed_then_failed_with_its_cause_and_its_lock_released(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = _unknown(stores)
     assert message.dedup_lock_id is not None
-    assert engine.item(lock_key(message.dedup_lock_id)) is not None
+    assert dynamodb_engine.item(lock_key(message.dedup_lock_id)) is not None
     later = NOW + timedelta(hours=1)
 
     resolved = resolve_unknown(stores.delivery, message.id, Status.FAILED, lambda: later)
 
     assert resolved.resolution is Resolution.SETTLED
-    item = engine.item(message_key(message.id))
+    item = dynamodb_engine.item(message_key(message.id))
     assert item is not None
     assert item["status"]["S"] == "failed"
     assert item["workspaceStatus"]["S"] == f"ws_a#failed#{shard_of(message.id, LISTING_SHARDS)}"
     assert item["error"]["M"]["code"]["S"] == "provider_timeout"  # the attempt's cause stays
     assert item["updatedAt"]["S"].startswith(later.strftime("%Y-%m-%dT%H:%M:%S"))
-    assert engine.item(lock_key(message.dedup_lock_id)) is None  # a deliberate retry may send again
+    assert dynamodb_engine.item(lock_key(message.dedup_lock_id)) is None  # a deliberate retry may send again
 
 
 def test_given_an_unknown_message_settled_as_sent_then_sent_without_an_error_and_its_lock_kept(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = _unknown(stores)
     assert message.dedup_lock_id is not None
@@ -182,12 +182,12 @@ def test_given_an_unknown_message_settled_as_sent_then_sent_without_an_error_and
 
     assert isinstance(settled, Message)
     assert (settled.status, settled.error) == (Status.SENT, None)
-    item = engine.item(message_key(message.id))
+    item = dynamodb_engine.item(message_key(message.id))
     assert item is not None
     shard = shard_of(message.id, LISTING_SHARDS)
     assert (item["status"]["S"], item["workspaceStatus"]["S"]) == ("sent", f"ws_a#sent#{shard}")
     assert "error" not in item
-    assert engine.item(lock_key(message.dedup_lock_id)) is not None
+    assert dynamodb_engine.item(lock_key(message.dedup_lock_id)) is not None
 
 
 def test_given_a_message_that_is_not_unknown_then_settling_is_refused_and_changes_nothing(
@@ -198,14 +198,14 @@ def test_given_a_message_that_is_not_unknown_then_settling_is_refused_and_change
     claimed = stores.delivery.claim("ws_a", sent.id, NOW, CLAIM_SECONDS)
     assert isinstance(claimed, Message)
     assert stores.delivery.finish_attempt(claimed, Status.SENT, NOW, provider_message_id="p-1")
-    before = {message.id: engine.item(message_key(message.id)) for message in (queued, sent)}
+    before = engine.snapshot()
 
     for message, status in ((queued, Status.QUEUED), (sent, Status.SENT)):
         refused = stores.delivery.settle_unknown(message.id, Status.FAILED, NOW + timedelta(hours=1))
         assert isinstance(refused, SettleRefused)
         assert refused.current is not None
         assert refused.current.status is status
-        assert engine.item(message_key(message.id)) == before[message.id]
+        assert engine.snapshot() == before
     assert stores.delivery.settle_unknown(new_message_id(), Status.SENT, NOW) == SettleRefused(current=None)
 
 
@@ -222,6 +222,6 @@ def test_given_operators_settling_one_unknown_message_at_once_then_exactly_one_s
     settled = only(answers, Message)
     assert len(settled) == 1, answers
     assert len(only(answers, SettleRefused)) == CLAIMERS - 1, answers
-    item = engine.item(message_key(message.id))
-    assert item is not None
-    assert item["status"]["S"] == settled[0].status.value
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert stored.status is settled[0].status

@@ -1,4 +1,5 @@
-"""The provider event store's contract, on moto and on DynamoDB Local.
+"""The provider event store's contract, on every engine (an expired record still in the table and
+injected conflicts on moto and DynamoDB Local).
 
 An event takes effect once, however many copies arrive and however concurrently; a status only
 moves forward; and an event record past its retention, still in the table, is no repeat.
@@ -8,13 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sendonce.adapters.dynamodb_items import event_key, lock_key, message_key
+from sendonce.adapters.dynamodb_items import event_key
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Message, MessageError, Status
 from sendonce.provider_events.model import EventType, ProviderEvent
 from sendonce.provider_events.ports import EventOutcome
 
-from tests.store.conftest import NOW, Engine, Stores, build_stores, conflicts, created, race
+from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, build_stores, conflicts, created, race
 
 COPIES = 10
 
@@ -39,10 +40,10 @@ def _event(
     )
 
 
-def _status(engine: Engine, message_id: str) -> str:
-    item = engine.item(message_key(message_id))
-    assert item is not None
-    return str(item["status"]["S"])
+def _status(stores: Stores, message_id: str) -> str:
+    message = stores.sending.get("ws_a", message_id)
+    assert message is not None
+    return message.status.value
 
 
 def test_given_10_copies_of_one_event_at_once_then_applied_once_and_the_rest_repeats(
@@ -56,7 +57,7 @@ def test_given_10_copies_of_one_event_at_once_then_applied_once_and_the_rest_rep
     outcomes = [answer[0] for answer in answers if isinstance(answer, tuple)]
     assert outcomes.count(EventOutcome.APPLIED) == 1, answers
     assert outcomes.count(EventOutcome.REPEATED) == COPIES - 1, answers
-    assert _status(engine, message.id) == "delivered"
+    assert _status(stores, message.id) == "delivered"
 
 
 def test_given_sent_and_delivered_events_at_once_then_the_status_ends_delivered_and_never_goes_back(
@@ -74,7 +75,7 @@ def test_given_sent_and_delivered_events_at_once_then_the_status_ends_delivered_
     assert len(outcomes) == COPIES, answers
     assert 1 <= outcomes.count(EventOutcome.APPLIED) <= 2  # delivered, or sent then delivered
     assert EventOutcome.REPEATED not in outcomes
-    assert _status(engine, message.id) == "delivered"
+    assert _status(stores, message.id) == "delivered"
 
 
 def test_given_a_delivered_message_then_a_late_sent_is_ignored(engine: Engine, stores: Stores) -> None:
@@ -89,7 +90,7 @@ def test_given_a_delivered_message_then_a_late_sent_is_ignored(engine: Engine, s
     assert outcome is EventOutcome.IGNORED
     assert current is not None
     assert current.status is Status.DELIVERED
-    assert _status(engine, message.id) == "delivered"
+    assert _status(stores, message.id) == "delivered"
 
 
 def test_given_an_event_for_no_message_then_ignored_and_its_copy_is_a_repeat(
@@ -105,7 +106,7 @@ def test_given_an_event_for_no_message_then_ignored_and_its_copy_is_a_repeat(
 
 
 def test_given_an_event_record_past_its_retention_still_in_the_table_then_its_copy_is_no_repeat(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = created(stores)
     event = _event(message.id, EventType.DELIVERED, "evt-old")
@@ -113,7 +114,7 @@ def test_given_an_event_record_past_its_retention_still_in_the_table_then_its_co
     assert stores.events.apply_provider_event(event, NOW)[0] is EventOutcome.IGNORED
     assert stores.events.apply_provider_event(event, NOW + timedelta(days=6))[0] is EventOutcome.REPEATED
     eight_days = NOW + timedelta(days=8)
-    record = engine.item(event_key("twilio", "evt-old"))
+    record = dynamodb_engine.item(event_key("twilio", "evt-old"))
     assert record is not None  # no TTL sweep has deleted it
     assert int(record["expiresAt"]["N"]) < eight_days.timestamp()
     assert isinstance(stores.delivery.claim("ws_a", message.id, eight_days, 60), Message)
@@ -121,8 +122,8 @@ def test_given_an_event_record_past_its_retention_still_in_the_table_then_its_co
     outcome, _ = stores.events.apply_provider_event(event, eight_days)
 
     assert outcome is EventOutcome.APPLIED
-    assert _status(engine, message.id) == "delivered"
-    record = engine.item(event_key("twilio", "evt-old"))
+    assert _status(stores, message.id) == "delivered"
+    record = dynamodb_engine.item(event_key("twilio", "evt-old"))
     assert record is not None
     assert int(record["expiresAt"]["N"]) > eight_days.timestamp()
 
@@ -138,22 +139,23 @@ def test_given_a_failed_event_then_the_error_is_kept_and_the_lock_can_be_release
     assert current is not None
     stores.events.release_dedup_lock(current)
 
-    item = engine.item(message_key(message.id))
-    assert item is not None
-    assert item["status"]["S"] == "failed"
-    assert item["error"]["M"]["code"]["S"] == "undeliverable"
-    assert engine.item(lock_key(message.dedup_lock_id or "")) is None
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert stored.status is Status.FAILED
+    assert stored.error is not None
+    assert stored.error.code == "undeliverable"
+    assert engine.lock_holder(message.dedup_lock_id or "") is None
 
 
 def test_given_conflicts_on_the_first_tries_then_the_event_is_applied_once(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = _sending(stores)
-    client = engine.new_client()
+    client = dynamodb_engine.new_client()
     calls = conflicts(client, 2)
 
     outcome, _ = build_stores(client).events.apply_provider_event(_event(message.id, EventType.SENT), NOW)
 
     assert outcome is EventOutcome.APPLIED
     assert len(calls) == 3
-    assert _status(engine, message.id) == "sent"
+    assert _status(stores, message.id) == "sent"

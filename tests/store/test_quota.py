@@ -1,4 +1,5 @@
-"""The daily quota inside the create transaction, on moto and on DynamoDB Local.
+"""The daily quota inside the create transaction, on every engine (its shards on moto and DynamoDB
+Local).
 
 A charged create takes one unit of one quota shard under its cap, in the same transaction as the
 message and its lock: exactly the quota is accepted under a race, a held lock is a duplicate
@@ -11,19 +12,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge
-from sendonce.messages.ports import Created, DuplicateOf, NewMessage, QuotaSpent
+from sendonce.limits.ports import LimitsStore
+from sendonce.messages.ports import Created, DuplicateOf, NewMessage, QuotaSpent, SendingStore
 
-from tests.store.conftest import NOW, TABLE, Draft, Engine, conflicts, draft, race
-
-LIMITS_TABLE = "LimitsTable"
+from tests.store.conftest import LIMITS_TABLE, NOW, Draft, DynamoDbEngine, Engine, conflicts, draft, race
 
 
-def charged_store(engine: Engine) -> tuple[DynamoDbSendingStore, DynamoDbLimits]:
-    limits = DynamoDbLimits(engine.client, LIMITS_TABLE, defaults=Limits(1, 0))
-    return DynamoDbSendingStore(engine.client, TABLE, quota=limits), limits
+def charged_store(engine: Engine) -> tuple[SendingStore, LimitsStore]:
+    return engine.charged_store()
 
 
 def charge(quota: int, workspace: str = "ws_a") -> QuotaCharge:
@@ -32,7 +29,7 @@ def charge(quota: int, workspace: str = "ws_a") -> QuotaCharge:
     return made
 
 
-def create(store: DynamoDbSendingStore, made: Draft, quota: QuotaCharge) -> Any:
+def create(store: SendingStore, made: Draft, quota: QuotaCharge) -> Any:
     return store.create(made.message, made.claim, made.tie, made.handoff_due_at, NOW, quota=quota)
 
 
@@ -40,11 +37,11 @@ def entries(drafts: list[Draft]) -> list[NewMessage]:
     return [NewMessage(d.message, d.claim, d.handoff_due_at) for d in drafts]
 
 
-def used(engine: Engine, limits: DynamoDbLimits, quota: QuotaCharge) -> int:
+def used(engine: Engine, limits: LimitsStore, quota: QuotaCharge) -> int:
     return limits.used_today(quota.workspace_id, LimitsTimeline(Limits(50, quota.plan.quota)), NOW)
 
 
-def seed(engine: Engine, quota: QuotaCharge, shard: int, used: int, left: int) -> None:
+def seed(engine: DynamoDbEngine, quota: QuotaCharge, shard: int, used: int, left: int) -> None:
     """A shard of the charge's plan that has taken `used` and has `left` to take."""
     engine.client.put_item(
         TableName=LIMITS_TABLE,
@@ -87,16 +84,16 @@ def test_given_a_spent_quota_then_a_held_lock_is_still_a_duplicate(engine: Engin
     assert used(engine, limits, quota) == 1
 
 
-def test_given_a_busy_shard_then_the_create_goes_to_another(engine: Engine) -> None:
-    store, limits = charged_store(engine)
+def test_given_a_busy_shard_then_the_create_goes_to_another(dynamodb_engine: DynamoDbEngine) -> None:
+    store, limits = charged_store(dynamodb_engine)
     quota = charge(10)
-    busy = conflicts(engine.client, times=1, only_with="QUOTA#")
+    busy = conflicts(dynamodb_engine.client, times=1, only_with="QUOTA#")
 
     outcome = create(store, draft(body="around the busy shard"), quota)
 
     assert isinstance(outcome, Created)
     assert len(busy) == 2  # the busy try, then the one on the next shard
-    assert used(engine, limits, quota) == 1
+    assert used(dynamodb_engine, limits, quota) == 1
 
 
 def test_given_a_bulk_create_past_the_quota_then_each_new_entry_counts_once(engine: Engine) -> None:
@@ -114,8 +111,10 @@ def test_given_a_bulk_create_past_the_quota_then_each_new_entry_counts_once(engi
     assert used(engine, limits, quota) == 5
 
 
-def test_given_a_bulk_create_within_the_quota_then_one_transaction_counts_it(engine: Engine) -> None:
-    store, limits = charged_store(engine)
+def test_given_a_bulk_create_within_the_quota_then_one_transaction_counts_it(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    store, limits = charged_store(dynamodb_engine)
     quota = charge(10_000)
     drafts = [draft(body=f"bulk {i}") for i in range(60)]
 
@@ -124,36 +123,42 @@ def test_given_a_bulk_create_within_the_quota_then_one_transaction_counts_it(eng
     )
 
     assert all(isinstance(o, Created) for o in outcomes)
-    assert used(engine, limits, quota) == 60
+    assert used(dynamodb_engine, limits, quota) == 60
     shards = [
-        i for i in engine.client.scan(TableName=LIMITS_TABLE)["Items"] if i["pk"]["S"].startswith("QUOTA#")
+        i
+        for i in dynamodb_engine.client.scan(TableName=LIMITS_TABLE)["Items"]
+        if i["pk"]["S"].startswith("QUOTA#")
     ]
     assert sum(int(shard["used"]["N"]) for shard in shards) == 60
     assert len(shards) <= 2  # one counter update a transaction (49 entries, then 11)
 
 
-def test_given_a_shard_without_room_for_a_chunk_then_another_shard_takes_it(engine: Engine) -> None:
-    store, limits = charged_store(engine)
+def test_given_a_shard_without_room_for_a_chunk_then_another_shard_takes_it(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    store, limits = charged_store(dynamodb_engine)
     quota = charge(400)  # 4 shards of 100
     for shard in range(4):  # each shard already holds 60: none has room for 49 more, each for 40
-        seed(engine, quota, shard, used=60, left=40)
+        seed(dynamodb_engine, quota, shard, used=60, left=40)
     drafts = [draft(body=f"near the end {i}") for i in range(49)]
 
     outcomes = store.create_many(entries(drafts), NOW, quota)
 
     assert all(isinstance(o, Created) for o in outcomes)  # one by one, each where there is room
-    assert used(engine, limits, quota) == 240 + 49
+    assert used(dynamodb_engine, limits, quota) == 240 + 49
 
 
 def test_given_every_shard_full_then_a_create_learns_it_in_a_few_calls_and_the_next_in_one(
-    engine: Engine,
+    dynamodb_engine: DynamoDbEngine,
 ) -> None:
-    store, _ = charged_store(engine)
+    store, _ = charged_store(dynamodb_engine)
     quota = charge(1_000)  # 10 shards of 100
     for shard in range(10):
-        seed(engine, quota, shard, used=100, left=0)
+        seed(dynamodb_engine, quota, shard, used=100, left=0)
     calls: list[str] = []
-    engine.client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    dynamodb_engine.client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
 
     first = create(store, draft(body="past the end"), quota)
     calls_first = list(calls)
@@ -166,16 +171,18 @@ def test_given_every_shard_full_then_a_create_learns_it_in_a_few_calls_and_the_n
     assert calls == ["TransactWriteItems"]  # known full: one try, which would still see a duplicate
 
 
-def test_given_a_small_quotas_one_shard_busy_then_the_create_waits_its_turn(engine: Engine) -> None:
-    store, limits = charged_store(engine)
+def test_given_a_small_quotas_one_shard_busy_then_the_create_waits_its_turn(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    store, limits = charged_store(dynamodb_engine)
     quota = charge(50)  # under 200: one shard
-    busy = conflicts(engine.client, times=3, only_with="QUOTA#")
+    busy = conflicts(dynamodb_engine.client, times=3, only_with="QUOTA#")
 
     outcome = create(store, draft(body="after three conflicts"), quota)
 
     assert isinstance(outcome, Created)
     assert len(busy) == 4
-    assert used(engine, limits, quota) == 1
+    assert used(dynamodb_engine, limits, quota) == 1
 
 
 # ---------------------------------------------------------------------------- a quota changed mid-day
@@ -194,18 +201,18 @@ def charge_at(timeline: LimitsTimeline, when: datetime, workspace: str = "ws_a")
     return made
 
 
-def usage(limits: DynamoDbLimits, timeline: LimitsTimeline, when: datetime = AFTER) -> int:
+def usage(limits: LimitsStore, timeline: LimitsTimeline, when: datetime = AFTER) -> int:
     return limits.used_today("ws_a", timeline, when)
 
 
-def spend(store: DynamoDbSendingStore, quota: QuotaCharge, count: int, label: str) -> None:
+def spend(store: SendingStore, quota: QuotaCharge, count: int, label: str) -> None:
     """`count` new messages under `quota`, in bulk: a busy morning, quickly."""
     outcomes = store.create_many(entries([draft(body=f"{label} {i}") for i in range(count)]), NOW, quota)
     assert all(isinstance(outcome, Created) for outcome in outcomes), outcomes
 
 
 def around_a_change(
-    store: DynamoDbSendingStore, quota: QuotaCharge, label: str, singles: int = 30, batch: int = 60
+    store: SendingStore, quota: QuotaCharge, label: str, singles: int = 30, batch: int = 60
 ) -> tuple[int, int]:
     """`singles` creates racing one bulk create of `batch` entries: how many of each were created."""
     drafts = [draft(body=f"{label} single {i}") for i in range(singles)]
@@ -305,20 +312,22 @@ def test_given_creates_on_both_sides_of_a_change_then_the_day_never_passes_the_q
     assert usage(limits, timeline) <= max(95, 90 + created)
 
 
-def test_given_a_planner_that_died_mid_plan_then_the_next_create_plans_the_day(engine: Engine) -> None:
-    store, limits = charged_store(engine)
+def test_given_a_planner_that_died_mid_plan_then_the_next_create_plans_the_day(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    store, limits = charged_store(dynamodb_engine)
     timeline = changed(default=1_000, quota=500)
     spend(store, charge_at(timeline, BEFORE), 40, "morning")
     quota = charge_at(timeline, AFTER)
     for shard in range(10):  # frozen by a planner that never came back, its lock expired
-        engine.client.update_item(
+        dynamodb_engine.client.update_item(
             TableName=LIMITS_TABLE,
             Key={"pk": {"S": f"QUOTA#ws_a#{quota.day}#{shard}"}, "sk": {"S": "count"}},
             UpdateExpression="SET #plan = :frozen, #left = :zero ADD used :zero",
             ExpressionAttributeNames={"#plan": "plan", "#left": "left"},
             ExpressionAttributeValues={":frozen": {"S": "replanning:gone"}, ":zero": {"N": "0"}},
         )
-    engine.client.put_item(
+    dynamodb_engine.client.put_item(
         TableName=LIMITS_TABLE,
         Item={
             "pk": {"S": f"QUOTAPLAN#ws_a#{quota.day}"},
@@ -333,7 +342,9 @@ def test_given_a_planner_that_died_mid_plan_then_the_next_create_plans_the_day(e
     assert isinstance(outcome, Created)
     assert usage(limits, timeline) == 41
     shards = [
-        i for i in engine.client.scan(TableName=LIMITS_TABLE)["Items"] if i["pk"]["S"].startswith("QUOTA#")
+        i
+        for i in dynamodb_engine.client.scan(TableName=LIMITS_TABLE)["Items"]
+        if i["pk"]["S"].startswith("QUOTA#")
     ]
     assert {shard["plan"]["S"] for shard in shards} == {quota.plan.stamp}
     assert sum(int(shard["left"]["N"]) for shard in shards) == 500 - 41
@@ -352,11 +363,11 @@ def test_given_an_environment_behind_a_change_then_it_charges_under_the_later_pl
 
 
 def test_given_two_defaults_in_force_at_once_then_the_day_stays_under_the_larger_and_settles_on_the_smaller(
-    engine: Engine,
+    dynamodb_engine: DynamoDbEngine,
 ) -> None:
     """A deploy that changes the stack's default quota replaces execution environments one by one:
     for a while both defaults are in force, each plan fresh, and neither knows of the other."""
-    store, limits = charged_store(engine)
+    store, limits = charged_store(dynamodb_engine)
     old_default, new_default = LimitsTimeline(Limits(50, 300)), LimitsTimeline(Limits(50, 200))
     spend(store, charge_at(old_default, BEFORE), 150, "old environments")
     spend(store, charge_at(new_default, BEFORE), 10, "new environments")
@@ -375,6 +386,8 @@ def test_given_two_defaults_in_force_at_once_then_the_day_stays_under_the_larger
     assert total <= 300  # never past the larger default
     assert isinstance(after[-1], QuotaSpent)  # and, the old environments gone, none past the smaller
     shards = [
-        i for i in engine.client.scan(TableName=LIMITS_TABLE)["Items"] if i["pk"]["S"].startswith("QUOTA#")
+        i
+        for i in dynamodb_engine.client.scan(TableName=LIMITS_TABLE)["Items"]
+        if i["pk"]["S"].startswith("QUOTA#")
     ]
     assert {shard["plan"]["S"] for shard in shards} == {charge_at(new_default, BEFORE).plan.stamp}

@@ -1,4 +1,4 @@
-"""The bulk create of the sending store, on moto and on DynamoDB Local.
+"""The bulk create of the sending store, on every engine (its transactions on moto and DynamoDB Local).
 
 Messages and their locks go in as few transactions as fit (50 messages a transaction); a lock held
 by another message, read from the cancellation reasons, makes its entry a counted duplicate and the
@@ -14,14 +14,24 @@ from typing import Any
 from sendonce.adapters.dynamodb_items import lock_key, message_key
 from sendonce.messages.ports import Created, DuplicateOf, NewMessage, NotWritten
 
-from tests.store.conftest import NOW, Draft, Engine, Stores, conflicts, created, draft
+from tests.store.conftest import (
+    NOW,
+    Draft,
+    DynamoDbEngine,
+    Engine,
+    Stores,
+    conflicts,
+    created,
+    draft,
+    outbox_due,
+)
 
 
 def entry(made: Draft) -> NewMessage:
     return NewMessage(made.message, made.claim, made.handoff_due_at)
 
 
-def counting_transactions(engine: Engine) -> list[int]:
+def counting_transactions(engine: DynamoDbEngine) -> list[int]:
     calls: list[int] = []
 
     def count(**_: Any) -> None:
@@ -32,22 +42,22 @@ def counting_transactions(engine: Engine) -> list[int]:
 
 
 def test_given_120_new_messages_then_all_are_created_in_three_transactions(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     drafts = [draft(body=f"bulk {i}") for i in range(120)]
-    transactions = counting_transactions(engine)
+    transactions = counting_transactions(dynamodb_engine)
 
     outcomes = stores.sending.create_many([entry(d) for d in drafts], NOW)
 
     assert all(isinstance(o, Created) for o in outcomes)
     assert [o.message.id for o in outcomes if isinstance(o, Created)] == [d.message.id for d in drafts]
     assert len(transactions) == 3
-    assert engine.message_ids() == {d.message.id for d in drafts}
-    assert engine.item(lock_key(drafts[0].claim.lock_id))["messageId"]["S"] == drafts[0].message.id  # type: ignore[index]
+    assert dynamodb_engine.message_ids() == {d.message.id for d in drafts}
+    assert dynamodb_engine.item(lock_key(drafts[0].claim.lock_id))["messageId"]["S"] == drafts[0].message.id  # type: ignore[index]
 
 
 def test_given_held_locks_then_those_entries_are_counted_duplicates_and_the_rest_created(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     held = [created(stores, body=f"held {i}") for i in range(3)]
     drafts = [draft(body=f"held {i}") for i in range(3)] + [draft(body=f"free {i}") for i in range(60)]
@@ -60,8 +70,8 @@ def test_given_held_locks_then_those_entries_are_counted_duplicates_and_the_rest
     assert {o.locked_at for o in duplicates} == {NOW}
     assert sum(isinstance(o, Created) for o in outcomes) == 60
     for original in held:
-        assert engine.item(message_key(original.id))["duplicatesBlocked"] == {"N": "1"}  # type: ignore[index]
-    assert len(engine.message_ids()) == 63
+        assert dynamodb_engine.item(message_key(original.id))["duplicatesBlocked"] == {"N": "1"}  # type: ignore[index]
+    assert len(dynamodb_engine.message_ids()) == 63
 
 
 def test_given_an_expired_lock_not_yet_swept_then_it_never_blocks(engine: Engine, stores: Stores) -> None:
@@ -74,8 +84,22 @@ def test_given_an_expired_lock_not_yet_swept_then_it_never_blocks(engine: Engine
     assert isinstance(outcomes[0], Created)
 
 
-def test_given_a_conflict_then_the_transaction_is_tried_again(engine: Engine, stores: Stores) -> None:
-    calls = conflicts(engine.client, times=2)
+def test_given_a_bulk_create_then_each_new_message_is_owed_to_the_outbox_at_its_hand_off_time(
+    stores: Stores,
+) -> None:
+    drafts = [draft(body=f"owed {i}", handoff_due_at=NOW + timedelta(seconds=i + 1)) for i in range(3)]
+
+    stores.sending.create_many([entry(d) for d in drafts], NOW)
+
+    assert outbox_due(stores, NOW, 10) == []
+    due = outbox_due(stores, NOW + timedelta(seconds=3), 10)
+    assert [(e.id, e.due_at) for e in due] == [(d.message.id, d.handoff_due_at) for d in drafts]
+
+
+def test_given_a_conflict_then_the_transaction_is_tried_again(
+    dynamodb_engine: DynamoDbEngine, stores: Stores
+) -> None:
+    calls = conflicts(dynamodb_engine.client, times=2)
     drafts = [draft(body=f"conflict {i}") for i in range(3)]
 
     outcomes = stores.sending.create_many([entry(d) for d in drafts], NOW)
@@ -84,22 +108,24 @@ def test_given_a_conflict_then_the_transaction_is_tried_again(engine: Engine, st
     assert len(calls) == 3
 
 
-def test_given_conflicts_without_end_then_the_entries_are_not_written(engine: Engine, stores: Stores) -> None:
-    conflicts(engine.client, times=100)
+def test_given_conflicts_without_end_then_the_entries_are_not_written(
+    dynamodb_engine: DynamoDbEngine, stores: Stores
+) -> None:
+    conflicts(dynamodb_engine.client, times=100)
 
     outcomes = stores.sending.create_many([entry(draft(body="never"))], NOW)
 
     assert isinstance(outcomes[0], NotWritten)
-    assert engine.message_ids() == set()
+    assert dynamodb_engine.message_ids() == set()
 
 
 def test_given_one_transaction_that_keeps_failing_then_only_its_entries_are_not_written(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     drafts = [draft(body=f"side by side {i}") for i in range(120)]
-    conflicts(engine.client, times=100, only_with=drafts[60].message.id)  # the second of three
+    conflicts(dynamodb_engine.client, times=100, only_with=drafts[60].message.id)  # the second of three
 
     outcomes = stores.sending.create_many([entry(d) for d in drafts], NOW)
 
     assert [isinstance(o, NotWritten) for o in outcomes] == [False] * 50 + [True] * 50 + [False] * 20
-    assert engine.message_ids() == {d.message.id for d in drafts[:50] + drafts[100:]}
+    assert dynamodb_engine.message_ids() == {d.message.id for d in drafts[:50] + drafts[100:]}

@@ -1,4 +1,5 @@
-"""The edit transaction of the sending store, on moto and on DynamoDB Local.
+"""The edit transaction of the sending store, on every engine (its items and an injected conflict on
+moto and DynamoDB Local).
 
 One transaction moves the message, its dedup lock and its key tie together or not at all: a new
 content another message holds refuses the edit with nothing written, a claim, a cancel or another
@@ -27,10 +28,22 @@ from sendonce.messages.handoff import HANDOFF_GRACE, handoff_due_at
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import ContentHeld, Edited, EditOutcome, EditRaced, MessageEdit, NotEditable
 
-from tests.store.conftest import DEDUP_WINDOW, NOW, Engine, Stores, conflicts, created, only, outbox_due, race
+from tests.store.conftest import (
+    DEDUP_WINDOW,
+    NOW,
+    DynamoDbEngine,
+    Engine,
+    Stores,
+    conflicts,
+    created,
+    only,
+    outbox_due,
+    race,
+)
 
 HOUR = timedelta(hours=1)
 LATER = NOW + timedelta(minutes=1)
+FOREVER = NOW + timedelta(days=365)  # every entry of the outbox is due by then
 
 
 def _scheduled(stores: Stores, body: str = "hello", **changes: Any) -> Message:
@@ -54,8 +67,7 @@ def _edit(stores: Stores, message: Message, now: datetime = LATER, **changes: An
 
 
 def _lock_holder(engine: Engine, workspace: str, to: str, body: str) -> str | None:
-    item = engine.item(lock_key(dedup_identity(workspace, to, None, body)))
-    return item["messageId"]["S"] if item else None
+    return engine.lock_holder(dedup_identity(workspace, to, None, body))
 
 
 def test_given_a_body_edit_then_the_message_and_its_lock_move_together(
@@ -76,19 +88,19 @@ def test_given_a_body_edit_then_the_message_and_its_lock_move_together(
 
 
 def test_given_a_send_at_edit_then_the_lock_stays_and_the_outbox_due_time_moves(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = _scheduled(stores)
-    lock_before = engine.item(lock_key(message.dedup_lock_id or ""))
+    lock_before = dynamodb_engine.item(lock_key(message.dedup_lock_id or ""))
     send_at = NOW + 5 * HOUR
 
     assert isinstance(_edit(stores, message, send_at=send_at), Edited)
 
-    item = engine.item(message_key(message.id))
+    item = dynamodb_engine.item(message_key(message.id))
     assert item is not None
     assert item["outboxDueAt"]["S"] == "2026-11-30T16:45:00.000Z"  # 15 minutes before the new sendAt
     assert item["sendAt"]["S"] == "2026-11-30T17:00:00.000Z"
-    assert engine.item(lock_key(message.dedup_lock_id or "")) == lock_before
+    assert dynamodb_engine.item(lock_key(message.dedup_lock_id or "")) == lock_before
 
 
 def test_given_the_new_content_held_by_another_message_then_content_held_and_nothing_written(
@@ -96,12 +108,12 @@ def test_given_the_new_content_held_by_another_message_then_content_held_and_not
 ) -> None:
     holder = _scheduled(stores, body="taken")
     message = _scheduled(stores, body="mine", key="k1")
-    before = sorted(map(str, engine.items()))
+    before = engine.snapshot()
 
     outcome = _edit(stores, message, body="taken")
 
     assert outcome == ContentHeld(holder.id)
-    assert sorted(map(str, engine.items())) == before
+    assert engine.snapshot() == before
 
 
 def test_given_an_expired_lock_on_the_new_content_then_the_edit_takes_it(
@@ -128,7 +140,7 @@ def test_given_the_old_lock_taken_by_a_newer_message_then_the_edit_leaves_it(
 
 
 def test_given_a_key_tie_then_it_takes_the_edited_payload_s_fingerprint(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = _scheduled(stores, key="k1", fingerprint="original")
     plan = _plan(message, body="edited")
@@ -136,18 +148,22 @@ def test_given_a_key_tie_then_it_takes_the_edited_payload_s_fingerprint(
 
     assert isinstance(stores.sending.edit(plan, LATER), Edited)
 
-    tie = engine.item(tie_key(tie_identity("ws_a", "k1", message.to)))
+    tie = dynamodb_engine.item(tie_key(tie_identity("ws_a", "k1", message.to)))
     assert tie is not None
     assert tie["payloadFingerprint"]["S"] == plan.tie.payload_fingerprint != "original"
     assert tie["messageId"]["S"] == message.id
 
 
-def test_given_a_key_but_no_tie_then_the_edit_is_written_without_one(engine: Engine, stores: Stores) -> None:
+def test_given_a_key_but_no_tie_then_the_edit_is_written_without_one(
+    dynamodb_engine: DynamoDbEngine, stores: Stores
+) -> None:
     message = _scheduled(stores, key="k1")
-    engine.client.delete_item(TableName="MessagesTable", Key=tie_key(tie_identity("ws_a", "k1", message.to)))
+    dynamodb_engine.client.delete_item(
+        TableName="MessagesTable", Key=tie_key(tie_identity("ws_a", "k1", message.to))
+    )
 
     assert isinstance(_edit(stores, message, body="edited"), Edited)
-    assert engine.item(tie_key(tie_identity("ws_a", "k1", message.to))) is None
+    assert dynamodb_engine.item(tie_key(tie_identity("ws_a", "k1", message.to))) is None
 
 
 def _handed_over(stores: Stores, message: Message) -> Message:
@@ -169,18 +185,17 @@ def _handed_over(stores: Stores, message: Message) -> Message:
     return current
 
 
-def _due(engine: Engine, message: Message) -> str:
-    item = engine.item(message_key(message.id))
-    assert item is not None
-    due: str = item["outboxDueAt"]["S"]
-    return due
+def _due(stores: Stores, message: Message) -> str:
+    """When the outbox has the message due, as the adapter writes it."""
+    [due] = [entry.due_at for entry in outbox_due(stores, FOREVER, 1_000) if entry.id == message.id]
+    return rfc3339(due)
 
 
 def test_given_the_outbox_handed_it_over_then_a_content_edit_applies_and_the_due_time_stays(
     engine: Engine, stores: Stores
 ) -> None:
     current = _handed_over(stores, _scheduled(stores))
-    due = _due(engine, current)
+    due = _due(stores, current)
     later = LATER + timedelta(seconds=1)
 
     outcome = _edit(stores, current, now=later, body="in time", metadata={"k": "v"})
@@ -188,7 +203,7 @@ def test_given_the_outbox_handed_it_over_then_a_content_edit_applies_and_the_due
     assert isinstance(outcome, Edited), outcome
     assert stores.sending.get("ws_a", current.id) == outcome.message
     assert (outcome.message.body, outcome.message.status) == ("in time", Status.SCHEDULED)
-    assert _due(engine, current) == due  # the record queued by the outbox still covers it
+    assert _due(stores, current) == due  # the record queued by the outbox still covers it
     assert _lock_holder(engine, "ws_a", current.to, "in time") == current.id
     assert _lock_holder(engine, "ws_a", current.to, "hello") is None
 
@@ -203,7 +218,7 @@ def test_given_a_handed_over_message_whose_send_at_moves_then_its_due_time_follo
     outcome = _edit(stores, current, now=later, send_at=earlier_send)
 
     assert isinstance(outcome, Edited), outcome
-    assert _due(engine, current) == rfc3339(earlier_send + HANDOFF_GRACE)
+    assert _due(stores, current) == rfc3339(earlier_send + HANDOFF_GRACE)
 
 
 def test_given_an_edit_s_hand_off_refused_then_owed_at_once_while_as_the_edit_wrote_it(
@@ -217,7 +232,7 @@ def test_given_an_edit_s_hand_off_refused_then_owed_at_once_while_as_the_edit_wr
     assert stores.sending.owe_handoff(plan, owed_at) is True
 
     assert [entry.id for entry in outbox_due(stores, owed_at, 10)] == [message.id]
-    assert _due(engine, message) == rfc3339(owed_at)
+    assert _due(stores, message) == rfc3339(owed_at)
 
 
 def test_given_a_newer_send_at_edit_or_a_claim_then_a_refused_hand_off_is_not_owed_again(
@@ -230,7 +245,7 @@ def test_given_a_newer_send_at_edit_or_a_claim_then_a_refused_hand_off_is_not_ow
     assert isinstance(stores.sending.edit(newer, LATER), Edited)
 
     assert stores.sending.owe_handoff(plan, LATER) is False  # the newer edit owes its own
-    assert _due(engine, message) == rfc3339(LATER + timedelta(minutes=9))
+    assert _due(stores, message) == rfc3339(LATER + timedelta(minutes=9))
 
     assert stores.delivery.claim("ws_a", message.id, LATER + timedelta(minutes=7), 60)
     assert stores.sending.owe_handoff(newer, LATER) is False  # claimed: nothing is owed any more
@@ -258,9 +273,11 @@ def test_given_another_edit_came_first_then_edit_raced(engine: Engine, stores: S
     assert _lock_holder(engine, "ws_a", message.to, "hello") == message.id
 
 
-def test_given_a_conflict_then_the_edit_is_tried_again(engine: Engine, stores: Stores) -> None:
+def test_given_a_conflict_then_the_edit_is_tried_again(
+    dynamodb_engine: DynamoDbEngine, stores: Stores
+) -> None:
     message = _scheduled(stores)
-    calls = conflicts(engine.client, times=2)
+    calls = conflicts(dynamodb_engine.client, times=2)
 
     assert isinstance(_edit(stores, message, body="after conflicts"), Edited)
     assert len(calls) == 3
@@ -277,10 +294,7 @@ def test_given_edits_at_once_then_one_wins_whole_and_the_others_raced(engine: En
     stored = stores.sending.get("ws_a", message.id)
     assert stored == winners[0].message
     assert stored is not None
-    locks = [item for item in engine.items() if item["sk"]["S"] == "LOCK"]
-    assert [(lock["pk"]["S"], lock["messageId"]["S"]) for lock in locks] == [
-        (f"DEDUP#{stored.dedup_lock_id}", message.id)
-    ]
+    assert engine.locks() == [(stored.dedup_lock_id, message.id)]
     assert stored.body == f"edit {stored.metadata['by']}"
 
 
@@ -388,6 +402,4 @@ def test_given_edits_and_claims_at_once_then_one_claim_wins_with_the_last_edit_b
     stored = stores.sending.get("ws_a", message.id)
     assert stored is not None
     assert (stored.status, stored.body, stored.metadata) == (Status.SENDING, claimed.body, claimed.metadata)
-    locks = [item for item in engine.items() if item["sk"]["S"] == "LOCK"]
-    assert [lock["messageId"]["S"] for lock in locks] == [message.id]
-    assert locks[0]["pk"]["S"] == f"DEDUP#{dedup_identity('ws_a', message.to, None, claimed.body)}"
+    assert engine.locks() == [(dedup_identity("ws_a", message.to, None, claimed.body), message.id)]

@@ -1,4 +1,5 @@
-"""The listing over the write-sharded indexes, on moto and on DynamoDB Local.
+"""The listing over the write-sharded indexes, on moto and on DynamoDB Local (the adapter's own: the
+other engines' listing is the sending store's contract, tests/store/test_sending_store.py).
 
 A workspace's messages are spread over LISTING_SHARDS partitions of ByWorkspace and of
 ByWorkspaceStatus; a page merges them. With messages on every shard: pages are newest first and
@@ -20,7 +21,7 @@ from sendonce.errors import DependencyUnavailable
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Status
 
-from tests.store.conftest import NOW, TABLE, Engine, Stores, build_stores, created, draft
+from tests.store.conftest import NOW, TABLE, DynamoDbEngine, Stores, build_stores, created, draft
 
 START_MS = int(NOW.timestamp() * 1000)
 
@@ -40,7 +41,7 @@ def ids_on_every_shard(per_shard: int, start_ms: int = START_MS) -> list[str]:
     return chosen
 
 
-def seed(engine: Engine, ids: list[str], workspace: str = "ws_a") -> list[str]:
+def seed(engine: DynamoDbEngine, ids: list[str], workspace: str = "ws_a") -> list[str]:
     """Messages as the sending store writes them (its own item images), 25 a request: many at once."""
     for start in range(0, len(ids), 25):
         puts = [
@@ -72,10 +73,10 @@ def flat(pages: list[list[str]]) -> list[str]:
 
 
 def test_given_messages_on_every_shard_then_pages_are_newest_first_and_reach_each_once(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
-    ids = seed(engine, ids_on_every_shard(2))
-    seed(engine, ids_on_every_shard(1, START_MS + 10_000_000), workspace="ws_b")
+    ids = seed(dynamodb_engine, ids_on_every_shard(2))
+    seed(dynamodb_engine, ids_on_every_shard(1, START_MS + 10_000_000), workspace="ws_b")
     canceled = ids[::4]
     for message_id in canceled:
         stores.sending.cancel("ws_a", message_id, NOW)
@@ -89,9 +90,9 @@ def test_given_messages_on_every_shard_then_pages_are_newest_first_and_reach_eac
 
 
 def test_given_a_workspace_named_like_anothers_partition_then_each_lists_only_its_own(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
-    ours = seed(engine, ids_on_every_shard(1))
+    ours = seed(dynamodb_engine, ids_on_every_shard(1))
     lookalike = created(stores, workspace="ws_a#queued", body="lookalike").id
 
     assert flat(all_pages(stores, "ws_a", Status.QUEUED, 100)) == sorted(ours, reverse=True)
@@ -100,9 +101,9 @@ def test_given_a_workspace_named_like_anothers_partition_then_each_lists_only_it
 
 
 def test_given_messages_created_between_pages_then_none_repeats_and_none_that_existed_is_missed(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
-    existing = seed(engine, ids_on_every_shard(1))
+    existing = seed(dynamodb_engine, ids_on_every_shard(1))
     seen: list[str] = []
     cursor: str | None = None
     ahead: list[str] = []
@@ -126,13 +127,13 @@ def test_given_messages_created_between_pages_then_none_repeats_and_none_that_ex
 
 
 def test_given_a_message_whose_index_entry_lags_its_status_then_left_out_and_the_page_still_full(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
-    ids = sorted(seed(engine, ids_on_every_shard(1)), reverse=True)
+    ids = sorted(seed(dynamodb_engine, ids_on_every_shard(1)), reverse=True)
     moved = ids[3:8]
     for message_id in moved:
         # The item says canceled; its index entry still says queued (a GSI lags its table).
-        engine.client.update_item(
+        dynamodb_engine.client.update_item(
             TableName=TABLE,
             Key=message_key(message_id),
             UpdateExpression="SET #status = :canceled",
@@ -148,10 +149,12 @@ def test_given_a_message_whose_index_entry_lags_its_status_then_left_out_and_the
     assert flat(all_pages(stores, "ws_a", Status.QUEUED, 20)) == still_queued
 
 
-def test_given_a_batch_read_that_leaves_keys_unread_then_they_are_read_again(engine: Engine) -> None:
-    client = engine.new_client()
+def test_given_a_batch_read_that_leaves_keys_unread_then_they_are_read_again(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    client = dynamodb_engine.new_client()
     stores = build_stores(client)
-    ids = sorted(seed(engine, ids_on_every_shard(1)), reverse=True)
+    ids = sorted(seed(dynamodb_engine, ids_on_every_shard(1)), reverse=True)
     shortened = _leave_half_unread(client, times=3)
 
     page = stores.sending.list("ws_a", None, 30, None)
@@ -161,11 +164,11 @@ def test_given_a_batch_read_that_leaves_keys_unread_then_they_are_read_again(eng
 
 
 def test_given_a_batch_read_that_keeps_leaving_keys_unread_then_dependency_unavailable(
-    engine: Engine,
+    dynamodb_engine: DynamoDbEngine,
 ) -> None:
-    client = engine.new_client()
+    client = dynamodb_engine.new_client()
     stores = build_stores(client)
-    seed(engine, ids_on_every_shard(1)[:5])
+    seed(dynamodb_engine, ids_on_every_shard(1)[:5])
     _leave_half_unread(client, times=1000)
 
     with pytest.raises(DependencyUnavailable):
@@ -192,11 +195,13 @@ def _leave_half_unread(client: Any, times: int) -> list[int]:
     return shortened
 
 
-def test_the_listing_writes_each_message_to_its_shard_of_both_indexes(engine: Engine, stores: Stores) -> None:
+def test_the_listing_writes_each_message_to_its_shard_of_both_indexes(
+    dynamodb_engine: DynamoDbEngine, stores: Stores
+) -> None:
     message = created(stores, body="one")
     stores.sending.cancel("ws_a", message.id, NOW + timedelta(seconds=1))
 
-    item = engine.item(message_key(message.id))
+    item = dynamodb_engine.item(message_key(message.id))
 
     assert item is not None
     shard = shard_of(message.id, LISTING_SHARDS)

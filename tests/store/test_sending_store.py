@@ -1,4 +1,5 @@
-"""The sending store's contract, on moto and on DynamoDB Local.
+"""The sending store's contract, on every engine (its ClientRequestToken, TTL attributes and injected
+conflicts on moto and DynamoDB Local).
 
 One identity, one message: of 30 identical sends at once exactly one is created and the others are
 duplicates of it; of 30 sends under one Idempotency-Key exactly one is created and the others are
@@ -12,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sendonce.adapters.dynamodb_items import lock_key, message_key
+from sendonce.adapters.dynamodb_items import lock_key
 from sendonce.adapters.dynamodb_writes import MAX_ATTEMPTS
 from sendonce.errors import DependencyUnavailable, InvalidCursor, MessageNotCancelable, MessageNotFound
 from sendonce.messages.ids import new_message_id
@@ -26,6 +27,7 @@ from tests.store.conftest import (
     DYNAMODB_LOCAL,
     MOTO,
     NOW,
+    DynamoDbEngine,
     Engine,
     Stores,
     build_stores,
@@ -34,6 +36,7 @@ from tests.store.conftest import (
     created,
     draft,
     only,
+    outbox_due,
     race,
 )
 
@@ -133,24 +136,24 @@ def test_given_a_message_id_already_taken_then_dependency_unavailable_and_nothin
     with pytest.raises(DependencyUnavailable):
         create(stores, collision)
 
-    assert engine.item(lock_key(collision.claim.lock_id)) is None
+    assert engine.lock_holder(collision.claim.lock_id) is None
     assert stores.sending.get("ws_a", original.id) == original
 
 
 # ---------------------------------------------------------------------------- TTL: expired, still present
 def test_given_a_lock_past_its_expiry_still_in_the_table_then_it_never_blocks(
-    engine: Engine, stores: Stores
+    dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     first = created(stores, window=timedelta(seconds=60))
     later = NOW + timedelta(seconds=120)
-    lock = engine.item(lock_key(first.dedup_lock_id or ""))
+    lock = dynamodb_engine.item(lock_key(first.dedup_lock_id or ""))
     assert lock is not None  # no TTL sweep has deleted it
     assert int(lock["expiresAt"]["N"]) < later.timestamp()
 
     outcome = create(stores, draft(now=later), later)
 
     assert isinstance(outcome, Created)
-    lock = engine.item(lock_key(first.dedup_lock_id or ""))
+    lock = dynamodb_engine.item(lock_key(first.dedup_lock_id or ""))
     assert lock is not None
     assert lock["messageId"]["S"] == outcome.message.id
     assert lock["lockedAt"]["S"].startswith(later.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -189,9 +192,7 @@ def test_given_a_lock_now_held_by_a_later_message_then_the_first_cannot_release_
 
     stores.sending.release_dedup_lock(first)
 
-    lock = engine.item(lock_key(first.dedup_lock_id or ""))
-    assert lock is not None
-    assert lock["messageId"]["S"] == second.message.id
+    assert engine.lock_holder(first.dedup_lock_id or "") == second.message.id
 
 
 # ---------------------------------------------------------------------------- cancel
@@ -209,7 +210,7 @@ def test_given_a_queued_message_then_canceled_once_and_never_again(engine: Engin
         stores.sending.cancel("ws_b", message.id, later)  # another workspace's message does not exist
     with pytest.raises(MessageNotFound):
         stores.sending.cancel("ws_a", new_message_id(), later)
-    assert "outboxShard" not in (engine.item(message_key(message.id)) or {})
+    assert outbox_due(stores, later + timedelta(days=1), 10) == []  # nothing more is owed
 
 
 def test_given_a_claimed_message_then_it_cannot_be_canceled(engine: Engine, stores: Stores) -> None:
@@ -307,9 +308,9 @@ RETRY_ANSWER: dict[str, tuple[int, list[str]]] = {
 
 
 def test_given_the_answer_to_a_committed_create_is_lost_when_the_sdk_retries_then_created_once(
-    engine: Engine,
+    dynamodb_engine: DynamoDbEngine,
 ) -> None:
-    client = engine.new_client()
+    client = dynamodb_engine.new_client()
     answers: list[dict[str, Any]] = []
 
     def lose_the_first_answer(response: Any, attempts: int, **_: Any) -> float | None:
@@ -336,13 +337,13 @@ def test_given_the_answer_to_a_committed_create_is_lost_when_the_sdk_retries_the
     assert len(answers) == 2
     retry = answers[1]
     reasons = [reason["Code"] for reason in retry.get("CancellationReasons", [])]
-    assert (retry["ResponseMetadata"]["HTTPStatusCode"], reasons) == RETRY_ANSWER[engine.name], retry
+    assert (retry["ResponseMetadata"]["HTTPStatusCode"], reasons) == RETRY_ANSWER[dynamodb_engine.name], retry
     assert result.created
     assert not result.duplicate
     assert result.message is not None
     # Created, not a duplicate of itself: the stream's one INSERT of it is its hand-off.
     assert queue.enqueued == []
-    assert engine.message_ids() == {result.message.id}
+    assert dynamodb_engine.message_ids() == {result.message.id}
 
 
 def test_given_a_create_repeated_with_the_same_message_then_created_both_times_and_written_once(
@@ -358,23 +359,27 @@ def test_given_a_create_repeated_with_the_same_message_then_created_both_times_a
 
 
 # ---------------------------------------------------------------------------- injected conflicts
-def test_given_conflicts_on_the_first_tries_then_create_tries_again_and_succeeds(engine: Engine) -> None:
-    client = engine.new_client()
+def test_given_conflicts_on_the_first_tries_then_create_tries_again_and_succeeds(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    client = dynamodb_engine.new_client()
     calls = conflicts(client, 3)
 
     outcome = create(build_stores(client), draft(key="k"))
 
     assert isinstance(outcome, Created)
     assert len(calls) == 4
-    assert engine.message_ids() == {outcome.message.id}
+    assert dynamodb_engine.message_ids() == {outcome.message.id}
 
 
-def test_given_conflicts_on_every_try_then_dependency_unavailable_and_nothing_written(engine: Engine) -> None:
-    client = engine.new_client()
+def test_given_conflicts_on_every_try_then_dependency_unavailable_and_nothing_written(
+    dynamodb_engine: DynamoDbEngine,
+) -> None:
+    client = dynamodb_engine.new_client()
     calls = conflicts(client, 1000)
 
     with pytest.raises(DependencyUnavailable):
         create(build_stores(client), draft())
 
     assert len(calls) == MAX_ATTEMPTS
-    assert engine.items() == []
+    assert dynamodb_engine.items() == []

@@ -1,4 +1,4 @@
-"""The simulator's store contract, on moto and on DynamoDB Local.
+"""The simulator's store contract, on every engine (its records' expiry on moto and DynamoDB Local).
 
 A delivery is recorded once per Idempotency-Key, however many copies of the call race: one call
 records it, every other is answered with that record. Calls are counted exactly. Each workspace
@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.modes import twin_of
 from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.simulator.ports import SimulatedDelivery
 
-from tests.store.conftest import NOW, TABLE, Engine, Stores, created, race
+from tests.store.conftest import NOW, DynamoDbEngine, Stores, created, race
 
 TWIN = twin_of("ws_a")
 COPIES = 10
@@ -37,8 +36,8 @@ def _delivery(message_id: str = "msg_01JAAAAAAAAAAAAAAAAAAAAAAA", workspace: str
     )
 
 
-def test_given_10_copies_of_one_call_at_once_then_one_records_and_all_get_its_record(engine: Engine) -> None:
-    store = DynamoDbSimulatorStore(engine.client, TABLE)
+def test_given_10_copies_of_one_call_at_once_then_one_records_and_all_get_its_record(stores: Stores) -> None:
+    store = stores.simulator
     calls = [replace(_delivery(), at=NOW + timedelta(seconds=i)) for i in range(COPIES)]
 
     answers = race(COPIES, lambda i: store.accept(calls[i]))
@@ -50,16 +49,16 @@ def test_given_10_copies_of_one_call_at_once_then_one_records_and_all_get_its_re
     assert store.deliveries(TWIN, _delivery().message_id) == [firsts[0][0]]
 
 
-def test_calls_are_counted_exactly_under_a_race(engine: Engine) -> None:
-    store = DynamoDbSimulatorStore(engine.client, TABLE)
+def test_calls_are_counted_exactly_under_a_race(stores: Stores) -> None:
+    store = stores.simulator
 
     answers = race(COPIES, lambda _: store.count_call(TWIN, "msg_x", NOW))
 
     assert sorted(answers) == list(range(1, COPIES + 1))  # type: ignore[type-var]
 
 
-def test_a_workspace_reads_its_own_deliveries_newest_first(engine: Engine) -> None:
-    store = DynamoDbSimulatorStore(engine.client, TABLE)
+def test_a_workspace_reads_its_own_deliveries_newest_first(stores: Stores) -> None:
+    store = stores.simulator
     older, newer = "msg_01JAAAAAAAAAAAAAAAAAAAAAAA", "msg_01JBBBBBBBBBBBBBBBBBBBBBBB"
     for message_id in (older, newer):
         store.accept(_delivery(message_id))
@@ -70,19 +69,21 @@ def test_a_workspace_reads_its_own_deliveries_newest_first(engine: Engine) -> No
     assert store.deliveries(twin_of("ws_b"), older) == []
 
 
-def test_every_record_expires_7_days_after_it_was_made(engine: Engine) -> None:
-    store = DynamoDbSimulatorStore(engine.client, TABLE)
+def test_every_record_expires_7_days_after_it_was_made(
+    dynamodb_engine: DynamoDbEngine, stores: Stores
+) -> None:
+    store = stores.simulator
     store.accept(_delivery())
     store.count_call(TWIN, "msg_x", NOW)
 
-    records = [item for item in engine.items() if item["pk"]["S"] == f"SIMULATOR#{TWIN}"]
+    records = [item for item in dynamodb_engine.items() if item["pk"]["S"] == f"SIMULATOR#{TWIN}"]
 
     assert len(records) == 2
     assert {int(item["expiresAt"]["N"]) for item in records} == {int((NOW + timedelta(days=7)).timestamp())}
 
 
 def test_given_an_opt_out_of_a_test_message_then_it_is_applied_once_and_moves_no_status(
-    engine: Engine, stores: Stores
+    stores: Stores,
 ) -> None:
     message = created(stores, workspace=TWIN)
     event = ProviderEvent(

@@ -1,4 +1,4 @@
-"""The suppression list's contract, on moto and on DynamoDB Local.
+"""The suppression list's contract, on every engine (its items on moto and DynamoDB Local).
 
 A workspace's entries, the shared opt-out every workspace is subject to and a workspace's removal of
 it; the send's checks inside its create transaction (nothing written when refused); the listing
@@ -11,24 +11,23 @@ from datetime import timedelta
 
 import pytest
 from sendonce import channels
-from sendonce.adapters.dynamodb_items import message_key
-from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.errors import InvalidCursor, RecipientSuppressed
-from sendonce.messages.model import Channel, Message
+from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.provider_events.model import EventType, ProviderEvent
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
+from sendonce.suppressions.ports import SuppressionStore
 
-from tests.store.conftest import NOW, TABLE, Engine, Stores, created, race
+from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, race
 
 PHONE = "+15550100000"
 COPIES = 10
 
 
 @pytest.fixture
-def suppressions(engine: Engine) -> DynamoDbSuppressionStore:
-    return DynamoDbSuppressionStore(engine.client, TABLE)
+def suppressions(stores: Stores) -> SuppressionStore:
+    return stores.suppressions
 
 
 def _entry(
@@ -60,9 +59,7 @@ class _NoQueue:
         raise AssertionError("a new send never enqueues")
 
 
-def _send(
-    stores: Stores, suppressions: DynamoDbSuppressionStore, workspace: str = "ws_a", body: str = "hi"
-) -> str:
+def _send(stores: Stores, suppressions: SuppressionStore, workspace: str = "ws_a", body: str = "hi") -> str:
     """A send through the sending use case on these stores: "created", or the refusal's reason."""
     messages = MessageService(
         stores.sending, _NoQueue(), timedelta(minutes=15), lambda: NOW, suppressions=suppressions
@@ -82,7 +79,7 @@ def _send(
 
 
 def test_given_an_entry_then_found_for_its_workspace_only_and_kept_as_first_written(
-    suppressions: DynamoDbSuppressionStore,
+    suppressions: SuppressionStore,
 ) -> None:
     bounced = _entry("Ann@x.io", Reason.BOUNCED, message_id="msg_1")
 
@@ -94,7 +91,7 @@ def test_given_an_entry_then_found_for_its_workspace_only_and_kept_as_first_writ
 
 
 def test_given_an_entry_removed_then_gone_and_not_found_a_second_time(
-    suppressions: DynamoDbSuppressionStore,
+    suppressions: SuppressionStore,
 ) -> None:
     suppressions.add("ws_a", _entry())
 
@@ -104,7 +101,7 @@ def test_given_an_entry_removed_then_gone_and_not_found_a_second_time(
 
 
 def test_given_a_shared_opt_out_then_every_workspace_until_it_removes_it_and_a_new_stop_renews_it(
-    stores: Stores, suppressions: DynamoDbSuppressionStore
+    stores: Stores, suppressions: SuppressionStore
 ) -> None:
     assert stores.events.apply_provider_event(_opt_out("stop-1"), NOW)[0] is EventOutcome.APPLIED
 
@@ -125,7 +122,7 @@ def test_given_a_shared_opt_out_then_every_workspace_until_it_removes_it_and_a_n
 
 
 def test_given_a_shared_opt_out_then_a_test_twin_is_not_subject_to_it(
-    stores: Stores, suppressions: DynamoDbSuppressionStore
+    stores: Stores, suppressions: SuppressionStore
 ) -> None:
     """A STOP to the shared number silences every live workspace; a twin's messages never use it."""
     assert stores.events.apply_provider_event(_opt_out("stop-twin"), NOW)[0] is EventOutcome.APPLIED
@@ -138,7 +135,7 @@ def test_given_a_shared_opt_out_then_a_test_twin_is_not_subject_to_it(
 
 
 def test_given_a_suppressed_recipient_then_a_send_writes_nothing(
-    engine: Engine, stores: Stores, suppressions: DynamoDbSuppressionStore
+    engine: Engine, stores: Stores, suppressions: SuppressionStore
 ) -> None:
     suppressions.add("ws_a", _entry(reason=Reason.COMPLAINED))
     before = engine.message_ids()
@@ -146,11 +143,11 @@ def test_given_a_suppressed_recipient_then_a_send_writes_nothing(
     assert _send(stores, suppressions) == "complained"
 
     assert engine.message_ids() == before
-    assert [item for item in engine.items() if item["sk"]["S"] == "LOCK"] == []
+    assert engine.locks() == []
 
 
 def test_given_an_opt_out_naming_a_message_then_only_its_workspace_and_applied_once(
-    stores: Stores, suppressions: DynamoDbSuppressionStore
+    stores: Stores, suppressions: SuppressionStore
 ) -> None:
     message = created(stores, workspace="ws_a", to=PHONE)
     event = _opt_out("stop-m", message_id=message.id)
@@ -170,7 +167,7 @@ def test_given_an_opt_out_naming_a_message_then_only_its_workspace_and_applied_o
 
 
 def test_given_a_permanent_bounce_then_the_message_fails_and_its_recipient_is_suppressed_at_once(
-    engine: Engine, stores: Stores, suppressions: DynamoDbSuppressionStore
+    engine: Engine, stores: Stores, suppressions: SuppressionStore
 ) -> None:
     message = created(stores, to="reader@example.com")
     claimed = stores.delivery.claim("ws_a", message.id, NOW, 60)
@@ -186,16 +183,16 @@ def test_given_a_permanent_bounce_then_the_message_fails_and_its_recipient_is_su
 
     assert stores.events.apply_provider_event(bounce, NOW)[0] is EventOutcome.APPLIED
 
-    item = engine.item(message_key(message.id))
-    assert item is not None
-    assert item["status"]["S"] == "failed"
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert stored.status is Status.FAILED
     assert (
         suppressions.find_many("ws_a", ["reader@example.com"])["reader@example.com"].reason is Reason.BOUNCED
     )
 
 
 def test_given_an_opt_out_naming_an_unknown_message_then_nobody_is_silenced(
-    stores: Stores, suppressions: DynamoDbSuppressionStore
+    stores: Stores, suppressions: SuppressionStore
 ) -> None:
     event = _opt_out("stop-x", message_id="msg_01JAAAAAAAAAAAAAAAAAAAAAAA")
 
@@ -204,7 +201,7 @@ def test_given_an_opt_out_naming_an_unknown_message_then_nobody_is_silenced(
 
 
 def test_the_list_is_newest_first_over_own_and_shared_entries_and_pages_reach_each_once(
-    stores: Stores, suppressions: DynamoDbSuppressionStore
+    stores: Stores, suppressions: SuppressionStore
 ) -> None:
     for minute in range(5):
         suppressions.add("ws_a", _entry(f"+1555010000{minute}", minutes=minute))
@@ -235,14 +232,14 @@ def test_the_list_is_newest_first_over_own_and_shared_entries_and_pages_reach_ea
 
 @pytest.mark.parametrize("cursor", ["nope!", "bm90IGEgY3Vyc29y", ""])
 def test_given_a_cursor_the_list_never_gave_then_invalid_cursor(
-    suppressions: DynamoDbSuppressionStore, cursor: str
+    suppressions: SuppressionStore, cursor: str
 ) -> None:
     with pytest.raises(InvalidCursor):
         suppressions.list("ws_a", 2, cursor)
 
 
 def test_given_10_concurrent_manual_adds_of_one_recipient_then_one_entry_created(
-    suppressions: DynamoDbSuppressionStore,
+    suppressions: SuppressionStore,
 ) -> None:
     answers = race(COPIES, lambda i: suppressions.add("ws_a", _entry(minutes=i)))
 
@@ -254,7 +251,7 @@ def test_given_10_concurrent_manual_adds_of_one_recipient_then_one_entry_created
 
 
 def test_given_sends_racing_a_stop_then_each_is_written_or_refused_and_every_later_one_refused(
-    stores: Stores, suppressions: DynamoDbSuppressionStore
+    stores: Stores, suppressions: SuppressionStore
 ) -> None:
     """However they interleave, a send is written (its read came before the STOP: the dispatcher's
     check after its claim catches it) or refused; none fails, and every send after the STOP is refused."""
@@ -272,12 +269,12 @@ def test_given_sends_racing_a_stop_then_each_is_written_or_refused_and_every_lat
 
 
 def test_entries_and_removals_carry_no_expiry_so_they_outlive_message_retention(
-    engine: Engine, stores: Stores, suppressions: DynamoDbSuppressionStore
+    dynamodb_engine: DynamoDbEngine, stores: Stores, suppressions: SuppressionStore
 ) -> None:
     suppressions.add("ws_a", _entry("ann@x.io"))
     stores.events.apply_provider_event(_opt_out("stop-ttl"), NOW)
     suppressions.remove("ws_b", PHONE, NOW + timedelta(minutes=1))
 
-    kept = [item for item in engine.items() if item["sk"]["S"] == "SUPPRESSION"]
+    kept = [item for item in dynamodb_engine.items() if item["sk"]["S"] == "SUPPRESSION"]
     assert len(kept) == 3  # ws_a's entry, the shared opt-out, ws_b's removal of it
     assert all("expiresAt" not in item for item in kept)

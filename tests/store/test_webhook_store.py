@@ -1,4 +1,5 @@
-"""The webhook store's contract, on moto and on DynamoDB Local.
+"""The webhook store's contract, on every engine (its copies, items, TTL, index shards and injected
+conflicts on moto and DynamoDB Local).
 
 Endpoints and events belong to one workspace: another workspace's id is not found. Of 30 endpoints
 added at once exactly 10 are kept, and the count beside them agrees; every copy of an endpoint reads
@@ -53,7 +54,8 @@ from sendonce.webhooks.service import WebhookService
 
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template
-from tests.store.conftest import NOW, ROOT, Engine, conflicts, only, race
+from tests.store.conftest import NOW, ROOT, DynamoDbEngine, Engine, conflicts, only, race
+from tests.unit.unit_fakes import InMemoryWebhookStore
 
 TABLE = "WebhooksTable"
 LIMIT = 10
@@ -75,9 +77,28 @@ def _template() -> Template:
     return _TEMPLATE
 
 
-@dataclass
 class Webhooks:
-    engine: Engine
+    """The webhook store of one engine, and what a test observes of it beside the port: the
+    endpoints counted in a workspace (the adapter keeps a count beside them), the endpoint as each
+    of its copies reads it, and everything at once (`snapshot`)."""
+
+    store: DynamoDbWebhookStore | InMemoryWebhookStore
+
+    def count(self, workspace_id: str) -> int:
+        raise NotImplementedError
+
+    def every_copy(self, workspace_id: str, endpoint_id: str) -> set[Endpoint | None]:
+        raise NotImplementedError
+
+    def snapshot(self) -> object:
+        raise NotImplementedError
+
+
+@dataclass
+class WebhooksTable(Webhooks):
+    """The WebhooksTable on moto or DynamoDB Local, and its items."""
+
+    engine: DynamoDbEngine
     store: DynamoDbWebhookStore
 
     def item(self, pk: str, sk: str) -> dict[str, Any] | None:
@@ -100,14 +121,55 @@ class Webhooks:
         item = self.item(f"WS#{workspace_id}", COUNT_SK)
         return int(item["count"]["N"]) if item else 0
 
+    def every_copy(self, workspace_id: str, endpoint_id: str) -> set[Endpoint | None]:
+        """Strongly consistent reads of each copy."""
+        return {store.endpoint(workspace_id, endpoint_id) for store in self.copies()}
+
+    def copies(self) -> list[DynamoDbWebhookStore]:
+        """A store reading each copy of the endpoints."""
+        return [
+            DynamoDbWebhookStore(self.engine.client, TABLE, copy_of=lambda _, copy=copy: copy)
+            for copy in range(ENDPOINT_COPIES)
+        ]
+
+    def snapshot(self) -> object:
+        return sorted(map(str, self.items()))
+
     def store_of(self, client: Any) -> DynamoDbWebhookStore:
         return DynamoDbWebhookStore(client, TABLE)
 
 
+@dataclass
+class FakeWebhooks(Webhooks):
+    """The unit tier's fake: one copy of each endpoint, and no count beside them."""
+
+    store: InMemoryWebhookStore
+
+    def count(self, workspace_id: str) -> int:
+        return len(self.store.endpoints(workspace_id))
+
+    def every_copy(self, workspace_id: str, endpoint_id: str) -> set[Endpoint | None]:
+        return {self.store.endpoint(workspace_id, endpoint_id)}
+
+    def snapshot(self) -> object:
+        with self.store.guard:
+            store = self.store
+            return repr((store.endpoint_items, store.event_items, store.applied_items, store.lane_items))
+
+
 @pytest.fixture
 def webhooks(engine: Engine) -> Webhooks:
+    if not isinstance(engine, DynamoDbEngine):
+        return FakeWebhooks(InMemoryWebhookStore())
     create_tables(engine.client, _template())
-    return Webhooks(engine, DynamoDbWebhookStore(engine.client, TABLE))
+    return WebhooksTable(engine, DynamoDbWebhookStore(engine.client, TABLE))
+
+
+@pytest.fixture
+def webhooks_table(dynamodb_engine: DynamoDbEngine, webhooks: Webhooks) -> WebhooksTable:
+    """The webhook store of a test about the DynamoDB adapter itself: moto or DynamoDB Local."""
+    assert isinstance(webhooks, WebhooksTable), webhooks
+    return webhooks
 
 
 # ---------------------------------------------------------------------------- builders
@@ -207,14 +269,14 @@ def test_given_another_workspaces_endpoint_then_delete_and_replace_find_nothing_
     store = webhooks.store
     endpoint = _endpoint()
     store.add_endpoint(endpoint, LIMIT)
-    before = webhooks.items()
+    before = webhooks.snapshot()
 
     assert store.delete_endpoint("ws_b", endpoint.id) is False
     assert (
         store.replace_endpoint(replace(endpoint, workspace_id="ws_b", url="https://evil.example")) == Gone()
     )
 
-    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+    assert webhooks.snapshot() == before
     assert store.endpoint("ws_a", endpoint.id) == endpoint
     assert store.endpoints("ws_b") == []
 
@@ -238,12 +300,9 @@ def test_given_a_rotated_endpoint_then_replace_stores_it_and_after_delete_finds_
 
 
 def test_every_copy_of_an_endpoint_reads_the_same_after_an_add_a_rotation_and_a_delete(
-    webhooks: Webhooks,
+    webhooks_table: WebhooksTable,
 ) -> None:
-    copies = [
-        DynamoDbWebhookStore(webhooks.engine.client, TABLE, copy_of=lambda _, copy=copy: copy)
-        for copy in range(ENDPOINT_COPIES)
-    ]
+    copies = webhooks_table.copies()
     endpoint = _endpoint()
     rotated = endpoint.rotated(new_secret(), NOW + timedelta(minutes=1))
 
@@ -255,17 +314,7 @@ def test_every_copy_of_an_endpoint_reads_the_same_after_an_add_a_rotation_and_a_
     assert copies[9].delete_endpoint("ws_a", endpoint.id) is True
     assert {store.endpoint("ws_a", endpoint.id) for store in copies} == {None}
     assert all(store.endpoints("ws_a") == [] for store in copies)
-    assert webhooks.items() == [{"pk": {"S": "WS#ws_a"}, "sk": {"S": COUNT_SK}, "count": {"N": "0"}}]
-
-
-def _every_copy(webhooks: Webhooks, workspace: str, endpoint_id: str) -> set[Endpoint | None]:
-    """The endpoint as each of its copies reads, strongly consistent."""
-    return {
-        DynamoDbWebhookStore(webhooks.engine.client, TABLE, copy_of=lambda _, copy=copy: copy).endpoint(
-            workspace, endpoint_id
-        )
-        for copy in range(ENDPOINT_COPIES)
-    }
+    assert webhooks_table.items() == [{"pk": {"S": "WS#ws_a"}, "sk": {"S": COUNT_SK}, "count": {"N": "0"}}]
 
 
 def test_given_two_replacements_made_from_one_version_then_the_second_writes_nothing_and_is_told_the_first(
@@ -280,7 +329,7 @@ def test_given_two_replacements_made_from_one_version_then_the_second_writes_not
     assert store.replace_endpoint(first) == Replaced(replace(first, version=2))
     assert store.replace_endpoint(second) == Changed(replace(first, version=2))
 
-    assert _every_copy(webhooks, "ws_a", endpoint.id) == {replace(first, version=2)}
+    assert webhooks.every_copy("ws_a", endpoint.id) == {replace(first, version=2)}
     # Made again from what it was told, it is written after the first, which it replaces.
     again = replace(first, version=2).rotated(second.secrets[0].value, at)
     assert store.replace_endpoint(again) == Replaced(replace(again, version=3))
@@ -291,17 +340,17 @@ def test_given_two_replacements_made_from_one_version_then_the_second_writes_not
         first.secrets[0].value,
         endpoint.secrets[0].value,
     )
-    assert _every_copy(webhooks, "ws_a", endpoint.id) == {stored}
+    assert webhooks.every_copy("ws_a", endpoint.id) == {stored}
 
 
 def test_given_an_endpoint_stored_before_versions_then_it_reads_as_version_0_and_is_replaced_once(
-    webhooks: Webhooks,
+    webhooks_table: WebhooksTable,
 ) -> None:
-    store = webhooks.store
+    store = webhooks_table.store
     endpoint = _endpoint(version=0)
     store.add_endpoint(endpoint, LIMIT)
     for copy in range(ENDPOINT_COPIES):  # as the store wrote them before: no version at all
-        webhooks.engine.client.update_item(
+        webhooks_table.engine.client.update_item(
             TableName=TABLE,
             Key={"pk": {"S": f"WHEP#ws_a#{copy}"}, "sk": {"S": f"WHEP#{endpoint.id}"}},
             UpdateExpression="REMOVE version",
@@ -311,7 +360,7 @@ def test_given_an_endpoint_stored_before_versions_then_it_reads_as_version_0_and
 
     assert store.replace_endpoint(first) == Replaced(replace(first, version=1))
     assert store.replace_endpoint(second) == Changed(replace(first, version=1))
-    assert _every_copy(webhooks, "ws_a", endpoint.id) == {replace(first, version=1)}
+    assert webhooks_table.every_copy("ws_a", endpoint.id) == {replace(first, version=1)}
 
 
 def _rotations(webhooks: Webhooks) -> WebhookService:
@@ -343,7 +392,7 @@ def test_given_rotations_at_once_then_each_applies_after_the_others_up_to_the_ca
     refused = only(answers, TooManyRotations)
     assert len(rotated) == min(count, MAX_REPLACED_SECRETS), answers
     assert len(rotated) + len(refused) == count, answers  # no 409, no 503: none lost
-    [stored] = _every_copy(webhooks, "ws_a", endpoint.id)
+    [stored] = webhooks.every_copy("ws_a", endpoint.id)
     assert stored is not None
     assert stored.version == 1 + len(rotated)
     assert sorted(r.version for r in rotated) == list(range(2, 2 + len(rotated)))  # one after another
@@ -370,38 +419,39 @@ def _calls(client: Any) -> Iterator[list[str]]:
         client.meta.events.unregister("before-call.dynamodb", count)
 
 
-def test_given_a_flag_then_every_copy_reads_it_with_the_endpoint_in_one_call(webhooks: Webhooks) -> None:
-    copies = [
-        DynamoDbWebhookStore(webhooks.engine.client, TABLE, copy_of=lambda _, copy=copy: copy)
-        for copy in range(ENDPOINT_COPIES)
-    ]
+def test_given_a_flag_then_every_copy_reads_it_with_the_endpoint_in_one_call(
+    webhooks_table: WebhooksTable,
+) -> None:
+    copies = webhooks_table.copies()
     endpoint = _endpoint()
-    webhooks.store.add_endpoint(endpoint, LIMIT)
+    webhooks_table.store.add_endpoint(endpoint, LIMIT)
     until = NOW + timedelta(minutes=5)
 
     assert {store.endpoint_and_lane("ws_a", endpoint.id) for store in copies} == {(endpoint, None)}
-    webhooks.store.put_in_slow_lane("ws_a", endpoint.id, until)
-    with _calls(webhooks.engine.client) as made:
+    webhooks_table.store.put_in_slow_lane("ws_a", endpoint.id, until)
+    with _calls(webhooks_table.engine.client) as made:
         assert {store.endpoint_and_lane("ws_a", endpoint.id) for store in copies} == {(endpoint, until)}
     assert made == ["BatchGetItem"] * ENDPOINT_COPIES  # one round trip a read, as the GetItem was
-    webhooks.store.take_out_of_slow_lane("ws_a", endpoint.id)
+    webhooks_table.store.take_out_of_slow_lane("ws_a", endpoint.id)
     assert {store.endpoint_and_lane("ws_a", endpoint.id) for store in copies} == {(endpoint, None)}
 
 
-def test_given_a_flag_then_its_copies_carry_their_end_and_expire_then(webhooks: Webhooks) -> None:
+def test_given_a_flag_then_its_copies_carry_their_end_and_expire_then(webhooks_table: WebhooksTable) -> None:
     endpoint = _endpoint()
-    webhooks.store.add_endpoint(endpoint, LIMIT)
+    webhooks_table.store.add_endpoint(endpoint, LIMIT)
     until = NOW + timedelta(minutes=5)
 
-    webhooks.store.put_in_slow_lane("ws_a", endpoint.id, until)
+    webhooks_table.store.put_in_slow_lane("ws_a", endpoint.id, until)
 
-    flags = [item for item in webhooks.items() if item["pk"]["S"].startswith(dynamodb_webhooks.LANE_PREFIX)]
+    flags = [
+        item for item in webhooks_table.items() if item["pk"]["S"].startswith(dynamodb_webhooks.LANE_PREFIX)
+    ]
     assert len(flags) == ENDPOINT_COPIES
     assert {(item["until"]["N"], item["expiresAt"]["N"]) for item in flags} == {
         (str(int(until.timestamp())), str(int(until.timestamp())))
     }
     assert {item["pk"]["S"] for item in flags} == {f"WHEPLANE#ws_a#{copy}" for copy in range(ENDPOINT_COPIES)}
-    assert webhooks.store.endpoints("ws_a") == [endpoint]  # a flag is no endpoint
+    assert webhooks_table.store.endpoints("ws_a") == [endpoint]  # a flag is no endpoint
 
 
 def test_given_a_flag_then_another_workspace_reads_neither_it_nor_the_endpoint(webhooks: Webhooks) -> None:
@@ -474,11 +524,11 @@ def test_given_30_deletes_of_one_endpoint_at_once_then_one_deletes_and_the_count
 
 
 def test_given_conflicts_on_the_first_tries_then_an_endpoint_is_added_and_deleted_once(
-    webhooks: Webhooks,
+    webhooks_table: WebhooksTable,
 ) -> None:
-    client = webhooks.engine.new_client()
+    client = webhooks_table.engine.new_client()
     calls = conflicts(client, 2)
-    store = webhooks.store_of(client)
+    store = webhooks_table.store_of(client)
     endpoint = _endpoint()
 
     store.add_endpoint(endpoint, LIMIT)
@@ -488,20 +538,20 @@ def test_given_conflicts_on_the_first_tries_then_an_endpoint_is_added_and_delete
 
     assert len(again) == 3
     assert store.endpoints("ws_a") == []
-    assert webhooks.count("ws_a") == 0
+    assert webhooks_table.count("ws_a") == 0
 
 
 def test_given_conflicts_on_every_try_then_dependency_unavailable_and_nothing_added(
-    webhooks: Webhooks,
+    webhooks_table: WebhooksTable,
 ) -> None:
-    client = webhooks.engine.new_client()
+    client = webhooks_table.engine.new_client()
     calls = conflicts(client, 1000)
 
     with pytest.raises(DependencyUnavailable):
-        webhooks.store_of(client).add_endpoint(_endpoint(), LIMIT)
+        webhooks_table.store_of(client).add_endpoint(_endpoint(), LIMIT)
 
     assert len(calls) == MAX_ATTEMPTS
-    assert webhooks.items() == []
+    assert webhooks_table.items() == []
 
 
 # ---------------------------------------------------------------------------- record
@@ -521,13 +571,13 @@ def test_given_a_recorded_event_then_recording_it_again_is_false_and_changes_not
 ) -> None:
     store = webhooks.store
     event = _recorded(webhooks, _event(), _position(100))
-    before = webhooks.items()
+    before = webhooks.snapshot()
 
     assert store.record(event, _position(100), None) is False
     # Read again after `Applied` moved: the same event, with what was read now.
     assert store.record(event, _position(100), store.applied(event.message_id)) is False
 
-    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+    assert webhooks.snapshot() == before
 
 
 def test_given_a_stale_previous_then_nothing_is_written(webhooks: Webhooks) -> None:
@@ -553,10 +603,10 @@ def test_given_a_stale_previous_then_nothing_is_written(webhooks: Webhooks) -> N
     ]
 
 
-def test_given_a_duplicate_blocked_event_then_applied_is_untouched(webhooks: Webhooks) -> None:
-    store = webhooks.store
+def test_given_a_duplicate_blocked_event_then_applied_is_untouched(webhooks_table: WebhooksTable) -> None:
+    store = webhooks_table.store
     message_id = new_message_id()
-    _recorded(webhooks, _event(message_id=message_id), _position(100))
+    _recorded(webhooks_table, _event(message_id=message_id), _position(100))
     blocked = _event(
         message_id=message_id, at=NOW + timedelta(seconds=1), kind=EventType.DUPLICATE_BLOCKED, sequence=None
     )
@@ -569,7 +619,7 @@ def test_given_a_duplicate_blocked_event_then_applied_is_untouched(webhooks: Web
     assert store.event("ws_a", blocked.id) == blocked
     assert store.applied(message_id) == Applied(1, _position(100))
     assert store.applied(fresh.message_id) is None
-    assert webhooks.item(f"MSG#{fresh.message_id}", "APPLIED") is None
+    assert webhooks_table.item(f"MSG#{fresh.message_id}", "APPLIED") is None
 
 
 def test_given_30_records_of_one_change_at_once_then_exactly_one_is_true(webhooks: Webhooks) -> None:
@@ -603,32 +653,34 @@ def test_given_two_changes_recorded_at_once_from_one_previous_then_one_is_told(w
     assert store.applied(message_id) == Applied(1, _position(100 + answers.index(True)))
 
 
-def test_given_conflicts_on_the_first_tries_then_record_writes_once(webhooks: Webhooks) -> None:
-    client = webhooks.engine.new_client()
+def test_given_conflicts_on_the_first_tries_then_record_writes_once(webhooks_table: WebhooksTable) -> None:
+    client = webhooks_table.engine.new_client()
     calls = conflicts(client, 2)
     event = _event()
 
-    assert webhooks.store_of(client).record(event, _position(100), None) is True
+    assert webhooks_table.store_of(client).record(event, _position(100), None) is True
 
     assert len(calls) == 3
-    assert webhooks.store.event("ws_a", event.id) == event
+    assert webhooks_table.store.event("ws_a", event.id) == event
 
 
-def test_given_an_event_then_it_and_applied_expire_30_days_after_the_change(webhooks: Webhooks) -> None:
-    event = _recorded(webhooks, _event(at=NOW + timedelta(minutes=5)), _position(100))
-    blocked = _recorded(webhooks, _event(kind=EventType.DUPLICATE_BLOCKED, sequence=None), _position(7))
+def test_given_an_event_then_it_and_applied_expire_30_days_after_the_change(
+    webhooks_table: WebhooksTable,
+) -> None:
+    event = _recorded(webhooks_table, _event(at=NOW + timedelta(minutes=5)), _position(100))
+    blocked = _recorded(webhooks_table, _event(kind=EventType.DUPLICATE_BLOCKED, sequence=None), _position(7))
     expected = int((NOW + timedelta(minutes=5)).timestamp()) + RETENTION_SECONDS
 
-    stored = webhooks.item(f"EVT#{event.id}", "EVENT")
-    applied = webhooks.item(f"MSG#{event.message_id}", "APPLIED")
-    stored_blocked = webhooks.item(f"EVT#{blocked.id}", "EVENT")
+    stored = webhooks_table.item(f"EVT#{event.id}", "EVENT")
+    applied = webhooks_table.item(f"MSG#{event.message_id}", "APPLIED")
+    stored_blocked = webhooks_table.item(f"EVT#{blocked.id}", "EVENT")
     assert stored is not None
     assert applied is not None
     assert stored_blocked is not None
     assert int(stored["expiresAt"]["N"]) == expected
     assert int(applied["expiresAt"]["N"]) == expected
     assert int(stored_blocked["expiresAt"]["N"]) == int(NOW.timestamp()) + RETENTION_SECONDS
-    ttl = webhooks.engine.client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    ttl = webhooks_table.engine.client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
     assert ttl["AttributeName"] == "expiresAt"
 
 
@@ -756,7 +808,7 @@ def _events_on_every_shard(kinds: Sequence[EventType] = (EventType.SENT,)) -> li
     return events
 
 
-def _seed(webhooks: Webhooks, events: Sequence[Event]) -> None:
+def _seed(webhooks: WebhooksTable, events: Sequence[Event]) -> None:
     """Events as the store writes them (its own item images), 25 a request: many at once."""
     for start in range(0, len(events), 25):
         puts = [{"PutRequest": {"Item": event_item(event)}} for event in events[start : start + 25]]
@@ -764,39 +816,41 @@ def _seed(webhooks: Webhooks, events: Sequence[Event]) -> None:
 
 
 def test_given_events_on_every_shard_then_pages_are_newest_first_and_reach_each_once(
-    webhooks: Webhooks,
+    webhooks_table: WebhooksTable,
 ) -> None:
     events = _events_on_every_shard((EventType.SENT, EventType.SENT, EventType.DELIVERED))
-    _seed(webhooks, events)
+    _seed(webhooks_table, events)
     newest_first = [event.id for event in reversed(events)]
     delivered = [event.id for event in reversed(events) if event.type is EventType.DELIVERED]
 
-    pages = _page_through(webhooks, "ws_a", 50)
-    filtered = _page_through(webhooks, "ws_a", 20, event_type=EventType.DELIVERED)
+    pages = _page_through(webhooks_table, "ws_a", 50)
+    filtered = _page_through(webhooks_table, "ws_a", 20, event_type=EventType.DELIVERED)
 
     assert [len(page) for page in pages] == [50, 50, EVENT_SHARDS - 100]
     assert [event_id for page in pages for event_id in page] == newest_first
     assert [len(page) for page in filtered[:-1]] == [20] * (len(filtered) - 1)
     assert [event_id for page in filtered for event_id in page] == delivered
-    assert _page_through(webhooks, "ws_b", 50) == [[]]
+    assert _page_through(webhooks_table, "ws_b", 50) == [[]]
 
 
 def test_given_events_recorded_between_pages_then_none_repeats_and_none_that_existed_is_missed(
-    webhooks: Webhooks,
+    webhooks_table: WebhooksTable,
 ) -> None:
     existing = _events_on_every_shard()
-    _seed(webhooks, existing)
+    _seed(webhooks_table, existing)
     seen: list[str] = []
     later: list[str] = []
     cursor: str | None = None
     for page_number in range(100):
-        page = webhooks.store.events("ws_a", message_id=None, event_type=None, limit=30, cursor=cursor)
+        page = webhooks_table.store.events("ws_a", message_id=None, event_type=None, limit=30, cursor=cursor)
         seen.extend(event.id for event in page.events)
         cursor = page.next_cursor
         if cursor is None:
             break
         for at in (NOW + timedelta(days=1), NOW - timedelta(days=1)):  # clocks ahead and behind
-            fresh = _recorded(webhooks, _event(at=at + timedelta(seconds=page_number), sequence=None), "0")
+            fresh = _recorded(
+                webhooks_table, _event(at=at + timedelta(seconds=page_number), sequence=None), "0"
+            )
             later.append(fresh.id)
 
     assert len(seen) == len(set(seen)), "an event was listed twice"
@@ -805,17 +859,17 @@ def test_given_events_recorded_between_pages_then_none_repeats_and_none_that_exi
     assert {event_id for event_id in later if event_id < existing[0].id} <= set(seen)
 
 
-def test_an_event_is_listed_through_its_shard_and_read_by_its_own_key(webhooks: Webhooks) -> None:
-    event = _recorded(webhooks, _event(), _position(1))
+def test_an_event_is_listed_through_its_shard_and_read_by_its_own_key(webhooks_table: WebhooksTable) -> None:
+    event = _recorded(webhooks_table, _event(), _position(1))
 
-    stored = webhooks.item(f"EVT#{event.id}", "EVENT")
+    stored = webhooks_table.item(f"EVT#{event.id}", "EVENT")
 
     assert stored is not None
     assert stored["workspaceShard"]["S"] == f"ws_a#{shard_of(event.id, EVENT_SHARDS)}"
-    assert webhooks.store.event("ws_b", event.id) is None  # another workspace's event is not found
-    webhooks.store.record_attempt("ws_b", event.id, "whep_one", _succeeded(NOW))
-    assert webhooks.store.reopen("ws_b", event.id, ["whep_one"]) is None
-    assert _delivery(webhooks, event, "whep_one") == Delivery("whep_one")
+    assert webhooks_table.store.event("ws_b", event.id) is None  # another workspace's event is not found
+    webhooks_table.store.record_attempt("ws_b", event.id, "whep_one", _succeeded(NOW))
+    assert webhooks_table.store.reopen("ws_b", event.id, ["whep_one"]) is None
+    assert _delivery(webhooks_table, event, "whep_one") == Delivery("whep_one")
 
 
 # ---------------------------------------------------------------------------- attempts
@@ -902,13 +956,13 @@ def test_given_a_delivery_ended_without_a_request_then_no_attempt_is_counted(web
 def test_given_no_such_delivery_or_event_then_an_attempt_writes_nothing(webhooks: Webhooks) -> None:
     store = webhooks.store
     event = _recorded(webhooks, _event(), _position(1))
-    before = webhooks.items()
+    before = webhooks.snapshot()
 
     store.record_attempt("ws_a", event.id, "whep_other", _failed(NOW))
     store.record_attempt("ws_b", event.id, "whep_one", _succeeded(NOW))
     store.record_attempt("ws_a", _event_id(NOW), "whep_one", _succeeded(NOW))
 
-    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+    assert webhooks.snapshot() == before
 
 
 # ---------------------------------------------------------------------------- reopen
@@ -952,10 +1006,10 @@ def test_given_one_endpoint_then_reopen_leaves_the_other_deliveries_alone(webhoo
 def test_given_no_such_event_then_reopen_is_none_and_writes_nothing(webhooks: Webhooks) -> None:
     store = webhooks.store
     event = _recorded(webhooks, _event(), _position(1))
-    before = webhooks.items()
+    before = webhooks.snapshot()
 
     assert store.reopen("ws_b", event.id, ["whep_one"]) is None
     assert store.reopen("ws_a", _event_id(NOW), ["whep_one"]) is None
     assert store.reopen("ws_a", "evt_nonsense", ["whep_one"]) is None
 
-    assert sorted(map(str, webhooks.items())) == sorted(map(str, before))
+    assert webhooks.snapshot() == before

@@ -24,9 +24,9 @@ from sendonce.entrypoints import api as api_function
 from sendonce.messages.service import MessageService
 from sendonce.settings import ApiSettings, InvalidSettings
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
     API_SETTINGS,
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

@@ -19,8 +19,8 @@ from sendonce.api import dependencies
 from sendonce.api.app import handle
 from sendonce.messages.service import MessageService
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

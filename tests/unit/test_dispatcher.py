@@ -26,6 +26,7 @@ from sendonce.messages.ports import DedupClaim
 from sendonce.settings import DispatcherSettings
 
 from sendonce_local.template import load_template
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import T0, InMemoryStore, ManualClock
 
 
@@ -432,17 +433,13 @@ def test_property_throttle_delays_grow_and_stay_capped_whatever_the_count(thrott
 
 
 # ---------------------------------------------------------------------------- the batch's time budget
-@dataclass
-class ClockedContext:
+def clocked_context(clock: ManualClock, deadline: datetime) -> FakeLambdaContext:
     """A Lambda context whose time left runs out as the manual clock moves."""
-
-    clock: ManualClock
-    deadline: datetime
-    aws_request_id: str = "req-1"
-    function_name: str = "sendonce-DispatchImessageFunction"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self.deadline - self.clock.now).total_seconds() * 1000))
+    return FakeLambdaContext(
+        function_name="sendonce-DispatchImessageFunction",
+        aws_request_id="req-1",
+        time_left=lambda: max(0, int((deadline - clock.now).total_seconds() * 1000)),
+    )
 
 
 @dataclass
@@ -494,7 +491,7 @@ def test_given_time_running_out_mid_batch_then_the_rest_goes_back_untouched(
     provider = SlowProvider(clock=clock, seconds=8.0)
     dependencies = DispatcherDependencies(settings, _dispatcher(store, provider, clock), NoRedelivery())
     # 40 s left: calls start at 40, 32, 24 and 16 s left; at 8 s, less than 10 + 5, the batch stops.
-    context = ClockedContext(clock, deadline=clock.now + timedelta(seconds=40))
+    context = clocked_context(clock, deadline=clock.now + timedelta(seconds=40))
 
     result = handle_batch(dependencies, _sqs_event(messages), context)  # type: ignore[arg-type]
 
@@ -517,7 +514,7 @@ def test_a_record_early_for_its_message_is_postponed_on_its_first_receives_and_d
     )
     event = _sqs_event([message])
     event["Records"][0]["attributes"]["ApproximateReceiveCount"] = receive_count  # type: ignore[index]
-    context = ClockedContext(clock, deadline=clock.now + timedelta(seconds=60))
+    context = clocked_context(clock, deadline=clock.now + timedelta(seconds=60))
 
     result = handle_batch(dependencies, event, context)  # type: ignore[arg-type]
 
@@ -539,7 +536,7 @@ def test_given_too_little_time_for_even_one_call_then_the_whole_batch_goes_back(
     messages = [_queued(store, clock, to=f"+1555010000{i}") for i in range(2)]
     provider = ScriptedProvider()
     dependencies = DispatcherDependencies(settings, _dispatcher(store, provider, clock), NoRedelivery())
-    context = ClockedContext(clock, deadline=clock.now + timedelta(seconds=14.9))
+    context = clocked_context(clock, deadline=clock.now + timedelta(seconds=14.9))
 
     result = handle_batch(dependencies, _sqs_event(messages), context)  # type: ignore[arg-type]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,15 +13,9 @@ import pytest
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, client, provision
 from sendonce_local.template import load_template, parse_template
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

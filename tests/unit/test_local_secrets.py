@@ -7,7 +7,6 @@ sandbox signs with.
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +21,9 @@ from sendonce_local.intrinsics import Resolver
 from sendonce_local.local_secrets import WEBHOOK_SECRET_SETTING, LocalSecrets, create_secrets
 from sendonce_local.stack import LocalStack
 from sendonce_local.template import Template, load_template, parse_template
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

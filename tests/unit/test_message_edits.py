@@ -25,8 +25,8 @@ from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Edited, EditRaced, MessageEdit
 from sendonce.messages.service import MessageService, SendCommand
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

@@ -44,8 +44,8 @@ from sendonce.provider_events.signature import sign
 from sendonce.suppressions.service import SuppressionService
 
 from sendonce_local.template import Template, parse_template
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
-    FakeLambdaContext,
     FakeLimits,
     FakeQueue,
     InMemoryApiKeys,

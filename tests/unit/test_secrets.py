@@ -32,10 +32,10 @@ from sendonce.providers.with_secret import WithCurrentSecret
 from sendonce.secret_values import SecretUnavailable, no_secret
 from sendonce.settings import ApiSettings, DispatcherSettings
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import API_SETTINGS as FAKE_API_SETTINGS
 from tests.unit.unit_fakes import (
     FakeEventQueue,
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

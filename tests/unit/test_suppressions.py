@@ -40,9 +40,9 @@ from sendonce.suppressions.model import (
 )
 from sendonce.suppressions.service import SuppressionService
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
     T0,
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

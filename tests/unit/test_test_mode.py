@@ -50,9 +50,9 @@ from sendonce.simulator.provider import Simulator
 from sendonce.simulator.recipients import RECIPIENTS, Behaviour, behaviour_for
 from sendonce.suppressions.model import Reason
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
     FakeEventQueue,
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemorySimulatorStore,

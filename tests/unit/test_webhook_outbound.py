@@ -38,6 +38,8 @@ from sendonce.webhooks.outbound import (
     unsafe_reason,
 )
 
+from tests.support.ports import free_port
+
 PUBLIC_V4 = "93.184.215.14"
 PUBLIC_V6 = "2606:4700:4700::1111"
 HOOK_HOST = "hooks.example.test"
@@ -652,8 +654,7 @@ def test_given_an_endpoint_dripping_its_headers_then_the_timeout_bounds_the_whol
 
 
 def test_given_a_closed_port_when_posted_then_the_refusal_is_the_answer() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
+    port = free_port()
 
     assert post(local_target(port), b"{}", {}, timeout=2) == Answer(None, "connection refused")
 

@@ -49,10 +49,10 @@ from sendonce.webhooks.outbound import check_url
 from sendonce.webhooks.ports import DeliveryTask
 from sendonce.webhooks.service import MAX_ROTATION_TRIES, WebhookService
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
     T0,
     FakeDeliveryQueue,
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

@@ -1,22 +1,33 @@
-"""In-memory fakes of the ports (no sockets, no AWS) and a clock the tests move."""
+"""In-memory fakes of the ports (no sockets, no AWS) and a clock the tests move. The store contract
+tests (tests/store) run on the stores' fakes too, beside moto and DynamoDB Local."""
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from sendonce.adapters.dynamodb_items import to_item
+from sendonce.adapters.dynamodb_items import PROVIDER_EVENT_RETENTION, outbox_shard, to_item
+from sendonce.adapters.dynamodb_suppressions import decode_cursor, encode_cursor
+from sendonce.adapters.dynamodb_webhooks import looks_like_event_id
 from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
-from sendonce.clock import Clock
-from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
+from sendonce.clock import Clock, rfc3339
+from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, OutboxEntry, Reclaim, SettleRefused
 from sendonce.entrypoints.handoff import hand_off_batch
-from sendonce.errors import DependencyUnavailable, MessageNotCancelable, MessageNotFound, QueueUnavailable
-from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, Window
+from sendonce.errors import (
+    DependencyUnavailable,
+    InvalidCursor,
+    MessageNotCancelable,
+    MessageNotFound,
+    QueueUnavailable,
+)
+from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, QuotaPlan, Window
+from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
 from sendonce.messages.ports import (
     ContentHeld,
@@ -39,7 +50,8 @@ from sendonce.messages.ports import (
     TiedToKey,
 )
 from sendonce.messages.service import MessageService
-from sendonce.provider_events.model import ProviderEvent
+from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, ProviderEvent
+from sendonce.provider_events.ports import ApplyResult, EventOutcome
 from sendonce.settings import ApiSettings
 from sendonce.simulator.ports import MAX_LISTED, SimulatedDelivery
 from sendonce.suppressions.model import Suppression, shares_opt_outs
@@ -59,6 +71,7 @@ from sendonce.webhooks.ports import (
 from sendonce.webhooks.service import WebhookService
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+T = TypeVar("T")
 
 
 @dataclass
@@ -79,9 +92,22 @@ class _Lock:
     expires_at: datetime
 
 
+def _atomic(method: Callable[..., T]) -> Callable[..., T]:
+    """The method runs alone on its fake, as each DynamoDB request (or transaction) runs atomically."""
+
+    @functools.wraps(method)
+    def alone(self: Any, *args: Any, **kwargs: Any) -> T:
+        with self.guard:
+            return method(self, *args, **kwargs)
+
+    return alone
+
+
 @dataclass
 class InMemoryStore:
-    """The sending and delivery stores in memory, with the same conditional rules as the DynamoDB adapters."""
+    """The sending, delivery and outbox stores in memory, with the same conditional rules as the
+    DynamoDB adapters. Each call runs alone, as each request to DynamoDB does; the store contract
+    tests (tests/store) run on it beside moto and DynamoDB Local."""
 
     messages: dict[str, Message] = field(default_factory=dict)
     locks: dict[str, _Lock] = field(default_factory=dict)
@@ -91,18 +117,25 @@ class InMemoryStore:
     first_attempts: dict[str, datetime] = field(default_factory=dict)
     throttled: dict[str, int] = field(default_factory=dict)
     refuse_claims: bool = False
-    # Outbox due times, by message: the one create computes, then an edit's new one, or now when
-    # an edit's hand-off is owed at once (`owe_handoff`).
+    # The outbox: when each message in it is due (the one create computes, then an edit's new one,
+    # a claim's deadline, an attempt's retry, or now when an edit's hand-off is owed at once). A
+    # message that needs nothing more (canceled, finished) is not in it.
     outbox_due: dict[str, datetime] = field(default_factory=dict)
+    reclaims: dict[str, int] = field(default_factory=dict)  # dead claims put back, by message
     # Bulk creates: how many calls, the originals each caught duplicate was counted on, and a fault.
     bulk_calls: int = 0
     duplicates_counted: list[str] = field(default_factory=list)
     fail_bulk_after: int | None = None
     quota_used: dict[tuple[str, str], int] = field(default_factory=dict)  # (workspace, day): units taken
+    # The plan each (workspace, day) is counted under: the latest one met (`QuotaPlan.supersedes`).
+    quota_plans: dict[tuple[str, str], QuotaPlan] = field(default_factory=dict)
     # The table's stream of creations, as HandoffFunction reads it: the real item image of each.
     stream: list[dict[str, Any]] = field(default_factory=list)
+    guard: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def _created(self, message: Message, handoff_due_at: datetime) -> None:
+        self.messages[message.id] = message
+        self.outbox_due[message.id] = handoff_due_at
         image = to_item(message, handoff_due_at)
         number = f"{len(self.stream) + 1:021d}"
         keys = {"pk": image["pk"], "sk": image["sk"]}
@@ -110,6 +143,12 @@ class InMemoryStore:
             {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": image, "SequenceNumber": number}}
         )
 
+    def _held(self, lock_id: str, now: datetime) -> _Lock | None:
+        """The lock, unless it expired (an expired lock the TTL sweep has not deleted never blocks)."""
+        lock = self.locks.get(lock_id)
+        return lock if lock is not None and lock.expires_at > now else None
+
+    @_atomic
     def create(
         self,
         message: Message,
@@ -124,19 +163,23 @@ class InMemoryStore:
         if tie is not None and tie.tie_id in self.ties:
             message_id, fingerprint = self.ties[tie.tie_id]
             return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
-        lock = self.locks.get(claim.lock_id)
-        if lock is not None and lock.expires_at > now:
-            return DuplicateOf(original=self.messages.get(lock.message_id), locked_at=lock.locked_at)
+        lock = self._held(claim.lock_id, now)
+        if lock is not None and lock.message_id == message.id:
+            return Created(message)  # this very create, written before: a retry writes nothing twice
+        if lock is not None:
+            original = self.count_duplicate(message.workspace_id, lock.message_id)
+            return DuplicateOf(original=original, locked_at=lock.locked_at)
+        if message.id in self.messages:
+            raise DependencyUnavailable("the create transaction was canceled: the message id is taken")
         if not self._take_quota(quota):
             return QuotaSpent()
-        self.messages[message.id] = message
-        self.outbox_due[message.id] = handoff_due_at
         self._created(message, handoff_due_at)
         self.locks[claim.lock_id] = _Lock(message.id, now, claim.expires_at)
         if tie is not None:
             self.ties[tie.tie_id] = (message.id, tie.payload_fingerprint)
         return Created(message)
 
+    @_atomic
     def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
         seen = edit.seen
         current = self.get(seen.workspace_id, seen.id)
@@ -148,8 +191,8 @@ class InMemoryStore:
         if current != seen:
             return EditRaced()
         if edit.claim is not None:
-            held = self.locks.get(edit.claim.lock_id)
-            if held is not None and held.expires_at > now and held.message_id != seen.id:
+            held = self._held(edit.claim.lock_id, now)
+            if held is not None and held.message_id != seen.id:
                 return ContentHeld(held.message_id)
             old = self.locks.get(seen.dedup_lock_id or "")
             if old is not None and old.message_id == seen.id:
@@ -158,15 +201,17 @@ class InMemoryStore:
         if edit.tie is not None and self.ties.get(edit.tie.tie_id, ("",))[0] == seen.id:
             self.ties[edit.tie.tie_id] = (seen.id, edit.tie.payload_fingerprint)
         self.messages[seen.id] = edit.edited
-        if edit.handoff_due_at is not None:  # a new sendAt; otherwise the due time stays
-            self.outbox_due[seen.id] = edit.handoff_due_at
+        if edit.handoff_due_at is not None and edit.edited.send_at is not None:
+            self.outbox_due[seen.id] = edit.handoff_due_at  # a new sendAt; otherwise the due time stays
         return Edited(edit.edited)
 
+    @_atomic
     def owe_handoff(self, edit: MessageEdit, now: datetime) -> bool:
-        current = self.messages.get(edit.edited.id)
+        current = self.get(edit.edited.workspace_id, edit.edited.id)
         if (
             current is None
             or current.status is not Status.SCHEDULED
+            or edit.edited.send_at is None
             or current.send_at != edit.edited.send_at
             or edit.handoff_due_at is None
             or self.outbox_due.get(current.id) != edit.handoff_due_at
@@ -175,11 +220,15 @@ class InMemoryStore:
         self.outbox_due[current.id] = now
         return True
 
+    @_atomic
     def get(self, workspace_id: str, message_id: str) -> Message | None:
         message = self.messages.get(message_id)
         return message if message is not None and message.workspace_id == workspace_id else None
 
+    @_atomic
     def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+        if cursor is not None and not looks_like_message_id(cursor):
+            raise InvalidCursor(cursor)
         found = sorted(
             (m for m in self.messages.values() if m.workspace_id == workspace_id),
             key=lambda m: m.id,
@@ -191,6 +240,7 @@ class InMemoryStore:
             found = [m for m in found if m.id < cursor]  # listing resumes after the last id seen
         return Page(found[:limit], found[limit - 1].id if len(found) > limit else None)
 
+    @_atomic
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message:
         message = self.get(workspace_id, message_id)
         if message is None:
@@ -198,8 +248,10 @@ class InMemoryStore:
         if message.status not in WAITING_STATUSES or message.attempts:
             raise MessageNotCancelable(message.status.value)
         self.messages[message_id] = message.with_status(Status.CANCELED, now)
+        self.outbox_due.pop(message_id, None)
         return self.messages[message_id]
 
+    @_atomic
     def claim(
         self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
     ) -> ClaimedMessage | ClaimRefused:
@@ -210,9 +262,11 @@ class InMemoryStore:
             return ClaimRefused(current=current, not_due_until=current.send_at)
         claimed = replace(current.with_status(Status.SENDING, now), attempts=current.attempts + 1, error=None)
         self.messages[message_id] = claimed
+        self.outbox_due[message_id] = now + timedelta(seconds=claim_seconds)  # a dead claim's deadline
         first = self.first_attempts.setdefault(message_id, now)
         return ClaimedMessage.of(claimed, first, self.throttled.get(message_id, 0))
 
+    @_atomic
     def finish_attempt(
         self,
         message: Message,
@@ -228,13 +282,20 @@ class InMemoryStore:
         if current is None or current.status is not Status.SENDING or current.attempts != message.attempts:
             return False
         self.messages[message.id] = replace(
-            current.with_status(status, now), error=error, provider_message_id=provider_message_id
+            current.with_status(status, now),
+            error=error,
+            provider_message_id=provider_message_id or current.provider_message_id,
         )
+        if handoff_due_at is not None:
+            self.outbox_due[message.id] = handoff_due_at
+        else:
+            self.outbox_due.pop(message.id, None)
         if throttled:
             self.throttled[message.id] = self.throttled.get(message.id, 0) + 1
         self.finished.append((message.id, status))
         return True
 
+    @_atomic
     def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:
         current = self.messages.get(message_id)
         if current is None or current.status is not Status.UNKNOWN:
@@ -244,6 +305,7 @@ class InMemoryStore:
         self.messages[message_id] = settled
         return settled
 
+    @_atomic
     def release_dedup_lock(self, message: Message) -> None:
         lock = self.locks.get(message.dedup_lock_id or "")
         if lock is not None and lock.message_id == message.id:
@@ -251,15 +313,20 @@ class InMemoryStore:
             self.released.append(message.id)
 
     def _take_quota(self, quota: QuotaCharge | None) -> bool:
-        """One unit of the day's quota, while the daily quota has room (the shards' caps sum to it)."""
+        """One unit of the day's quota, while the day's plan has room: a charge made under an older
+        plan than the day has met counts under the later one, as the shards' plan stamp makes it."""
         if quota is None:
             return True
         day = (quota.workspace_id, quota.day)
-        if self.quota_used.get(day, 0) >= quota.plan.quota:
+        plan = self.quota_plans.get(day)
+        if plan is None or quota.plan.supersedes(plan):
+            plan = self.quota_plans[day] = quota.plan
+        if self.quota_used.get(day, 0) >= plan.quota:
             return False
         self.quota_used[day] = self.quota_used.get(day, 0) + 1
         return True
 
+    @_atomic
     def create_many(
         self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
     ) -> list[CreateManyOutcome]:
@@ -272,24 +339,143 @@ class InMemoryStore:
                 continue
             if self.fail_bulk_after is not None:
                 self.fail_bulk_after -= 1
-            lock = self.locks.get(entry.claim.lock_id)
-            if lock is not None and lock.expires_at > now:
+            message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
+            lock = self._held(entry.claim.lock_id, now)
+            if message.id in self.messages or (lock is not None and lock.message_id == message.id):
+                outcomes.append(Created(message))  # written by an earlier try of this very entry
+                continue
+            if lock is not None:
                 original = self.count_duplicate(entry.message.workspace_id, lock.message_id)
                 outcomes.append(DuplicateOf(original=original, locked_at=lock.locked_at))
                 continue
             if not self._take_quota(quota):
                 outcomes.append(QuotaSpent())
                 continue
-            message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
-            self.messages[message.id] = message
             self._created(message, entry.handoff_due_at)
             self.locks[entry.claim.lock_id] = _Lock(message.id, now, entry.claim.expires_at)
             outcomes.append(Created(message))
         return outcomes
 
+    @_atomic
     def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
         self.duplicates_counted.append(message_id)
         return self.get(workspace_id, message_id)
+
+    # ------------------------------------------------------------------------ the outbox
+    def _entry(self, message: Message, due_at: datetime) -> OutboxEntry:
+        return OutboxEntry(
+            id=message.id,
+            workspace_id=message.workspace_id,
+            channel=message.channel,
+            status=message.status,
+            due_at=due_at,
+            send_at=message.send_at,
+        )
+
+    def due_pages(self, now: datetime, statuses: Collection[Status]) -> Iterator[Sequence[OutboxEntry]]:
+        """A page for each shard of the adapter's Outbox index, oldest first within it, the shards in turn."""
+        with self.guard:
+            due = [
+                self._entry(self.messages[message_id], due_at)
+                for message_id, due_at in self.outbox_due.items()
+                if due_at <= now and self.messages[message_id].status in statuses
+            ]
+        shards: dict[int, list[OutboxEntry]] = {}
+        for entry in due:
+            shards.setdefault(int(outbox_shard(entry.id)), []).append(entry)
+        for shard in sorted(shards):
+            yield sorted(shards[shard], key=lambda entry: entry.due_at)
+
+    def _unmoved(self, entry: OutboxEntry) -> bool:
+        """Nobody moved it since it was read: not a claim, nor a cancel, nor another sweep."""
+        current = self.messages.get(entry.id)
+        return (
+            current is not None
+            and current.status is entry.status
+            and self.outbox_due.get(entry.id) == entry.due_at
+        )
+
+    def _move(self, entry: OutboxEntry, now: datetime, status: Status, due_at: datetime | None) -> None:
+        self.messages[entry.id] = self.messages[entry.id].with_status(status, now)
+        if due_at is None:
+            self.outbox_due.pop(entry.id, None)
+        else:
+            self.outbox_due[entry.id] = due_at
+
+    @_atomic
+    def move_outbox_entry(
+        self, entry: OutboxEntry, now: datetime, *, status: Status, due_at: datetime | None
+    ) -> bool:
+        if not self._unmoved(entry):
+            return False
+        self._move(entry, now, status, due_at)
+        return True
+
+    @_atomic
+    def reclaim(self, entry: OutboxEntry, now: datetime, *, due_at: datetime, max_reclaims: int) -> Reclaim:
+        if not self._unmoved(entry):
+            return Reclaim.SUPERSEDED
+        if self.reclaims.get(entry.id, 0) >= max_reclaims:
+            return Reclaim.CAP_REACHED
+        self._move(entry, now, Status.QUEUED, due_at)
+        self.reclaims[entry.id] = self.reclaims.get(entry.id, 0) + 1
+        return Reclaim.RECLAIMED
+
+
+@dataclass
+class InMemoryProviderEvents:
+    """The provider event store in memory, over a store's messages and a suppression list, with the
+    DynamoDB adapter's rules: an event is recorded with its effects at once, or is a repeat while its
+    record lasts (PROVIDER_EVENT_RETENTION); a status moves only forward (`APPLIES_FROM`); an
+    opt-out, a permanent bounce or a complaint suppresses its recipient in the named message's
+    workspace, or (an opt-out naming no message) for every workspace."""
+
+    store: InMemoryStore
+    suppressions: InMemorySuppressions
+    recorded: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (provider, id): expires at
+
+    def release_dedup_lock(self, message: Message) -> None:
+        self.store.release_dedup_lock(message)
+
+    def apply_provider_event(self, event: ProviderEvent, now: datetime) -> ApplyResult:
+        with self.store.guard:
+            current = None
+            if event.message_id is not None and looks_like_message_id(event.message_id):
+                current = self.store.messages.get(event.message_id)
+            if current is not None and not event.concerns(current):
+                current = None  # a live provider's word on a test message, or the other way round
+            key = (event.provider, event.event_id)
+            expires_at = self.recorded.get(key)
+            if expires_at is not None and expires_at > now:
+                return EventOutcome.REPEATED, current
+            self.recorded[key] = now + PROVIDER_EVENT_RETENTION
+            applied = False
+            if current is not None and current.status in APPLIES_FROM[event.type]:
+                changed = current.with_status(RESULTING_STATUS[event.type], now)
+                self.store.messages[current.id] = replace(changed, error=event.error or current.error)
+                self.store.outbox_due.pop(current.id, None)
+                applied = True
+            suppression = _suppression(event, current, now)
+            if suppression is not None:
+                self.suppressions.put(*suppression)
+                applied = True
+            return (EventOutcome.APPLIED if applied else EventOutcome.IGNORED), current
+
+
+def _suppression(
+    event: ProviderEvent, current: Message | None, now: datetime
+) -> tuple[str | None, Suppression] | None:
+    """(workspace, entry) the event suppresses its recipient in (None: every workspace), if any; an
+    event naming a message nobody knows suppresses nothing."""
+    reason = event.suppression_reason
+    if reason is None:
+        return None
+    if event.message_id is None:
+        return None if event.to is None else (None, Suppression(to=event.to, reason=reason, created_at=now))
+    if current is None:
+        return None
+    entry = Suppression(to=event.to or current.to, reason=reason, created_at=now, message_id=current.id)
+    return current.workspace_id, entry
 
 
 @dataclass
@@ -356,13 +542,6 @@ class InMemorySimulatorStore:
         return sorted(mine, key=lambda d: d.message_id, reverse=True)[:MAX_LISTED]
 
 
-class FakeLambdaContext:
-    function_name = "ApiFunction"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 10_000
-
-
 EVENT_FILES_KEY = "sk_local_dev"  # the key the events/ files send, of the workspace below
 EVENT_FILES_WORKSPACE = "ws_local"
 
@@ -406,7 +585,8 @@ class InMemoryApiKeys:
 class InMemoryWebhookStore:
     """Endpoints and events in memory, with the DynamoDB adapter's conditional rules: an event is
     written once, together with its message's `Applied`, and only if `Applied` is as it was read;
-    an endpoint is replaced only over the version it was made from, and its version moves on."""
+    an endpoint is replaced only over the version it was made from, and its version moves on. Each
+    call runs alone, as each DynamoDB request does."""
 
     endpoint_items: dict[tuple[str, str], Endpoint] = field(default_factory=dict)
     event_items: dict[tuple[str, str], Event] = field(default_factory=dict)
@@ -424,19 +604,24 @@ class InMemoryWebhookStore:
     # Races: each replace_endpoint() first runs the next of these, as another request's write
     # landing between this one's read and its write would.
     before_replace: list[Callable[[], object]] = field(default_factory=list)
+    guard: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
+    @_atomic
     def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
         if sum(1 for ws, _ in self.endpoint_items if ws == endpoint.workspace_id) >= limit:
             raise TooManyEndpoints(str(limit))
         self.endpoint_items[(endpoint.workspace_id, endpoint.id)] = endpoint
 
+    @_atomic
     def endpoints(self, workspace_id: str) -> list[Endpoint]:
         return [e for (ws, _), e in self.endpoint_items.items() if ws == workspace_id]
 
+    @_atomic
     def endpoint(self, workspace_id: str, endpoint_id: str) -> Endpoint | None:
         self.calls.append("endpoint")
         return self.endpoint_items.get((workspace_id, endpoint_id))
 
+    @_atomic
     def endpoint_and_lane(
         self, workspace_id: str, endpoint_id: str
     ) -> tuple[Endpoint | None, datetime | None]:
@@ -444,21 +629,25 @@ class InMemoryWebhookStore:
         key = (workspace_id, endpoint_id)
         return self.endpoint_items.get(key), self.lane_items.get(key)
 
+    @_atomic
     def put_in_slow_lane(self, workspace_id: str, endpoint_id: str, until: datetime) -> None:
         self.calls.append("put_in_slow_lane")
         if self.fail_lane_writes:
             raise DependencyUnavailable("the webhooks table is down")
         self.lane_items[(workspace_id, endpoint_id)] = until
 
+    @_atomic
     def take_out_of_slow_lane(self, workspace_id: str, endpoint_id: str) -> None:
         self.calls.append("take_out_of_slow_lane")
         if self.fail_lane_writes:
             raise DependencyUnavailable("the webhooks table is down")
         self.lane_items.pop((workspace_id, endpoint_id), None)
 
+    @_atomic
     def delete_endpoint(self, workspace_id: str, endpoint_id: str) -> bool:
         return self.endpoint_items.pop((workspace_id, endpoint_id), None) is not None
 
+    @_atomic
     def replace_endpoint(self, endpoint: Endpoint) -> Replacement:
         if self.before_replace:
             self.before_replace.pop(0)()
@@ -471,12 +660,14 @@ class InMemoryWebhookStore:
         stored = self.endpoint_items[key] = replace(endpoint, version=endpoint.version + 1)
         return Replaced(stored)
 
+    @_atomic
     def applied(self, message_id: str) -> Applied | None:
         if self.crash_before_read:
             self.crash_before_read -= 1
             raise RuntimeError("crashed before the message's Applied was read")
         return self.applied_items.get(message_id)
 
+    @_atomic
     def record(self, event: Event, position: str, previous: Applied | None) -> bool:
         if self.crash_before_record:
             self.crash_before_record -= 1
@@ -494,10 +685,12 @@ class InMemoryWebhookStore:
             raise RuntimeError("crashed after the event was written")
         return True
 
+    @_atomic
     def event(self, workspace_id: str, event_id: str) -> Event | None:
         self.calls.append("event")
         return self.event_items.get((workspace_id, event_id))
 
+    @_atomic
     def events(
         self,
         workspace_id: str,
@@ -507,6 +700,8 @@ class InMemoryWebhookStore:
         limit: int,
         cursor: str | None,
     ) -> EventPage:
+        if cursor is not None and not looks_like_event_id(cursor):
+            raise InvalidCursor(cursor)
         chosen = sorted(
             (
                 e
@@ -522,11 +717,16 @@ class InMemoryWebhookStore:
         page = chosen[:limit]
         return EventPage(page, page[-1].id if len(chosen) > limit else None)
 
+    @_atomic
     def record_attempt(self, workspace_id: str, event_id: str, endpoint_id: str, attempt: Attempt) -> None:
         self.calls.append("record_attempt")
-        event = self.event_items[(workspace_id, event_id)]
-        delivery = event.delivery(endpoint_id)
-        if delivery is None or (not attempt.succeeded and delivery.status is DeliveryStatus.SUCCEEDED):
+        event = self.event_items.get((workspace_id, event_id))
+        delivery = event.delivery(endpoint_id) if event is not None else None
+        if (
+            event is None
+            or delivery is None
+            or (not attempt.succeeded and delivery.status is DeliveryStatus.SUCCEEDED)
+        ):
             return
         status = (
             DeliveryStatus.SUCCEEDED
@@ -546,6 +746,7 @@ class InMemoryWebhookStore:
         )
         self._put_delivery(event, updated)
 
+    @_atomic
     def reopen(self, workspace_id: str, event_id: str, endpoint_ids: Sequence[str]) -> Event | None:
         event = self.event_items.get((workspace_id, event_id))
         if event is None:
@@ -639,13 +840,16 @@ API_SETTINGS: dict[str, str] = {
 
 class InMemorySuppressions:
     """The suppression list as the DynamoDB adapter keeps it: a workspace's own entries, the shared
-    entries (opt-outs naming no message, `None` workspace) and a workspace's removals of those."""
+    entries (opt-outs naming no message, `None` workspace) and a workspace's removals of those. Each
+    call runs alone; a listing resumes below its cursor, the adapter's own."""
 
     def __init__(self) -> None:
         self.own: dict[tuple[str, str], Suppression | datetime] = {}  # a datetime: removed then
         self.shared: dict[str, Suppression] = {}
         self.reads = 0
+        self.guard = threading.RLock()
 
+    @_atomic
     def put(self, workspace_id: str | None, entry: Suppression) -> None:
         """What an applied provider event writes (`dynamodb_suppressions.entry_update`)."""
         if workspace_id is None:
@@ -662,11 +866,13 @@ class InMemorySuppressions:
             return None
         return shared
 
+    @_atomic
     def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
         self.reads += 1
         found = {key: self._in_force(workspace_id, key) for key in keys}
         return {key: entry for key, entry in found.items() if entry is not None}
 
+    @_atomic
     def add(self, workspace_id: str, suppression: Suppression) -> tuple[Suppression, bool]:
         existing = self._in_force(workspace_id, suppression.key)
         if existing is not None:
@@ -674,6 +880,7 @@ class InMemorySuppressions:
         self.own[(workspace_id, suppression.key)] = suppression
         return suppression, True
 
+    @_atomic
     def remove(self, workspace_id: str, key: str, now: datetime) -> bool:
         if self._in_force(workspace_id, key) is None:
             return False
@@ -683,16 +890,22 @@ class InMemorySuppressions:
             del self.own[(workspace_id, key)]
         return True
 
+    @_atomic
     def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
+        below = decode_cursor(cursor) if cursor is not None else None  # InvalidCursor if never given
         keys = {key for ws, key in self.own if ws == workspace_id}
         if shares_opt_outs(workspace_id):
             keys |= set(self.shared)
         entries = [entry for key in keys if (entry := self._in_force(workspace_id, key)) is not None]
-        entries.sort(key=lambda entry: (entry.created_at, entry.key), reverse=True)
-        start = int(cursor) if cursor else 0
-        page = entries[start : start + limit]
-        more = start + limit < len(entries)
-        return SuppressionPage(page, str(start + limit) if more else None)
+        # Newest first by the adapter's listing id, `<createdAt>#<key>`.
+        listed = sorted(
+            ((f"{rfc3339(e.created_at)}#{e.key}", e) for e in entries), key=lambda pair: pair[0], reverse=True
+        )
+        if below is not None:
+            listed = [(listing_id, e) for listing_id, e in listed if listing_id < below]
+        page = listed[:limit]
+        more = len(listed) > limit
+        return SuppressionPage([e for _, e in page], encode_cursor(page[-1][0]) if more and page else None)
 
 
 def fake_api_dependencies(

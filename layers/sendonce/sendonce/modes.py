@@ -1,4 +1,4 @@
-"""Live and test mode: every workspace has a test twin, its own workspace (CONTRACT section 12).
+"""Live and test mode: every workspace has a test twin, its own workspace (README, "Test mode").
 
 The invariant: a workspace's mode is a property of its id, and nothing else. The twin of `W` is the
 workspace `W:test`; a live workspace id never ends with `:test` (`issue_api_key` refuses one), so no

@@ -114,7 +114,8 @@ class DynamoDbSendingStore:
         return max(message.created_at, message.send_at or message.created_at) + retention
 
     def _tie_expiry(self, message: Message) -> Item:
-        """A live key's tie is kept for good (CONTRACT section 2); a test twin's goes with its message."""
+        """A live key's tie is kept for good (docs/guarantees.md, "Sending"); a test twin's goes with
+        its message."""
         expires_at = self._expires_at(message) if is_test_workspace(message.workspace_id) else None
         return {"expiresAt": epoch_seconds(expires_at)} if expires_at is not None else {}
 

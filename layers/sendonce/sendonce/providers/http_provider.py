@@ -1,4 +1,5 @@
-"""The HTTP provider (CONTRACT section 4): POST <base>/messages, with the message id as Idempotency-Key.
+"""The HTTP provider (README, "Delivery", its protocol): POST <base>/messages, with the message id as
+Idempotency-Key.
 
 Because the provider dedups on that key, a send whose answer was lost may be repeated safely.
 A 2xx is the provider's acceptance, and nothing read after it can undo that: its body is read for

@@ -1,2 +1,2 @@
-"""The simulator: the provider of every test message (CONTRACT section 12), one implementation for the
-deployed stack and the local one."""
+"""The simulator: the provider of every test message (README, "Test mode"), one implementation for
+the deployed stack and the local one."""

@@ -1,4 +1,4 @@
-"""The simulator's recipient table: what a test message to each recipient meets (CONTRACT section 12).
+"""The simulator's recipient table: what a test message to each recipient meets (README, "Test mode").
 
 The one table there is: the dispatchers run it for every test message, deployed and in the local
 stack alike (the same handlers, the same layer), so a test means the same thing in both. Recipients

@@ -1,4 +1,5 @@
-"""The outbound half of status webhooks (CONTRACT section 8): which URLs may be called, and the call.
+"""The outbound half of status webhooks (docs/guarantees.md, "Status webhooks"): which URLs may be
+called, and the call.
 
 Invariant: a webhook POST only ever goes to an address that `check_url` classified as safe, and
 the call connects to that very address. The host is resolved once, every address it resolves to
