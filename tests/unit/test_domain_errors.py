@@ -24,8 +24,8 @@ from sendonce.api.errors import DOMAIN_ERRORS, domain_answer, from_domain_error
 from sendonce.errors import SendonceError
 from sendonce.messages.service import MessageService
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

@@ -18,8 +18,8 @@ from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.service import MessageService, SendCommand
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
-    FakeLambdaContext,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,

@@ -45,9 +45,9 @@ from sendonce.suppressions.service import SuppressionService
 from sendonce.webhooks.model import Delivery, DeliveryStatus, Event, EventType
 from sendonce.webhooks.service import MAX_ROTATION_TRIES, WebhookService
 
+from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
     FakeDeliveryQueue,
-    FakeLambdaContext,
     FakeLimits,
     FakeQueue,
     InMemoryApiKeys,
