@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 from pydantic import ValidationError
-from sendonce.api.schemas import SendMessageRequest
+from sendonce.api.commands import SendMessageRequest
 
 from bench.local_stack import WORKSPACE
 

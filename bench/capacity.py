@@ -47,6 +47,7 @@ from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStor
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_webhooks import ENDPOINT_COPIES, EVENT_SHARDS, DynamoDbWebhookStore
 from sendonce.api.idempotency import idempotency_config, make_idempotent
+from sendonce.api.shapes import message_shape
 from sendonce.auth.api_keys import hash_api_key
 from sendonce.dedup.identity import dedup_identity
 from sendonce.delivery.ports import ClaimedMessage
@@ -572,7 +573,14 @@ def _tell(client: Any, message: Message, endpoints: int, changes_per_endpoints_r
         change = Change(message.with_status(status, NOW), kind, NOW, f"{sequence:040d}")
         deliveries = tuple(Delivery(endpoint_id) for endpoint_id in endpoint_ids)
         event = Event(
-            change.event_id, WORKSPACE, message.id, kind, NOW, change.message.to_api(), sequence, deliveries
+            change.event_id,
+            WORKSPACE,
+            message.id,
+            kind,
+            NOW,
+            message_shape(change.message),
+            sequence,
+            deliveries,
         )
         previous = webhooks.applied(message.id)
         step(1, lambda: webhooks.applied(message.id))

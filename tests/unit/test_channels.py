@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from sendonce import channels
-from sendonce.api.schemas import SendMessageRequest
+from sendonce.api.commands import SendMessageRequest
 from sendonce.channels import ChannelSpec
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.recipients import normalise_phone

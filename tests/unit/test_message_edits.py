@@ -14,6 +14,7 @@ import pytest
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
+from sendonce.api.shapes import message_shape
 from sendonce.channels import normalise_recipient
 from sendonce.dedup.identity import dedup_identity
 from sendonce.errors import DuplicateContent, InvalidEdit, MessageNotEditable, MessageNotFound
@@ -418,7 +419,7 @@ def test_given_a_message_sent_with_a_key_then_its_tie_takes_the_edited_payload_s
         "channel": "sms",
         "to": "+15550100000",
         "body": "edited",
-        "sendAt": edited.to_api()["sendAt"],
+        "sendAt": message_shape(edited)["sendAt"],
     }
 
 

@@ -3,17 +3,31 @@ follows a creation from the table's stream (HandoffFunction on the store's strea
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from sendonce import composition
+from sendonce.api import dependencies
+from sendonce.api.app import handle
 from sendonce.channels import normalise_recipient
 from sendonce.errors import IdempotencyKeyReused, MessageNotCancelable
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Channel, Status
 from sendonce.messages.service import MessageService, SendCommand
 
-from tests.unit.unit_fakes import FakeQueue, InMemoryStore, ManualClock, hand_off
+from tests.support.lambda_context import FakeLambdaContext
+from tests.unit.unit_fakes import (
+    FakeQueue,
+    InMemoryApiKeys,
+    InMemoryStore,
+    ManualClock,
+    fake_api_dependencies,
+    hand_off,
+    key_of,
+)
 
 
 def _service(store: InMemoryStore, queue: FakeQueue, clock: ManualClock, window: int = 900) -> MessageService:
@@ -260,24 +274,44 @@ def test_given_the_same_key_in_another_workspace_then_another_message(
     assert other.message.id != first.message.id
 
 
-def test_given_messages_whose_page_would_pass_5_mib_then_fewer_and_a_cursor_that_reaches_every_one() -> None:
+def test_given_a_page_over_5_mib_then_the_api_shows_fewer_and_a_cursor_that_reaches_every_one() -> None:
     store, clock = InMemoryStore(), ManualClock()
     service = MessageService(store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock)
     # 100 messages of ~100 KB (4-byte characters): more than 5 MiB in one page of 100.
     for i in range(100):
         clock.advance(0.001)
         service.send(_command(body=f"{i} " + "\U0001f600" * 25_000))
+    dependencies.root.use(fake_api_dependencies(service, InMemoryApiKeys.of("ws_a")))
     sizes: list[int] = []
     seen: list[str] = []
     cursor = None
-    while True:
-        page = service.list("ws_a", None, 100, cursor)
-        sizes.append(sum(len(str(m.to_api()).encode()) for m in page.messages))
-        seen.extend(m.id for m in page.messages)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    try:
+        while True:
+            query = {"limit": "100", **({"cursor": cursor} if cursor else {})}
+            answer = handle(_list_event("ws_a", query), FakeLambdaContext())  # type: ignore[arg-type]
+            assert answer["statusCode"] == 200
+            sizes.append(len(answer["body"].encode()))
+            page = json.loads(answer["body"])
+            seen.extend(m["id"] for m in page["messages"])
+            cursor = page["nextCursor"]
+            if cursor is None:
+                break
+    finally:
+        composition.reset_all()
     assert len(sizes) > 1
     assert max(sizes) < 5 * 1024 * 1024
     assert sorted(seen, reverse=True) == seen
     assert len(set(seen)) == 100
+
+
+def _list_event(workspace: str, query: dict[str, str]) -> dict[str, Any]:
+    return {
+        "version": "2.0",
+        "routeKey": "GET /v1/messages",
+        "rawPath": "/v1/messages",
+        "rawQueryString": "&".join(f"{k}={v}" for k, v in query.items()),
+        "queryStringParameters": query,
+        "headers": {"authorization": f"Bearer {key_of(workspace)}"},
+        "requestContext": {"http": {"method": "GET", "path": "/v1/messages"}, "stage": "$default"},
+        "isBase64Encoded": False,
+    }

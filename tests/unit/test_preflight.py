@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sendonce.api.errors import ApiError
 from sendonce.api.preflight import Checked, RequestBody, check_request
-from sendonce.api.routes import ROUTES, Route
+from sendonce.api.routers import ROUTES
+from sendonce.api.routes import Route
 from sendonce.auth.api_keys import hash_api_key, resolve_workspace
 
 from tests.unit.unit_fakes import InMemoryApiKeys, key_of

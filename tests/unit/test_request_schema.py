@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from sendonce.api.schemas import SendMessageRequest, parse_rfc3339
+from sendonce.api.commands import SendMessageRequest
+from sendonce.api.shapes import parse_rfc3339
 
 
 def _valid(**changes: Any) -> dict[str, Any]:

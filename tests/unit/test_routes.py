@@ -1,4 +1,5 @@
-"""Each route is declared once, in `sendonce.api.routes`: template.yaml and the app agree with it.
+"""Each route is declared once, in its router (`sendonce.api.routers`): template.yaml and the app agree
+with the table of them all.
 
 template.yaml tells API Gateway which routes reach the function, with no authorizer on any (the
 function checks the API key itself); the declaration tells the app which take a key. These tests
@@ -29,19 +30,12 @@ from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.errors import ApiError
 from sendonce.api.json_body import decode_json as _decode_json
 from sendonce.api.preflight import check_request
-from sendonce.api.routes import (
-    ADD_SUPPRESSION,
-    ADD_WEBHOOK_ENDPOINT,
-    EDIT_MESSAGE,
-    PROVIDER_WEBHOOK,
-    REDELIVER_EVENT,
-    ROUTES,
-    SEND_BATCH,
-    SEND_MESSAGE,
-    Body,
-    Route,
-    allowed_methods,
-)
+from sendonce.api.routers import ROUTES
+from sendonce.api.routers.messages import EDIT_MESSAGE, SEND_BATCH, SEND_MESSAGE
+from sendonce.api.routers.provider_events import PROVIDER_WEBHOOK
+from sendonce.api.routers.suppressions import ADD_SUPPRESSION
+from sendonce.api.routers.webhooks import ADD_WEBHOOK_ENDPOINT, REDELIVER_EVENT
+from sendonce.api.routes import Body, Route
 from sendonce.auth.api_keys import resolve_workspace
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
@@ -209,17 +203,17 @@ def test_a_method_not_declared_on_a_path_is_a_405_listing_the_declared_ones(path
 
     assert answer["statusCode"] == 405
     assert answer["headers"]["Allow"] == ", ".join(declared)
-    assert allowed_methods(_concrete(path)) == declared
+    assert ROUTES.allowed_methods(_concrete(path)) == declared
 
 
 def test_a_path_no_route_declares_is_a_404() -> None:
     answer = handle(_event("GET", "/v1/messages/a/b", route_key="$default"), None)
 
     assert answer["statusCode"] == 404
-    assert allowed_methods("/v1/messages/a/b") == []
+    assert ROUTES.allowed_methods("/v1/messages/a/b") == []
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+@pytest.mark.parametrize("route", ROUTES.routes, ids=lambda route: route.key)
 def test_the_preflight_asks_for_a_key_exactly_on_the_routes_that_take_one(route: Route) -> None:
     event = _event(
         route.method, _concrete(route.path), route_key=route.key, body="{}", content_type="application/json"
@@ -228,7 +222,7 @@ def test_the_preflight_asks_for_a_key_exactly_on_the_routes_that_take_one(route:
     assert (_preflight_answer(event) == 401) is not route.public
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+@pytest.mark.parametrize("route", ROUTES.routes, ids=lambda route: route.key)
 def test_the_preflight_checks_the_size_of_a_body_only_on_the_routes_that_read_one(route: Route) -> None:
     event = _event(
         route.method,
@@ -241,7 +235,7 @@ def test_the_preflight_checks_the_size_of_a_body_only_on_the_routes_that_read_on
     assert (_preflight_answer(event) == 413) is (route.body is not Body.NONE)
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+@pytest.mark.parametrize("route", ROUTES.routes, ids=lambda route: route.key)
 def test_the_preflight_wants_json_on_json_routes_and_leaves_signed_bytes_as_they_came(route: Route) -> None:
     event = _event(
         route.method, _concrete(route.path), workspace="ws", body='{"a": 1}', content_type="text/plain"
@@ -269,7 +263,7 @@ def test_the_openapi_document_has_exactly_the_declared_routes() -> None:
     assert operations == {route.key for route in ROUTES}
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+@pytest.mark.parametrize("route", ROUTES.routes, ids=lambda route: route.key)
 def test_each_operation_is_public_exactly_when_declared_so_and_documents_the_declared_answers(
     route: Route,
 ) -> None:
@@ -281,7 +275,7 @@ def test_each_operation_is_public_exactly_when_declared_so_and_documents_the_dec
     assert operation["tags"] == list(route.tags)
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.key)
+@pytest.mark.parametrize("route", ROUTES.routes, ids=lambda route: route.key)
 def test_each_route_documents_what_its_preflight_answers(route: Route) -> None:
     statuses = set(route.responses)
 
@@ -341,7 +335,7 @@ def _forms_of_404_and_405() -> list[tuple[str, str, int]]:
         forms += [
             ("GET", nearby, 404)
             for nearby in (concrete + "/x", concrete + "/")
-            if not allowed_methods(nearby)
+            if not ROUTES.allowed_methods(nearby)
         ]
         if "{" in path:
             forms += [

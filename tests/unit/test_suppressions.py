@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sendonce import channels, composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
+from sendonce.api.shapes import SuppressionModel
 from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
 from sendonce.delivery.retry_policy import RetryPolicy
 from sendonce.errors import RecipientSuppressed, SuppressionNotFound
@@ -127,7 +128,7 @@ def test_given_a_manual_entry_then_found_in_any_form_and_on_every_channel(
     entry, created = service.add(WS, "sms", "+1 (555) 010-0000")
 
     assert created
-    assert entry.to_api() == {
+    assert SuppressionModel.of(entry).model_dump(mode="json") == {
         "to": PHONE,
         "reason": "manual",
         "createdAt": "2026-01-01T12:00:00.000Z",

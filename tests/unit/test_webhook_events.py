@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from sendonce.adapters.dynamodb_items import lock_key, tie_key, to_item
 from sendonce.adapters.dynamodb_message_stream import POSITION_DIGITS, change_of
+from sendonce.api.shapes import message_shape
 from sendonce.entrypoints.message_changes import handle_stream_batch
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.webhooks.events import ChangeNotRecorded, EventRecorder
@@ -132,7 +133,7 @@ def recorder(
 ) -> tuple[EventRecorder, InMemoryWebhookStore, FakeDeliveryQueue]:
     store = store if store is not None else InMemoryWebhookStore()
     queue = queue if queue is not None else FakeDeliveryQueue()
-    return EventRecorder(events=store, endpoints=store, queue=queue), store, queue
+    return EventRecorder(events=store, endpoints=store, queue=queue, show_message=message_shape), store, queue
 
 
 def with_endpoints(store: InMemoryWebhookStore, *endpoints: Endpoint) -> InMemoryWebhookStore:
@@ -282,7 +283,7 @@ def test_a_change_becomes_one_event_with_a_delivery_for_each_endpoint_that_wants
     assert event.id == told.event_id
     assert event.sequence == 1
     assert event.type is EventType.QUEUED
-    assert event.message == told.message.to_api()
+    assert event.message == message_shape(told.message)
     assert [d.endpoint_id for d in event.deliveries] == ["whep_all", "whep_queued"]
     assert all(d == Delivery(d.endpoint_id) for d in event.deliveries)
     assert queue.tasks == [DeliveryTask(WS, event.id, "whep_all"), DeliveryTask(WS, event.id, "whep_queued")]
@@ -337,7 +338,7 @@ def test_a_caught_duplicate_has_no_sequence_and_does_not_count_as_a_change() -> 
 
     assert duplicate is not None
     assert duplicate.sequence is None
-    assert duplicate.payload()["data"] == {"message": original.to_api(), "sequence": None}
+    assert duplicate.payload()["data"] == {"message": message_shape(original), "sequence": None}
     assert sent is not None
     assert sent.sequence == 2
     assert store.applied(original.id) == Applied(2, later.position)
@@ -626,6 +627,6 @@ def test_a_status_event_payload_is_the_message_right_after_its_change() -> None:
     assert event.payload() == {
         "type": "message.sent",
         "timestamp": "2026-01-01T12:00:05.000Z",
-        "data": {"message": sent.to_api(), "sequence": 2},
+        "data": {"message": message_shape(sent), "sequence": 2},
     }
     assert event.payload()["data"]["message"]["metadata"] == {"order": "A-17"}  # echoed for joins

@@ -21,6 +21,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sendonce.api.routers.webhooks import EventDelivery, EventModel, WebhookEndpointModel
+from sendonce.api.shapes import message_shape, to_json
 from sendonce.messages.model import Channel, Message, MessageError, Status
 from sendonce.webhooks.delivery import (
     DEFAULT_RETRY_SCHEDULE,
@@ -87,7 +89,7 @@ def event(sequence: int | None = 2, deliveries: tuple[Delivery, ...] = ()) -> Ev
         message_id=message().id,
         type=EventType.SENT if sequence is not None else EventType.DUPLICATE_BLOCKED,
         timestamp=T0 + timedelta(seconds=2),
-        message=message().to_api(),
+        message=message_shape(message()),
         sequence=sequence,
         deliveries=deliveries,
     )
@@ -110,7 +112,7 @@ def test_the_payload_is_type_timestamp_and_the_message_with_its_sequence() -> No
     assert event().payload() == {
         "type": "message.sent",
         "timestamp": "2026-01-01T12:00:02.000Z",
-        "data": {"message": message().to_api(), "sequence": 2},
+        "data": {"message": message_shape(message()), "sequence": 2},
     }
 
 
@@ -135,7 +137,7 @@ def test_the_body_is_compact_utf8_json_and_the_same_bytes_every_time() -> None:
 def test_the_api_shows_the_event_as_its_payload_with_its_id_and_deliveries() -> None:
     delivery = Delivery("whep_1", DeliveryStatus.FAILED, 8, T0, 503)
 
-    shown = event(deliveries=(delivery,)).to_api()
+    shown = EventModel.of(event(deliveries=(delivery,))).model_dump(mode="json")
 
     assert shown == {
         "id": EVENT_ID,
@@ -150,7 +152,7 @@ def test_the_api_shows_the_event_as_its_payload_with_its_id_and_deliveries() -> 
             }
         ],
     }
-    assert Delivery("whep_2").to_api() == {
+    assert EventDelivery.of(Delivery("whep_2")).model_dump(mode="json") == {
         "endpointId": "whep_2",
         "status": "pending",
         "attempts": 0,
@@ -264,11 +266,14 @@ def test_rotations_past_the_cap_wait_until_the_oldest_replaced_secret_stops_sign
 
 
 def test_an_endpoint_shows_its_secret_only_when_asked() -> None:
-    shown = endpoint(SigningSecret("whsec_current"), SigningSecret("whsec_old", T0)).to_api()
+    rotated = endpoint(SigningSecret("whsec_current"), SigningSecret("whsec_old", T0))
 
-    assert "secret" not in shown
-    assert "whsec_" not in json.dumps(shown)
-    assert endpoint(SigningSecret("whsec_current")).to_api(with_secret=True)["secret"] == "whsec_current"
+    shown = to_json(WebhookEndpointModel.of(rotated))
+
+    assert '"secret"' not in shown
+    assert "whsec_" not in shown
+    with_secret = WebhookEndpointModel.of(endpoint(SigningSecret("whsec_current")), with_secret=True)
+    assert with_secret.model_dump(mode="json")["secret"] == "whsec_current"
 
 
 # ---------------------------------------------------------------------------- the retry schedule

@@ -166,6 +166,25 @@ def added(url: str = HOOK, **extra: Any) -> dict[str, Any]:
     return endpoint
 
 
+def _shown_message(message_id: str) -> dict[str, Any]:
+    """A message as the recorder stores it in an event: as the API showed it then."""
+    return {
+        "id": message_id,
+        "channel": "sms",
+        "to": "+15550100000",
+        "subject": None,
+        "body": "hi",
+        "status": "queued",
+        "sendAt": None,
+        "metadata": {},
+        "idempotencyKey": None,
+        "attempts": 0,
+        "error": None,
+        "createdAt": "2026-01-01T12:00:00.000Z",
+        "updatedAt": "2026-01-01T12:00:00.000Z",
+    }
+
+
 def stored_event(
     fakes: Fakes, number: int, message_id: str = "msg_01KDVDNA00QV9D1V5ZMBF8DBMW", **changes: Any
 ) -> Event:
@@ -176,7 +195,7 @@ def stored_event(
         message_id=message_id,
         type=EventType.QUEUED,
         timestamp=T0 + timedelta(seconds=number),
-        message={"id": message_id, "status": "queued", "metadata": {}},
+        message=_shown_message(message_id),
         sequence=number,
     )
     event = replace(event, **changes)
@@ -523,7 +542,7 @@ def test_events_are_listed_newest_first_page_by_page(fakes: Fakes) -> None:
         [made[0].id],
     ]
     assert third["nextCursor"] is None
-    assert first["events"][0] == made[4].to_api()
+    assert first["events"][0] == {"id": made[4].id, **made[4].payload(), "deliveries": []}
 
 
 def test_events_are_filtered_by_message_and_type(fakes: Fakes) -> None:
@@ -561,7 +580,20 @@ def test_a_bad_events_query_is_a_400(fakes: Fakes, query: dict[str, str]) -> Non
 def test_one_event_is_found_in_its_workspace_only(fakes: Fakes) -> None:
     event = stored_event(fakes, 1, deliveries=(Delivery("whep_1", DeliveryStatus.SUCCEEDED, 1, T0, 200),))
 
-    assert call("GET", f"/v1/events/{event.id}") == (200, {"success": True, "event": event.to_api()})
+    shown = {
+        "id": event.id,
+        **event.payload(),
+        "deliveries": [
+            {
+                "endpointId": "whep_1",
+                "status": "succeeded",
+                "attempts": 1,
+                "lastAttemptAt": "2026-01-01T12:00:00.000Z",
+                "lastResponseStatus": 200,
+            }
+        ],
+    }
+    assert call("GET", f"/v1/events/{event.id}") == (200, {"success": True, "event": shown})
     status, body = call("GET", f"/v1/events/{event.id}", workspace=OTHER_WS)
     assert status == 404
     assert body["error"]["code"] == "not_found"

@@ -6,12 +6,12 @@ stack's table or a deployed one, so an entry added here is exactly one the API w
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
 
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
+from sendonce.api.shapes import SuppressionModel, to_json
 from sendonce.observability import logger
 from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.service import SuppressionService
@@ -35,7 +35,8 @@ def every_entry(suppressions: SuppressionService, workspace: str) -> Iterator[Su
 
 
 def line(entry: Suppression) -> str:
-    return json.dumps(entry.to_api(), ensure_ascii=False)
+    """The entry as the API shows it (`GET /v1/suppressions/{to}`), on one line."""
+    return to_json(SuppressionModel.of(entry))
 
 
 class Quiet:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, Literal
 
+from sendonce.api.shapes import MessageModel, ResponseModel, to_json
+from sendonce.messages.model import Status
 from sendonce.messages.service import SendResult
 
 
-def _json(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+class SendAccepted(ResponseModel):
+    success: Literal[True]
+    status: Status
+    duplicateOnly: Literal[False]
+    message: MessageModel
+
+
+class DuplicateCaught(ResponseModel):
+    success: Literal[True]
+    duplicateOnly: Literal[True]
+    duplicateMessage: str
+    message: MessageModel | None
 
 
 def describe_age(seconds: int) -> str:
@@ -33,21 +44,21 @@ def send_answer(result: SendResult) -> dict[str, Any]:
             sentence = (
                 f"An identical message to this recipient was accepted {age} ago; refusing to send it again."
             )
-        body = {
-            "success": True,
-            "duplicateOnly": True,
-            "duplicateMessage": sentence,
-            "message": result.message.to_api() if result.message else None,
-        }
-        return {"statusCode": 200, "body": _json(body)}
+        caught = DuplicateCaught(
+            success=True,
+            duplicateOnly=True,
+            duplicateMessage=sentence,
+            message=MessageModel.of(result.message) if result.message else None,
+        )
+        return {"statusCode": 200, "body": to_json(caught, compact=True)}
     assert result.message is not None  # a created or replayed send always has its message
-    body = {
-        "success": True,
-        "status": result.message.status.value,
-        "duplicateOnly": False,
-        "message": result.message.to_api(),
-    }
-    answer: dict[str, Any] = {"statusCode": 201, "body": _json(body)}
+    accepted = SendAccepted(
+        success=True,
+        status=result.message.status,
+        duplicateOnly=False,
+        message=MessageModel.of(result.message),
+    )
+    answer: dict[str, Any] = {"statusCode": 201, "body": to_json(accepted, compact=True)}
     if result.replayed:
         answer["replayed"] = True
     return answer

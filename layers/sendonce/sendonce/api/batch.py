@@ -17,16 +17,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sendonce.api.answers import send_answer
-from sendonce.api.commands import command_of
+from sendonce.api.commands import SendMessageRequest, command_of
 from sendonce.api.errors import (
     ApiError,
     details_from_pydantic,
@@ -36,7 +36,7 @@ from sendonce.api.errors import (
     validation_error,
 )
 from sendonce.api.idempotency import StoredAnswer
-from sendonce.api.schemas import SendMessageRequest
+from sendonce.api.shapes import MessageModel, ResponseModel, to_json
 from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
@@ -63,6 +63,44 @@ _RETRYABLE = {
 SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
 # `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
 SendOnce = Callable[..., StoredAnswer]
+
+
+class BatchRequest(BaseModel):
+    """POST /v1/messages/batch: the envelope. Its handler checks each item on its own, as a body of
+    POST /v1/messages, so that a bad item gets its own Result."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    messages: list[Any] = Field(
+        min_length=MIN_ITEMS,
+        max_length=MAX_ITEMS,
+        description=(
+            "Each: the body of POST /v1/messages, plus an optional idempotencyKey (the rules of the "
+            "Idempotency-Key header). An item that is not an object gets its own 400 Result."
+        ),
+    )
+
+
+class BatchItemError(ResponseModel):
+    code: str
+    message: str
+    details: list[dict[str, str]] | dict[str, str] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
+
+
+class BatchItemResult(ResponseModel):
+    index: int
+    status: int = Field(description="The status code the item alone would get from POST /v1/messages")
+    duplicateOnly: bool | None
+    replayed: bool = Field(description="The item's idempotencyKey replayed an earlier answer")
+    message: MessageModel | None
+    error: BatchItemError | None
+
+
+class BatchResults(ResponseModel):
+    success: Literal[True]
+    results: list[BatchItemResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +200,7 @@ def send_items(
     items: Sequence[Item], workspace: str, send_many: SendMany, send_once: SendOnce
 ) -> StoredAnswer:
     """The batch's 200: one Result per item, in order (see the module's note on order)."""
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, BatchItemResult] = {}
     for item in items:
         if item.error is not None:
             results[item.index] = error_result(item.index, item.error)
@@ -186,7 +224,7 @@ def send_items(
     _send_bulk(after_keyed, send_many, results)
 
     ordered = [results[index] for index in sorted(results)]
-    body = json.dumps({"success": True, "results": ordered}, ensure_ascii=False, separators=(",", ":"))
+    body = to_json(BatchResults(success=True, results=ordered), compact=True)
     storable = not any(_retryable(result) for result in ordered)
     answer: StoredAnswer = {"statusCode": 200, "body": body}
     if not storable:
@@ -194,12 +232,11 @@ def send_items(
     return answer
 
 
-def _retryable(result: dict[str, Any]) -> bool:
-    error = result["error"]
-    return error is not None and (error["code"], result["status"]) in _RETRYABLE
+def _retryable(result: BatchItemResult) -> bool:
+    return result.error is not None and (result.error.code, result.status) in _RETRYABLE
 
 
-def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, dict[str, Any]]) -> None:
+def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, BatchItemResult]) -> None:
     if not items:
         return
     outcomes = send_many([item.command for item in items if item.command is not None])
@@ -217,7 +254,7 @@ def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, dict[s
             results[item.index] = answer_result(item.index, send_answer(outcome))
 
 
-def _send_keyed(item: Item, workspace: str, send_once: SendOnce) -> dict[str, Any]:
+def _send_keyed(item: Item, workspace: str, send_once: SendOnce) -> BatchItemResult:
     assert item.command is not None
     assert item.command.idempotency_key is not None
     request = {"workspace": workspace, "key": item.command.idempotency_key, "payload": item.payload}
@@ -231,31 +268,28 @@ def _send_keyed(item: Item, workspace: str, send_once: SendOnce) -> dict[str, An
         return error_result(item.index, from_domain_error(error))
 
 
-def answer_result(index: int, answer: StoredAnswer) -> dict[str, Any]:
-    """A Result from the answer the item alone gets (or got, and replays)."""
+def answer_result(index: int, answer: StoredAnswer) -> BatchItemResult:
+    """A Result from the answer the item alone gets (or got, and replays: stored, maybe long ago)."""
     body = json.loads(answer["body"])
-    return {
-        "index": index,
-        "status": answer["statusCode"],
-        "duplicateOnly": body.get("duplicateOnly"),
-        "replayed": bool(answer.get("replayed")),
-        "message": body.get("message"),
-        "error": None,
-    }
+    return BatchItemResult(
+        index=index,
+        status=answer["statusCode"],
+        duplicateOnly=body.get("duplicateOnly"),
+        replayed=bool(answer.get("replayed")),
+        message=body.get("message"),
+        error=None,
+    )
 
 
-def error_result(index: int, error: ApiError) -> dict[str, Any]:
-    detail: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.details is not None:
-        detail["details"] = error.details
-    return {
-        "index": index,
-        "status": error.status,
-        "duplicateOnly": None,
-        "replayed": False,
-        "message": None,
-        "error": detail,
-    }
+def error_result(index: int, error: ApiError) -> BatchItemResult:
+    return BatchItemResult(
+        index=index,
+        status=error.status,
+        duplicateOnly=None,
+        replayed=False,
+        message=None,
+        error=BatchItemError(code=error.code, message=error.message, details=error.details),
+    )
 
 
 def answer_batch(

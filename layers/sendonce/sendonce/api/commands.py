@@ -1,19 +1,58 @@
-"""The one way a validated message body becomes a send: `POST /v1/messages` and each batch item alike.
+"""The one way a message body becomes a send: `POST /v1/messages` and each batch item alike.
 
-The recipient is normalised for its channel here and only here, and a keyed send carries the
-fingerprint of its parsed body, which is what the key's record and tie compare.
+`SendMessageRequest` is the body both validate; the recipient is normalised for its channel by it
+and only by it, and a keyed send carries the fingerprint of its parsed body, which is what the key's
+record and tie compare.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+
 from sendonce import channels
-from sendonce.api.schemas import SendMessageRequest
+from sendonce.api.shapes import Metadata, RecipientRequest, parse_rfc3339, send_at_within_window
 from sendonce.idempotency.keys import payload_fingerprint
 from sendonce.messages.model import Channel
 from sendonce.messages.service import SendCommand
+
+
+class SendMessageRequest(RecipientRequest):
+    """POST /v1/messages. Unknown fields are rejected, so a typo never silently changes a send."""
+
+    # Built at import, unlike the other requests: a function's first request is most often a send.
+    model_config = ConfigDict(defer_build=False)
+
+    body: str = Field(min_length=1, max_length=10_000)
+    subject: str | None = Field(
+        default=None, min_length=1, max_length=998, validate_default=True, description="Email only; required"
+    )
+    sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
+    metadata: Metadata | None = None
+
+    @field_validator("subject")
+    @classmethod
+    def _subject_as_the_channel_says(cls, value: str | None, info: ValidationInfo) -> str | None:
+        channel = info.data.get("channel")
+        if channel is None:
+            return value
+        rule = channels.spec(channel).subject
+        if rule == "required" and value is None:
+            raise ValueError(f"is required for {channel}")
+        if rule == "forbidden" and value is not None:
+            raise ValueError(f"is not allowed for {channel}")
+        return value
+
+    @field_validator("sendAt")
+    @classmethod
+    def _rfc3339_within_window(cls, value: str | None) -> str | None:
+        return send_at_within_window(value)
+
+    def send_at(self) -> datetime | None:
+        return parse_rfc3339(self.sendAt) if self.sendAt is not None else None
 
 
 def command_of(

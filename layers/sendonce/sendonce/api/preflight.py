@@ -3,7 +3,7 @@
 These run before any body validation and before anything is written, in the contract's order:
 401 (or 503), then the workspace's request rate (429), then 413, then 415, then a body the JSON
 parser cannot take (400). Which route a request is for, whether it needs a key and what it reads
-of its body come from the routes' declarations in `sendonce.api.routes`.
+of its body come from the routes' declarations (`sendonce.api.routers.ROUTES`).
 
 The route is found here, as API Gateway finds it (on the URL-decoded path), whatever route the
 gateway named: a request no route takes is answered here, 404 or 405, and never reaches the
@@ -25,11 +25,8 @@ this value and never parse the text again.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sendonce.api.errors import (
@@ -41,8 +38,10 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
+from sendonce.api.exchange import RequestBody, header, raw_body
 from sendonce.api.json_body import decode_json
-from sendonce.api.routes import MAX_BODY_BYTES, Body, allowed_methods, find_route, size_text
+from sendonce.api.routers import ROUTES
+from sendonce.api.routes import MAX_BODY_BYTES, Body, size_text
 from sendonce.observability import logger
 
 __all__ = ["MAX_BODY_BYTES", "Checked", "FindWorkspace", "RequestBody", "check_request", "header", "raw_body"]
@@ -50,21 +49,6 @@ __all__ = ["MAX_BODY_BYTES", "Checked", "FindWorkspace", "RequestBody", "check_r
 # The `Authorization` header -> the workspace of its key; None: no key, or none good. It raises
 # when the key store cannot be read.
 FindWorkspace = Callable[[str | None], str | None]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestBody:
-    """A request body as the preflight decoded it: its JSON value, or the 400 it gets instead (a
-    signed body's, raised by its route once the signature is checked)."""
-
-    value: Any = None
-    refusal: ApiError | None = None
-
-    def json(self) -> Any:
-        """The decoded value; raises the body's refusal."""
-        if self.refusal is not None:
-            raise self.refusal
-        return self.value
 
 
 class Checked(NamedTuple):
@@ -87,30 +71,6 @@ def _caller(event: dict[str, Any], find_workspace: FindWorkspace) -> str:
         logger.info("auth.key_rejected", extra={"event": "auth.key_rejected"})
         raise unauthorized()
     return workspace
-
-
-def header(event: dict[str, Any], name: str) -> str | None:
-    headers = event.get("headers")
-    if not isinstance(headers, dict):
-        return None
-    for key, value in headers.items():
-        if isinstance(key, str) and key.lower() == name:
-            return value if isinstance(value, str) else None
-    return None
-
-
-def raw_body(event: dict[str, Any]) -> bytes:
-    body = event.get("body")
-    if body is None:
-        return b""
-    if not isinstance(body, str):
-        raise ApiError(400, "validation_error", "The body is not valid JSON.")
-    if event.get("isBase64Encoded"):
-        try:
-            return base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise ApiError(400, "validation_error", "The body is not valid base64.") from None
-    return body.encode("utf-8", errors="surrogatepass")
 
 
 def _is_json_media_type(content_type: str | None) -> bool:
@@ -161,7 +121,7 @@ def check_request(
     stops only a request that needs a key)."""
     method = str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper()
     path = str(event.get("rawPath") or "")
-    found = find_route(method, path)
+    found = ROUTES.find(method, path)
     workspace: str | None
     if found is not None and not found.route.public:
         workspace = caller = _caller(event, find_workspace)
@@ -173,7 +133,7 @@ def check_request(
             with contextlib.suppress(ApiError):
                 check_rate(workspace)
     if found is None:
-        allowed = allowed_methods(path)
+        allowed = ROUTES.allowed_methods(path)
         raise method_not_allowed(allowed) if allowed else not_found()
     route = found.route
     if any("/" in value for value in found.parameters.values()):

@@ -1,50 +1,34 @@
-"""Every route of the HTTP API, declared once.
+"""A route of the HTTP API, declared once, and the table of them all.
 
-A route's method, path, caller (an API key, or nobody), body and OpenAPI description live here and
-nowhere else in the function: the resolver registers each handler from its declaration, the
-preflight asks the declarations which requests need a key and which bodies to check, a 405 lists
-the methods declared on its path, and the OpenAPI document marks the public routes. template.yaml
-declares the same routes to API Gateway; `tests/unit/test_routes.py` fails when the two disagree.
+A route's method, path, caller (an API key, or nobody), body and OpenAPI description are its
+`Route`, declared in its router's module (`sendonce.api.routers.*`) right above its handler, and
+nowhere else: the router registers the handler from the declaration and keeps it
+(`DeclaredRouter`), the table of every router's declarations (`RouteTable`,
+`sendonce.api.routers.ROUTES`) tells the preflight which requests need a key and which bodies to
+check, a 405 which methods a path takes, and the OpenAPI document which routes are public.
+template.yaml declares the same routes to API Gateway; `tests/unit/test_routes.py` fails when the
+two disagree.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from sendonce.api.schemas import (
-    Acknowledged,
-    BatchResults,
-    DuplicateCaught,
-    ErrorBody,
-    EventEnvelope,
-    EventPageModel,
-    Health,
-    MessageEnvelope,
-    MessagePage,
-    SendAccepted,
-    SimulatedDeliveries,
-    SuppressionEnvelope,
-    SuppressionPageModel,
-    UsageReport,
-    WebhookEndpointEnvelope,
-    WebhookEndpointList,
-)
-from sendonce.webhooks.model import MAX_REPLACED_SECRETS, ROTATION_OVERLAP
+from sendonce.api.errors import ErrorBody
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 _PARAMETER = re.compile(r"\{(\w+)\}")
 # A request body over its route's limit is a 413 before anything else reads it.
 MAX_BODY_BYTES = 256 * 1024
-_OVERLAP_HOURS = int(ROTATION_OVERLAP.total_seconds()) // 3600
 
 _ERRORS = {
     400: "validation_error, missing_idempotency_key or invalid_idempotency_key",
@@ -152,319 +136,31 @@ def _pattern(path: str) -> re.Pattern[str]:
     return re.compile(f"^{regex}$")
 
 
-def _json(description: str, model: Any = None) -> dict[str, Any]:
+def json_answer(description: str, model: Any = None) -> dict[str, Any]:
+    """A documented answer: its description, and the model of its JSON body."""
     return {"description": description, "content": {"application/json": {"model": model} if model else {}}}
 
 
-SEND_MESSAGE = Route(
-    "POST",
-    "/v1/messages",
-    summary="Send one message",
-    description=(
-        "Accepts a message for delivery. An identical message to the same recipient within the dedup "
-        "window is answered 200 with duplicateOnly: true and the original. With an Idempotency-Key, "
-        "a retry replays the first answer with Idempotency-Replayed: true."
-    ),
-    answers={
-        201: _json(
-            "Accepted: queued, scheduled, or accepted (hand-off to the queue still owed)", SendAccepted
-        ),
-        200: _json("The dedup guard caught a duplicate; nothing was sent", DuplicateCaught),
-    },
-    errors=(400, 409, 422, 503),
-    body=Body.JSON,
-    tags=("messages",),
-)
-SEND_BATCH = Route(
-    "POST",
-    "/v1/messages/batch",
-    summary="Send 1 to 500 messages, each answered as if sent alone",
-    description=(
-        'Body {"messages": [...]}, at most 1 MiB: each item is the body of POST /v1/messages plus an '
-        "optional idempotencyKey, and gets the Result POST /v1/messages would answer it alone (its "
-        "status code, duplicateOnly, replayed, message or error), in the items' order. Identical items "
-        "are one message. ?validation=strict: any item that is not valid makes the whole request a 400 "
-        "and nothing is written. An Idempotency-Key header covers the whole request."
-    ),
-    answers={200: _json("One Result per item, in order", BatchResults)},
-    errors=(400, 409, 422, 503),
-    body=Body.JSON,
-    tags=("messages",),
-    max_body_bytes=1024 * 1024,
-)
-GET_MESSAGE = Route(
-    "GET",
-    "/v1/messages/{id}",
-    summary="Get one message",
-    answers={200: _json("The message", MessageEnvelope)},
-    errors=(404, 503),
-    tags=("messages",),
-)
-LIST_MESSAGES = Route(
-    "GET",
-    "/v1/messages",
-    summary="List messages, newest first",
-    answers={200: _json("A page of messages", MessagePage)},
-    errors=(400, 503),
-    tags=("messages",),
-)
-CANCEL_MESSAGE = Route(
-    "DELETE",
-    "/v1/messages/{id}",
-    summary="Cancel a message that has not started its delivery",
-    answers={200: _json("Canceled", MessageEnvelope)},
-    errors=(404, 409, 503),
-    tags=("messages",),
-)
-EDIT_MESSAGE = Route(
-    "PATCH",
-    "/v1/messages/{id}",
-    summary="Edit a scheduled message until its delivery starts",
-    description=(
-        "One or more of body, subject, sendAt, metadata (metadata replaces the old one). Allowed while "
-        "the message is scheduled, whether or not it was already handed to its queue, up to the moment "
-        "its delivery is claimed (at its sendAt); otherwise 409 message_not_editable. What is sent is "
-        "the message as it stands at that moment: an edit answered 200 before it is always sent whole, "
-        "an edit after it is refused. The dedup lock follows the content: a new content another message "
-        "holds in the dedup window is 409 duplicate_content with details.messageId, and nothing changes."
-    ),
-    answers={200: _json("Edited", MessageEnvelope)},
-    errors=(400, 404, 409, 503),
-    body=Body.JSON,
-    tags=("messages",),
-)
-PROVIDER_WEBHOOK = Route(
-    "POST",
-    "/v1/webhooks/{provider}",
-    summary="Delivery events from a provider (signed)",
-    description=(
-        "For the HTTP provider (`http`): header `X-Sendonce-Signature: t=<unix seconds>,v1=<hex "
-        'HMAC-SHA256(secret, "<t>.<raw body>")>`, at most 5 minutes old. Each eventId takes effect '
-        "once; status never moves backwards. Acknowledged as soon as the event is safely queued."
-    ),
-    answers={200: _json("Acknowledged", Acknowledged)},
-    errors=(400, 401, 404, 503),  # 401: a signature that is not valid
-    public=True,  # the provider signs the body instead
-    body=Body.SIGNED,
-    tags=("provider events",),
-)
-HEALTH = Route(
-    "GET",
-    "/v1/health",
-    summary="Health",
-    answers={200: _json("Ready to take sends", Health)},
-    public=True,
-    tags=("service",),
-)
-OPENAPI = Route(
-    "GET",
-    "/openapi.json",
-    summary="This OpenAPI description",
-    answers={200: _json("OpenAPI 3 document")},
-    public=True,
-    tags=("service",),
-)
-DOCS = Route(
-    "GET",
-    "/docs",
-    summary="This OpenAPI description, browsable",
-    answers={200: {"description": "Swagger UI", "content": {"text/html": {}}}},
-    public=True,
-    tags=("service",),
-)
+class DeclaredRouter(Router):
+    """Powertools' router for one context of the API, whose handlers are each registered from their
+    route's declaration; it keeps the declarations (`declared`), in the order of registration."""
 
-ADD_WEBHOOK_ENDPOINT = Route(
-    "POST",
-    "/v1/webhook-endpoints",
-    summary="Add an endpoint for status webhooks",
-    description=(
-        "At most 10 a workspace. The url must be https:// and must not resolve to a loopback, private, "
-        "link-local or metadata address. The answer carries the endpoint's signing secret, shown only "
-        "here and on rotation."
-    ),
-    answers={201: _json("Added; `secret` is shown this once", WebhookEndpointEnvelope)},
-    errors=(400, 503),
-    body=Body.JSON,
-    tags=("webhooks",),
-)
-LIST_WEBHOOK_ENDPOINTS = Route(
-    "GET",
-    "/v1/webhook-endpoints",
-    summary="List the endpoints (no secrets)",
-    answers={200: _json("The endpoints", WebhookEndpointList)},
-    errors=(503,),
-    tags=("webhooks",),
-)
-GET_WEBHOOK_ENDPOINT = Route(
-    "GET",
-    "/v1/webhook-endpoints/{id}",
-    summary="Get one endpoint (no secret)",
-    answers={200: _json("The endpoint", WebhookEndpointEnvelope)},
-    errors=(404, 503),
-    tags=("webhooks",),
-)
-DELETE_WEBHOOK_ENDPOINT = Route(
-    "DELETE",
-    "/v1/webhook-endpoints/{id}",
-    summary="Delete an endpoint: nothing is delivered to it afterwards, pending retries included",
-    answers={200: _json("Deleted", Acknowledged)},
-    errors=(404, 503),
-    tags=("webhooks",),
-)
-ROTATE_WEBHOOK_SECRET = Route(
-    "POST",
-    "/v1/webhook-endpoints/{id}/rotate-secret",
-    summary="Rotate an endpoint's signing secret",
-    description=(
-        "Every delivery is signed with the current secret and with each secret it replaced within "
-        f"the last {_OVERLAP_HOURS} hours. Rotations asked at once apply one after another: every "
-        f"`secret` answered with a 200 is stored and signs. At most {MAX_REPLACED_SECRETS} replaced "
-        "secrets sign at once: a rotation past them is refused (429 too_many_rotations) until the "
-        "oldest stops signing, `Retry-After` seconds later."
-    ),
-    answers={200: _json("Rotated; the new `secret` is shown this once", WebhookEndpointEnvelope)},
-    errors=(404, 409, 503),
-    tags=("webhooks",),
-    error_descriptions={
-        409: (
-            "rotation_conflict (with Retry-After: 1): other rotations of this endpoint were written "
-            "first on each of its tries; nothing was rotated by this one"
-        ),
-        429: (
-            "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields) or "
-            f"too_many_rotations ({MAX_REPLACED_SECRETS} replaced secrets still sign; Retry-After: "
-            "seconds until the oldest stops)"
-        ),
-    },
-)
-LIST_EVENTS = Route(
-    "GET",
-    "/v1/events",
-    summary="List events, newest first",
-    answers={200: _json("A page of events", EventPageModel)},
-    errors=(400, 503),
-    tags=("webhooks",),
-)
-GET_EVENT = Route(
-    "GET",
-    "/v1/events/{id}",
-    summary="Get one event and its deliveries",
-    answers={200: _json("The event", EventEnvelope)},
-    errors=(404, 503),
-    tags=("webhooks",),
-)
-REDELIVER_EVENT = Route(
-    "POST",
-    "/v1/events/{id}/redeliver",
-    summary="Deliver an event again, with the same webhook-id",
-    description="To the endpoint named by `endpointId`, or to every endpoint the event was for.",
-    answers={202: _json("Queued for delivery", Acknowledged)},
-    errors=(400, 404, 503),
-    body=Body.OPTIONAL_JSON,
-    tags=("webhooks",),
-)
+    def __init__(self) -> None:
+        # Powertools' own, unannotated.
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.declared: list[Route] = []
 
-USAGE = Route(
-    "GET",
-    "/v1/usage",
-    summary="The workspace's limits and today's use of its send quota",
-    answers={200: _json("Limits and usage", UsageReport)},
-    errors=(503,),
-    tags=("usage",),
-)
-
-ADD_SUPPRESSION = Route(
-    "POST",
-    "/v1/suppressions",
-    summary="Put a recipient on the suppression list",
-    description=(
-        "Body {channel, to}: the recipient as that channel reads it. One entry covers every channel that "
-        "reaches the recipient (a phone number: sms and iMessage; an address: email and iMessage). "
-        "201 with the new entry (reason manual); 200 with the existing one if the recipient is on the "
-        "list already, whatever its reason."
-    ),
-    answers={
-        201: _json("Added", SuppressionEnvelope),
-        200: _json("Already on the list: the existing entry", SuppressionEnvelope),
-    },
-    errors=(400, 503),
-    body=Body.JSON,
-    tags=("suppressions",),
-)
-LIST_SUPPRESSIONS = Route(
-    "GET",
-    "/v1/suppressions",
-    summary="List the suppression list, newest first",
-    description=(
-        "Entries come from STOP replies (opted_out), permanent SES bounces (bounced), complaints "
-        "(complained) and this API (manual). A STOP to the shared sending number that names no message "
-        "is on every workspace's list."
-    ),
-    answers={200: _json("A page of entries", SuppressionPageModel)},
-    errors=(400, 503),
-    tags=("suppressions",),
-)
-GET_SUPPRESSION = Route(
-    "GET",
-    "/v1/suppressions/{to}",
-    summary="Get a recipient's entry",
-    description=(
-        "`to` URL-encoded, in any form that normalises to the entry (`%2B15550100000`, `ann%40x.io`)."
-    ),
-    answers={200: _json("The entry", SuppressionEnvelope)},
-    errors=(400, 404, 503),
-    tags=("suppressions",),
-)
-DELETE_SUPPRESSION = Route(
-    "DELETE",
-    "/v1/suppressions/{to}",
-    summary="Take a recipient off the suppression list (after they opted back in)",
-    description="Sends to the recipient work again at once. `to` as for GET; 404 when not on the list.",
-    answers={200: _json("Removed", Acknowledged)},
-    errors=(400, 404, 503),
-    tags=("suppressions",),
-)
-TEST_DELIVERIES = Route(
-    "GET",
-    "/v1/test/deliveries",
-    summary="Test mode: what the simulator accepted",
-    description=(
-        "Test keys (sk_test_…) only: a live key gets 404. The calls the simulator accepted for the test "
-        "twin's messages, one entry per accepted call (a retry under the same Idempotency-Key adds none), "
-        "so a CI run can assert that a message was delivered exactly once. ?messageId=: that message's "
-        "(404 for a message that is not this twin's); without it, the newest 100. Kept 7 days."
-    ),
-    answers={200: _json("The simulator's deliveries", SimulatedDeliveries)},
-    errors=(400, 404, 503),
-    tags=("test mode",),
-)
-
-ROUTES: tuple[Route, ...] = (
-    SEND_MESSAGE,
-    SEND_BATCH,
-    GET_MESSAGE,
-    LIST_MESSAGES,
-    CANCEL_MESSAGE,
-    EDIT_MESSAGE,
-    PROVIDER_WEBHOOK,
-    ADD_WEBHOOK_ENDPOINT,
-    LIST_WEBHOOK_ENDPOINTS,
-    GET_WEBHOOK_ENDPOINT,
-    DELETE_WEBHOOK_ENDPOINT,
-    ROTATE_WEBHOOK_SECRET,
-    LIST_EVENTS,
-    GET_EVENT,
-    REDELIVER_EVENT,
-    USAGE,
-    ADD_SUPPRESSION,
-    LIST_SUPPRESSIONS,
-    GET_SUPPRESSION,
-    DELETE_SUPPRESSION,
-    TEST_DELIVERIES,
-    HEALTH,
-    OPENAPI,
-    DOCS,
-)
+    def handles(self, route: Route) -> Callable[[Handler], Handler]:
+        """The decorator of the handler of a declared route."""
+        self.declared.append(route)
+        return self.route(
+            route.rule,
+            route.method,
+            summary=route.summary,
+            description=route.description,
+            responses=route.responses,
+            tags=list(route.tags),
+        )
 
 
 def decoded_path(raw_path: str) -> str:
@@ -472,40 +168,40 @@ def decoded_path(raw_path: str) -> str:
     return unquote(raw_path)
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """The route of a request, and its path parameters as API Gateway passes them (decoded)."""
 
     route: Route
     parameters: dict[str, str]
 
 
-# API Gateway prefers the route with fewer parameters: `/v1/messages/batch` over `/v1/messages/{id}`.
-_MOST_SPECIFIC_FIRST = tuple(sorted(ROUTES, key=lambda route: len(_PARAMETER.findall(route.path))))
+class RouteTable:
+    """Every declared route, in the order of its routers: what the preflight, a 405 and the OpenAPI
+    document read."""
 
+    def __init__(self, routers: Iterable[DeclaredRouter]) -> None:
+        self.routes: tuple[Route, ...] = tuple(route for router in routers for route in router.declared)
+        keys = [route.key for route in self.routes]
+        duplicated = sorted({key for key in keys if keys.count(key) > 1})
+        if duplicated:
+            raise ValueError(f"routes declared twice: {', '.join(duplicated)}")
+        # API Gateway prefers the route with fewer parameters: `/v1/messages/batch` over `/v1/messages/{id}`.
+        self._most_specific_first = tuple(
+            sorted(self.routes, key=lambda route: len(_PARAMETER.findall(route.path)))
+        )
 
-def find_route(method: str, raw_path: str) -> Found | None:
-    """The declared route a request is for; None: no route takes its method on its path (404 or 405)."""
-    path = decoded_path(raw_path)
-    for route in _MOST_SPECIFIC_FIRST:
-        if route.method == method and route.matches(path):
-            return Found(route, route.parameters(path))
-    return None
+    def __iter__(self) -> Iterator[Route]:
+        return iter(self.routes)
 
+    def find(self, method: str, raw_path: str) -> Found | None:
+        """The declared route a request is for; None: no route takes its method on its path (404 or 405)."""
+        path = decoded_path(raw_path)
+        for route in self._most_specific_first:
+            if route.method == method and route.matches(path):
+                return Found(route, route.parameters(path))
+        return None
 
-def allowed_methods(raw_path: str) -> list[str]:
-    """The methods declared on a path: a request with another one is a 405; none at all, a 404."""
-    path = decoded_path(raw_path)
-    return sorted({route.method for route in ROUTES if route.matches(path)})
-
-
-def register(app: APIGatewayHttpResolver, route: Route) -> Callable[[Handler], Handler]:
-    """The resolver's decorator for the handler of a declared route."""
-    return app.route(
-        route.rule,
-        route.method,
-        summary=route.summary,
-        description=route.description,
-        responses=route.responses,
-        tags=list(route.tags),
-    )
+    def allowed_methods(self, raw_path: str) -> list[str]:
+        """The methods declared on a path: a request with another one is a 405; none at all, a 404."""
+        path = decoded_path(raw_path)
+        return sorted({route.method for route in self.routes if route.matches(path)})

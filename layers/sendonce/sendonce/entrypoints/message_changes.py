@@ -24,6 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
+from sendonce.api.shapes import message_shape
 from sendonce.aws_clients import Clients, client
 from sendonce.composition import Root
 from sendonce.entrypoints.shared.stream_records import sequence_number
@@ -39,7 +40,10 @@ STREAM_WORKERS = 8
 def build(settings: MessageChangesSettings, clients: Clients) -> EventRecorder:
     store = DynamoDbWebhookStore(clients("dynamodb"), settings.webhooks_table)
     return EventRecorder(
-        events=store, endpoints=store, queue=SqsDeliveryQueue(clients("sqs"), settings.webhook_queue_url)
+        events=store,
+        endpoints=store,
+        queue=SqsDeliveryQueue(clients("sqs"), settings.webhook_queue_url),
+        show_message=message_shape,
     )
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
-from sendonce.clock import rfc3339
 from sendonce.modes import Mode, mode_of
 
 
@@ -70,21 +68,3 @@ class Message:
 
     def with_status(self, status: Status, at: datetime) -> Message:
         return replace(self, status=status, updated_at=at)
-
-    def to_api(self) -> dict[str, Any]:
-        """The contract's Message object."""
-        return {
-            "id": self.id,
-            "channel": self.channel.value,
-            "to": self.to,
-            "subject": self.subject,
-            "body": self.body,
-            "status": self.status.value,
-            "sendAt": rfc3339(self.send_at) if self.send_at else None,
-            "metadata": dict(self.metadata),
-            "idempotencyKey": self.idempotency_key,
-            "attempts": self.attempts,
-            "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
-            "createdAt": rfc3339(self.created_at),
-            "updatedAt": rfc3339(self.updated_at),
-        }

@@ -131,6 +131,10 @@ class Page:
     messages: list[Message]
     next_cursor: str | None
 
+    def cut(self, kept: int) -> Page:
+        """The first `kept` messages (one at least), and the cursor that resumes right after them."""
+        return Page(self.messages[:kept], self.messages[kept - 1].id)
+
 
 class DedupLocks(Protocol):
     def release_dedup_lock(self, message: Message) -> None:

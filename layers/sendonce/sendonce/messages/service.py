@@ -13,7 +13,6 @@ caught by the dispatcher, which checks again after its claim.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -50,9 +49,6 @@ from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.ports import SuppressionCheck
-
-# A page of messages stays under this, with room for its envelope, whatever the messages' size.
-MAX_PAGE_BYTES = 5 * 1024 * 1024 - 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,15 +244,9 @@ class MessageService:
         return message
 
     def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
-        """A page of `limit` messages whenever that many more exist, fewer only to stay under
-        MAX_PAGE_BYTES (a Lambda answer holds 6 MB); the cursor then resumes after the last one."""
-        page = self._store.list(workspace_id, status, limit, cursor)
-        size = 0
-        for kept, message in enumerate(page.messages):
-            size += len(json.dumps(message.to_api(), ensure_ascii=False).encode("utf-8"))
-            if size > MAX_PAGE_BYTES and kept:
-                return Page(page.messages[:kept], page.messages[kept - 1].id)
-        return page
+        """A page of `limit` messages whenever that many more exist (its cursor resumes after its last
+        one; `Page.cut` keeps fewer, as the API does to keep its answer's size)."""
+        return self._store.list(workspace_id, status, limit, cursor)
 
     def edit(self, workspace_id: str, message_id: str, changes: MessageChanges) -> Message:
         """Edit a scheduled message until its delivery is claimed (`sendonce.messages.edits`); a new

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
-
-from sendonce.clock import rfc3339
+from typing import Protocol
 
 # `GET /v1/test/deliveries` without a message id: the newest this many.
 MAX_LISTED = 100
@@ -25,16 +23,6 @@ class SimulatedDelivery:
     at: datetime
     provider_id: str
     idempotency_key: str
-
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "messageId": self.message_id,
-            "channel": self.channel,
-            "to": self.to,
-            "subject": self.subject,
-            "body": self.body,
-            "at": rfc3339(self.at),
-        }
 
 
 class SimulatorStore(Protocol):

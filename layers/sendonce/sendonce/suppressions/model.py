@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
-from sendonce.clock import rfc3339
 from sendonce.messages.recipients import Recipient, ascii_lower, normalise_phone_or_email
 from sendonce.modes import is_test_workspace
 
@@ -34,14 +32,6 @@ class Suppression:
     @property
     def key(self) -> str:
         return recipient_key(self.to)
-
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "to": self.to,
-            "reason": self.reason.value,
-            "createdAt": rfc3339(self.created_at),
-            "messageId": self.message_id,
-        }
 
 
 def recipient_key(address: str) -> str:

@@ -9,9 +9,11 @@ message arrive in order, so `sequence` counts that message's status changes from
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from sendonce.messages.model import Message
 from sendonce.observability import logger
 from sendonce.webhooks.model import Change, Delivery, DeliveryStatus, Endpoint, Event
 from sendonce.webhooks.ports import DeliveryQueue, DeliveryTask, EndpointStore, EventStore
@@ -36,6 +38,9 @@ class EventRecorder:
     events: EventStore
     endpoints: EndpointStore
     queue: DeliveryQueue
+    # The message as an event shows it (its payload's `data.message`): given by the composition
+    # root (the API's Message, `sendonce.api.shapes.message_shape`), so the domain holds no API shape.
+    show_message: Callable[[Message], Mapping[str, Any]]
     # Endpoints read once per workspace per batch: an endpoint added mid-batch gets later batches.
     _endpoints: dict[str, list[Endpoint]] = field(default_factory=dict)
 
@@ -64,7 +69,7 @@ class EventRecorder:
             message_id=change.message.id,
             type=change.type,
             timestamp=change.at,
-            message=change.message.to_api(),
+            message=self.show_message(change.message),
             sequence=(previous.sequence if previous else 0) + 1 if change.is_status_change else None,
             deliveries=tuple(Delivery(e.id) for e in self._subscribers(workspace_id, change)),
         )

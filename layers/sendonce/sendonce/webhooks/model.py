@@ -1,4 +1,4 @@
-"""Webhook endpoints, events and their deliveries, as the contract shows them.
+"""Webhook endpoints, events and their deliveries.
 
 An event is derived from one committed change of a message and never changes afterwards except
 for the record of its deliveries. Its id is the `webhook-id` of every delivery of it, forever.
@@ -122,18 +122,6 @@ class Endpoint:
         )
         return replace(self, secrets=(SigningSecret(new_value), *kept))
 
-    def to_api(self, *, with_secret: bool = False) -> dict[str, Any]:
-        shown: dict[str, Any] = {
-            "id": self.id,
-            "url": self.url,
-            "eventTypes": [t.value for t in self.event_types] if self.event_types is not None else None,
-            "description": self.description,
-            "createdAt": rfc3339(self.created_at),
-        }
-        if with_secret:
-            shown["secret"] = self.secrets[0].value
-        return shown
-
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
@@ -143,15 +131,6 @@ class Delivery:
     last_attempt_at: datetime | None = None
     last_response_status: int | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "endpointId": self.endpoint_id,
-            "status": self.status.value,
-            "attempts": self.attempts,
-            "lastAttemptAt": rfc3339(self.last_attempt_at) if self.last_attempt_at else None,
-            "lastResponseStatus": self.last_response_status,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -160,7 +139,9 @@ class Event:
     message_id: str
     type: EventType
     timestamp: datetime
-    message: Mapping[str, Any]  # the contract's Message, as it stood right after the change
+    # The message as shown outside (the API's Message), as it stood right after the change: given by
+    # the recorder's `show_message`, and sent as it was stored.
+    message: Mapping[str, Any]
     sequence: int | None  # None for message.duplicate_blocked: not a change of the message
     deliveries: tuple[Delivery, ...] = field(default=())
 
@@ -174,9 +155,6 @@ class Event:
 
     def delivery(self, endpoint_id: str) -> Delivery | None:
         return next((d for d in self.deliveries if d.endpoint_id == endpoint_id), None)
-
-    def to_api(self) -> dict[str, Any]:
-        return {"id": self.id, **self.payload(), "deliveries": [d.to_api() for d in self.deliveries]}
 
 
 @dataclass(frozen=True, slots=True)

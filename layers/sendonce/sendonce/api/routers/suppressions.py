@@ -1,0 +1,152 @@
+"""Suppressions: the workspace's list of recipients it never sends to (add, list, get, remove).
+
+Each route is declared here, right above its handler, which the router registers from it. `{to}`
+comes URL-encoded in the path, as the client wrote it, and is decoded once here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
+from sendonce.api import dependencies
+from sendonce.api.errors import ApiError, unavailable, validation_error
+from sendonce.api.exchange import answer, caller
+from sendonce.api.routes import Body as RequestBodyKind
+from sendonce.api.routes import DeclaredRouter, Route, json_answer
+from sendonce.api.shapes import Acknowledged, RecipientRequest, ResponseModel, SuppressionModel
+from sendonce.messages.recipients import InvalidRecipient
+from sendonce.suppressions.service import SuppressionService
+
+router = DeclaredRouter()
+
+
+class AddSuppressionRequest(RecipientRequest):
+    """POST /v1/suppressions: a recipient as its channel reads it (an entry covers every channel)."""
+
+
+class SuppressionEnvelope(ResponseModel):
+    success: Literal[True]
+    suppression: SuppressionModel
+
+
+class SuppressionPageModel(ResponseModel):
+    success: Literal[True]
+    suppressions: list[SuppressionModel]
+    nextCursor: str | None
+
+
+def _suppressions() -> SuppressionService:
+    service = dependencies.root.get().suppressions
+    if service is None:
+        raise unavailable("Suppressions are not configured.")
+    return service
+
+
+def _named_recipient(to: str) -> str:
+    """The `{to}` of a path, URL-decoded (API Gateway passes the path as the client encoded it)."""
+    return unquote(to)
+
+
+def _invalid_recipient(error: InvalidRecipient) -> ApiError:
+    return validation_error([{"field": "to", "message": str(error)}])
+
+
+ADD_SUPPRESSION = Route(
+    "POST",
+    "/v1/suppressions",
+    summary="Put a recipient on the suppression list",
+    description=(
+        "Body {channel, to}: the recipient as that channel reads it. One entry covers every channel that "
+        "reaches the recipient (a phone number: sms and iMessage; an address: email and iMessage). "
+        "201 with the new entry (reason manual); 200 with the existing one if the recipient is on the "
+        "list already, whatever its reason."
+    ),
+    answers={
+        201: json_answer("Added", SuppressionEnvelope),
+        200: json_answer("Already on the list: the existing entry", SuppressionEnvelope),
+    },
+    errors=(400, 503),
+    body=RequestBodyKind.JSON,
+    tags=("suppressions",),
+)
+
+
+@router.handles(ADD_SUPPRESSION)
+def add_suppression(request: Annotated[AddSuppressionRequest, Body(embed=False)]) -> Response[Any]:
+    entry, created = _suppressions().add(caller(router.context), request.channel, request.to)
+    shown = SuppressionEnvelope(success=True, suppression=SuppressionModel.of(entry))
+    return answer(201 if created else 200, shown)
+
+
+LIST_SUPPRESSIONS = Route(
+    "GET",
+    "/v1/suppressions",
+    summary="List the suppression list, newest first",
+    description=(
+        "Entries come from STOP replies (opted_out), permanent SES bounces (bounced), complaints "
+        "(complained) and this API (manual). A STOP to the shared sending number that names no message "
+        "is on every workspace's list."
+    ),
+    answers={200: json_answer("A page of entries", SuppressionPageModel)},
+    errors=(400, 503),
+    tags=("suppressions",),
+)
+
+
+@router.handles(LIST_SUPPRESSIONS)
+def list_suppressions(
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(min_length=1, max_length=1024, description="nextCursor of the page before"),
+    ] = None,
+) -> Response[Any]:
+    page = _suppressions().list(caller(router.context), limit, cursor)
+    shown = [SuppressionModel.of(entry) for entry in page.suppressions]
+    return answer(200, SuppressionPageModel(success=True, suppressions=shown, nextCursor=page.next_cursor))
+
+
+GET_SUPPRESSION = Route(
+    "GET",
+    "/v1/suppressions/{to}",
+    summary="Get a recipient's entry",
+    description=(
+        "`to` URL-encoded, in any form that normalises to the entry (`%2B15550100000`, `ann%40x.io`)."
+    ),
+    answers={200: json_answer("The entry", SuppressionEnvelope)},
+    errors=(400, 404, 503),
+    tags=("suppressions",),
+)
+
+
+@router.handles(GET_SUPPRESSION)
+def get_suppression(to: str) -> Response[Any]:
+    try:
+        entry = _suppressions().get(caller(router.context), _named_recipient(to))
+    except InvalidRecipient as error:
+        raise _invalid_recipient(error) from None
+    return answer(200, SuppressionEnvelope(success=True, suppression=SuppressionModel.of(entry)))
+
+
+DELETE_SUPPRESSION = Route(
+    "DELETE",
+    "/v1/suppressions/{to}",
+    summary="Take a recipient off the suppression list (after they opted back in)",
+    description="Sends to the recipient work again at once. `to` as for GET; 404 when not on the list.",
+    answers={200: json_answer("Removed", Acknowledged)},
+    errors=(400, 404, 503),
+    tags=("suppressions",),
+)
+
+
+@router.handles(DELETE_SUPPRESSION)
+def delete_suppression(to: str) -> Response[Any]:
+    try:
+        _suppressions().remove(caller(router.context), _named_recipient(to))
+    except InvalidRecipient as error:
+        raise _invalid_recipient(error) from None
+    return answer(200, Acknowledged(success=True))

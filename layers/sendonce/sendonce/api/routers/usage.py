@@ -1,0 +1,132 @@
+"""Usage and test mode: the workspace's limits and today's use (`/v1/usage`), and what the simulator
+accepted for a test twin's messages (`/v1/test/deliveries`).
+
+Each route is declared here, right above its handler, which the router registers from it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import Field
+
+from sendonce.api import dependencies
+from sendonce.api.errors import not_found, unavailable, validation_error
+from sendonce.api.exchange import answer, caller
+from sendonce.api.routes import DeclaredRouter, Route, json_answer
+from sendonce.api.shapes import ResponseModel, channel_names
+from sendonce.clock import rfc3339
+from sendonce.messages.ids import looks_like_message_id
+from sendonce.modes import is_test_workspace
+from sendonce.simulator.ports import SimulatedDelivery
+
+router = DeclaredRouter()
+
+
+class RateLimitModel(ResponseModel):
+    perSecond: int
+
+
+class QuotaModel(ResponseModel):
+    daily: int = Field(description="New messages a UTC day; 0: none")
+    usedToday: int
+    resetsAt: str = Field(description="RFC 3339: the next 00:00 UTC")
+
+
+class UsageReport(ResponseModel):
+    success: Literal[True]
+    rateLimit: RateLimitModel
+    quota: QuotaModel
+
+
+class SimulatedDeliveryModel(ResponseModel):
+    messageId: str
+    channel: str = Field(json_schema_extra=channel_names)
+    to: str
+    subject: str | None
+    body: str
+    at: str = Field(description="RFC 3339: when the simulator accepted the call")
+
+    @classmethod
+    def of(cls, delivery: SimulatedDelivery) -> SimulatedDeliveryModel:
+        return cls(
+            messageId=delivery.message_id,
+            channel=delivery.channel,
+            to=delivery.to,
+            subject=delivery.subject,
+            body=delivery.body,
+            at=rfc3339(delivery.at),
+        )
+
+
+class SimulatedDeliveries(ResponseModel):
+    success: Literal[True]
+    deliveries: list[SimulatedDeliveryModel] = Field(
+        description="One entry per call the simulator accepted: a repeat of an Idempotency-Key adds none"
+    )
+
+
+USAGE = Route(
+    "GET",
+    "/v1/usage",
+    summary="The workspace's limits and today's use of its send quota",
+    answers={200: json_answer("Limits and usage", UsageReport)},
+    errors=(503,),
+    tags=("usage",),
+)
+
+
+@router.handles(USAGE)
+def usage() -> Response[Any]:
+    limits = dependencies.root.get().limits
+    if limits is None:
+        raise unavailable("Limits are not configured.")
+    report = limits.usage(caller(router.context))
+    return answer(
+        200,
+        UsageReport(
+            success=True,
+            rateLimit=RateLimitModel(perSecond=report.limits.rate_per_second),
+            quota=QuotaModel(
+                daily=report.limits.daily_quota,
+                usedToday=report.used_today,
+                resetsAt=rfc3339(report.resets_at),
+            ),
+        ),
+    )
+
+
+TEST_DELIVERIES = Route(
+    "GET",
+    "/v1/test/deliveries",
+    summary="Test mode: what the simulator accepted",
+    description=(
+        "Test keys (sk_test_…) only: a live key gets 404. The calls the simulator accepted for the test "
+        "twin's messages, one entry per accepted call (a retry under the same Idempotency-Key adds none), "
+        "so a CI run can assert that a message was delivered exactly once. ?messageId=: that message's "
+        "(404 for a message that is not this twin's); without it, the newest 100. Kept 7 days."
+    ),
+    answers={200: json_answer("The simulator's deliveries", SimulatedDeliveries)},
+    errors=(400, 404, 503),
+    tags=("test mode",),
+)
+
+
+@router.handles(TEST_DELIVERIES)
+def simulated_deliveries(
+    messageId: Annotated[str | None, Query(description="Only this message's deliveries (msg_…)")] = None,
+) -> Response[Any]:
+    workspace = caller(router.context)
+    # Before anything about the request is looked at: for a live key this route does not exist.
+    if not is_test_workspace(workspace):
+        raise not_found("Test deliveries are seen with a test key (sk_test_…) only.")
+    if messageId is not None and not looks_like_message_id(messageId):
+        raise validation_error([{"field": "messageId", "message": "must be a message id (msg_…)"}])
+    deps = dependencies.root.get()
+    if messageId is not None:
+        deps.messages.get(workspace, messageId)  # 404 for a message that is not this twin's
+    deliveries = deps.test_deliveries.deliveries(workspace, messageId)
+    shown = [SimulatedDeliveryModel.of(delivery) for delivery in deliveries]
+    return answer(200, SimulatedDeliveries(success=True, deliveries=shown))

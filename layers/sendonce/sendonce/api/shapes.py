@@ -1,0 +1,193 @@
+"""What more than one router shows or reads, as pydantic models (they also make the OpenAPI).
+
+Each router's own request and response models are in its module (`sendonce.api.routers.*`);
+here are those several share: a message as the API shows it, a suppression entry, the bare
+acknowledgement, and a request's recipient, metadata and RFC 3339 instants. This module imports no
+router, nor Powertools: what shows a message outside the API (a status webhook's `data.message`)
+reads it from here (import-linter's `api-shapes-alone` contract keeps it so).
+
+Response models are the only serializer of the API's answers: a handler builds one from domain
+values (`of`), and `to_json` writes it. The domain carries no API shape.
+
+A model is built (its validator and serializer) when it is defined, or, with `defer_build`, when it
+first validates or serializes: only what a request needs is built on a cold start.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from sendonce import channels
+from sendonce.clock import rfc3339
+from sendonce.messages.model import Message, Status
+from sendonce.messages.recipients import InvalidRecipient
+from sendonce.suppressions.model import Suppression
+
+MAX_SCHEDULE_AHEAD = timedelta(days=30)
+MAX_METADATA_KEYS = 20
+# Stripe's limits, as the contract sets them.
+MAX_METADATA_KEY_LENGTH = 40
+MAX_METADATA_VALUE_LENGTH = 500
+MESSAGE_ID_PATTERN = r"^msg_[0-9A-HJKMNP-TV-Z]{26}$"  # `msg_` and a ULID
+
+
+def channel_names(schema: dict[str, Any]) -> None:
+    """The channels as registered when the document is built: the registry is their one list."""
+    schema["enum"] = list(channels.names())
+
+
+# ---------------------------------------------------------------------------- requests
+# A message's metadata, on a send as on an edit.
+Metadata = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=MAX_METADATA_KEY_LENGTH)],
+        Annotated[str, Field(max_length=MAX_METADATA_VALUE_LENGTH)],
+    ],
+    Field(max_length=MAX_METADATA_KEYS),
+]
+
+
+def registered_channel(value: str) -> str:
+    if value not in channels.names():
+        raise ValueError(f"must be one of {', '.join(channels.names())}")
+    return value
+
+
+def recipient_for_channel(value: str, info: ValidationInfo) -> str:
+    """`to`, normalised as the body's (already checked) channel reads it."""
+    channel = info.data.get("channel")
+    if channel is None:
+        return value  # the channel's own error says what is wrong
+    try:
+        return channels.normalise_recipient(channel, value).address
+    except InvalidRecipient as error:
+        raise ValueError(str(error)) from None
+
+
+class RecipientRequest(BaseModel):
+    """`channel` and `to`, `to` normalised as its channel reads it: what a send and a suppression
+    name their recipient by. Unknown fields are rejected, so a typo never silently changes a request."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    channel: str = Field(json_schema_extra=channel_names)
+    to: str = Field(min_length=1, max_length=320, description="Phone number with country code, or email")
+
+    @field_validator("channel")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        return registered_channel(value)
+
+    @field_validator("to")
+    @classmethod
+    def _normalise_to(cls, value: str, info: ValidationInfo) -> str:
+        return recipient_for_channel(value, info)
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """An RFC 3339 date-time with its offset; anything vaguer is refused."""
+    text = value.strip()
+    if len(text) < 20 or text[10] not in "Tt" or text[4] != "-" or text[7] != "-":
+        raise ValueError("must be an RFC 3339 timestamp, such as 2026-01-31T09:00:00Z")
+    try:
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1] in "Zz" else text)
+    except ValueError:
+        raise ValueError("must be an RFC 3339 timestamp, such as 2026-01-31T09:00:00Z") from None
+    if moment.tzinfo is None:
+        raise ValueError("must carry a time zone offset, such as Z or +02:00")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00, 9999-12-31T23:59:59-01:00: no real instant
+        raise ValueError("must be a real instant, between the years 0001 and 9999 in UTC") from None
+
+
+def send_at_within_window(value: str | None) -> str | None:
+    """A `sendAt`: an RFC 3339 instant at most MAX_SCHEDULE_AHEAD from now."""
+    if value is not None and parse_rfc3339(value) - datetime.now(UTC) > MAX_SCHEDULE_AHEAD:
+        raise ValueError("must be at most 30 days ahead")
+    return value
+
+
+# ---------------------------------------------------------------------------- answers
+class ResponseModel(BaseModel):
+    """A response body: built (its validator and serializer) with the first answer that uses it."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+def to_json(model: BaseModel, *, compact: bool = False) -> str:
+    """A response model's JSON text: pydantic's serialization of it, its fields in their order, no
+    character escaped that JSON does not require; `compact` (no spaces) for an answer that is stored
+    and replayed (a send's, a batch's)."""
+    separators = (",", ":") if compact else (", ", ": ")
+    return json.dumps(model.model_dump(mode="json"), ensure_ascii=False, separators=separators)
+
+
+class MessageError(ResponseModel):
+    code: str
+    message: str
+
+
+class MessageModel(ResponseModel):
+    id: str
+    channel: str = Field(json_schema_extra=channel_names)
+    to: str
+    subject: str | None
+    body: str
+    status: Status
+    sendAt: str | None
+    metadata: dict[str, str]
+    idempotencyKey: str | None
+    attempts: int
+    error: MessageError | None
+    createdAt: str
+    updatedAt: str
+
+    @classmethod
+    def of(cls, message: Message) -> MessageModel:
+        return cls(
+            id=message.id,
+            channel=message.channel.value,
+            to=message.to,
+            subject=message.subject,
+            body=message.body,
+            status=message.status,
+            sendAt=rfc3339(message.send_at) if message.send_at is not None else None,
+            metadata=dict(message.metadata),
+            idempotencyKey=message.idempotency_key,
+            attempts=message.attempts,
+            error=MessageError(code=message.error.code, message=message.error.message)
+            if message.error is not None
+            else None,
+            createdAt=rfc3339(message.created_at),
+            updatedAt=rfc3339(message.updated_at),
+        )
+
+
+def message_shape(message: Message) -> dict[str, Any]:
+    """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
+    return MessageModel.of(message).model_dump(mode="json")
+
+
+class SuppressionModel(ResponseModel):
+    to: str = Field(description="The normalised recipient: E.164, or the address with its domain lower-cased")
+    reason: Literal["opted_out", "bounced", "complained", "manual"]
+    createdAt: str
+    messageId: str | None = Field(description="The message whose event caused it, if any")
+
+    @classmethod
+    def of(cls, entry: Suppression) -> SuppressionModel:
+        return cls(
+            to=entry.to,
+            reason=entry.reason.value,
+            createdAt=rfc3339(entry.created_at),
+            messageId=entry.message_id,
+        )
+
+
+class Acknowledged(ResponseModel):
+    success: Literal[True]
