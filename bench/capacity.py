@@ -40,7 +40,7 @@ import boto3
 import botocore.session
 from moto import mock_aws
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
-from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_items import LISTING_SHARDS, OUTBOX_SHARDS
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
@@ -50,16 +50,15 @@ from sendonce.api.idempotency import idempotency_config, make_idempotent
 from sendonce.api.shapes import message_shape
 from sendonce.auth.api_keys import hash_api_key
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.ports import ClaimedMessage
+from sendonce.dispatch.ports import ClaimedMessage
 from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import MAX_DAILY_QUOTA, Limits, QuotaCharge, QuotaPlan, Window
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, DedupClaim, KeyTie
 from sendonce.messages.service import handoff_due_at
-from sendonce.provider_events.model import EventType as ProviderEventType
-from sendonce.provider_events.model import ProviderEvent
-from sendonce.webhooks.model import (
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
+from sendonce.status_webhooks.model import (
     Change,
     Delivery,
     Endpoint,
@@ -69,7 +68,7 @@ from sendonce.webhooks.model import (
     new_endpoint_id,
     new_secret,
 )
-from sendonce.webhooks.ports import Attempt
+from sendonce.status_webhooks.ports import Attempt
 
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import load_template
@@ -479,7 +478,7 @@ def message_life(
         lease = limits.lease_ceiling
         step(1 / lease, lambda: counters.take_lease(WORKSPACE, Window.at(NOW), 0, lease))
         message = _send(client, counters, limits, keyed, body, step)
-        delivery = DynamoDbDeliveryStore(client, "MessagesTable")
+        delivery = DynamoDbDispatchStore(client, "MessagesTable")
         claimed: list[ClaimedMessage] = []
 
         def claim() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sendonce.clock import rfc3339, utc_now
-from sendonce.provider_events.model import EventType, ProviderEvent
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 
 from bench.call_counter import COUNTER
 from bench.events import sqs_event
@@ -132,7 +132,7 @@ def apply_delivery_reports(stack: BenchStack, records: list[dict[str, Any]]) -> 
                 provider="http",
                 event_id=f"evt_{uuid.uuid4().hex}",
                 message_id=json.loads(record["Body"])["messageId"],
-                type=EventType.DELIVERED,
+                type=ProviderEventType.DELIVERED,
                 occurred_at=rfc3339(utc_now()),
             )
             queued = {"MessageId": str(uuid.uuid4()), "ReceiptHandle": "bench", "Body": report.to_json()}

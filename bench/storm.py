@@ -3,7 +3,7 @@
 Half the requests are unique messages across the three channels (half of those with an
 Idempotency-Key); the other half repeat them: the same request again (a replay when keyed), the
 same content without a key, and the same content under a new key. All are shuffled, so
-duplicates race their originals. A 409, 429 or 503 is retried as the contract allows.
+duplicates race their originals. A 409, 429 or 503 is retried as docs/api.md allows.
 
 It reports the local stack's own throughput (requests a second over the sending phase, retries
 included), and how long each new message took from its `201` to its provider call (the sandbox's

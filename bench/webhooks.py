@@ -11,7 +11,7 @@
 - No endpoint waits behind another (issue 27), through `sendonce run` with the delivery function
   capped at 5 (its fast lane's event source 3, its slow lane's 2): a healthy endpoint's
   `message.sent`, from the change to its arrival, p50, p99 and the most, alone and then beside
-  three endpoints that hang (30 s, past the contract's 15). The sends are paced, as above, after a
+  three endpoints that hang (30 s, past the promised 15). The sends are paced, as above, after a
   warm-up round; the first sends beside the hanging endpoints are the ones that find them not yet
   flagged. The issue's target: every one within 5 s (`bench/report.py`).
 """

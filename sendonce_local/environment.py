@@ -70,7 +70,7 @@ def local_defaults(ports: Ports) -> dict[str, str]:
     return {
         "SENDONCE_HTTP_PROVIDER_URL": ports.sandbox_url,
         "SENDONCE_EMAIL_FROM": DEFAULT_EMAIL_FROM,
-        # The contract: locally, status webhooks reach receivers on this machine (http://127.0.0.1:<port>).
+        # The README: locally, status webhooks reach receivers on this machine (http://127.0.0.1:<port>).
         "SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "true",
         **LOCAL_LIMITS,
     }

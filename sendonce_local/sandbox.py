@@ -1,4 +1,4 @@
-"""The provider sandbox: the HTTP provider of the contract, plus what SES and SNS accepted.
+"""The provider sandbox: the HTTP provider the README describes, plus what SES and SNS accepted.
 
 POST /messages     the HTTP provider (Bearer token, Idempotency-Key, 201 {"id": "prov_..."})
 GET  /deliveries   every message that reached a provider, in order
@@ -103,7 +103,7 @@ class Answer:
 
 
 class HttpProvider:
-    """The contract's HTTP provider, with armed faults; thread-safe."""
+    """The HTTP provider of the README, with armed faults; thread-safe."""
 
     def __init__(self, deliveries: DeliveryLog, token: Callable[[], str]) -> None:
         self._deliveries = deliveries

@@ -155,7 +155,7 @@ def arm_fault(stack: LocalStack, mode: str, to: str, count: int = 1, channel: st
 
 
 # ---------------------------------------------------------------- provider webhooks
-def webhook_body(message_id: str, kind: str, event_id: str | None = None) -> dict[str, Any]:
+def http_body(message_id: str, kind: str, event_id: str | None = None) -> dict[str, Any]:
     return {
         "eventId": event_id or f"evt_e2e_{uuid.uuid4().hex}",
         "messageId": message_id,
@@ -191,5 +191,5 @@ def settle_events(stack: LocalStack) -> None:
     """A barrier: an event posted now is applied only once those queued before it were taken."""
     control = created_id(send(stack, sms(unique_phone(), unique_body("barrier"))))
     wait_status(stack, control, "sent")
-    assert post_webhook(stack, as_raw(webhook_body(control, "delivered"))).status_code == 200
+    assert post_webhook(stack, as_raw(http_body(control, "delivered"))).status_code == 200
     wait_status(stack, control, "delivered")

@@ -13,6 +13,7 @@ from tests.e2e.e2e_support import (
     created_id,
     email,
     eventually,
+    http_body,
     imessage,
     message,
     post_webhook,
@@ -24,7 +25,6 @@ from tests.e2e.e2e_support import (
     unique_email,
     unique_phone,
     wait_status,
-    webhook_body,
 )
 
 if TYPE_CHECKING:
@@ -71,9 +71,9 @@ def test_http_messages_end_delivered_while_the_sandbox_repeats_and_reorders(stac
 
 def test_forged_webhooks_are_401_and_change_nothing(stack: LocalStack) -> None:
     target = sent_sms(stack, "forged")
-    body = as_raw(webhook_body(target["id"], "delivered"))
+    body = as_raw(http_body(target["id"], "delivered"))
     now = int(time.time())
-    tampered = as_raw(webhook_body(target["id"], "delivered") | {"eventId": "evt_tampered"})
+    tampered = as_raw(http_body(target["id"], "delivered") | {"eventId": "evt_tampered"})
 
     forgeries = {
         "bad signature": post_webhook(stack, body, signature=f"t={now},v1={'0' * 64}"),
@@ -97,7 +97,7 @@ def test_forged_webhooks_are_401_and_change_nothing(stack: LocalStack) -> None:
 
 def test_a_replayed_webhook_is_200_and_changes_nothing(stack: LocalStack) -> None:
     first, other = sent_sms(stack, "replayed"), sent_sms(stack, "replayed other")
-    event = webhook_body(first["id"], "delivered")
+    event = http_body(first["id"], "delivered")
     raw = as_raw(event)
 
     signature = sign(stack.webhook_secret, int(time.time()), raw)
@@ -116,10 +116,10 @@ def test_a_replayed_webhook_is_200_and_changes_nothing(stack: LocalStack) -> Non
 
 def test_a_late_sent_after_delivered_changes_nothing(stack: LocalStack) -> None:
     target = sent_sms(stack, "late sent")
-    assert post_webhook(stack, as_raw(webhook_body(target["id"], "delivered"))).status_code == 200
+    assert post_webhook(stack, as_raw(http_body(target["id"], "delivered"))).status_code == 200
     delivered = wait_status(stack, target["id"], "delivered")
 
-    late = post_webhook(stack, as_raw(webhook_body(target["id"], "sent")))
+    late = post_webhook(stack, as_raw(http_body(target["id"], "sent")))
 
     assert late.status_code == 200, late.text
     settle_events(stack)

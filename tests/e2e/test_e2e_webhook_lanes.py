@@ -1,6 +1,6 @@
 """No endpoint waits behind another (docs/guarantees.md, "Status webhooks"), through `sendonce run`.
 
-A workspace has three endpoints that hang (they hold each request 30 s, past the contract's 15)
+A workspace has three endpoints that hang (they hold each request 30 s, past the promised 15)
 and one healthy endpoint. The local stack runs the delivery function at most 5 at a time: its fast
 lane's event source 3 (`WebhookDeliveryMaxConcurrency=3`, given as `sam deploy
 --parameter-overrides` would be, through SENDONCE_LOCAL_PARAMETER_OVERRIDES) and its slow lane's

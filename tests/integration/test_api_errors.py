@@ -1,4 +1,4 @@
-"""Every error of CONTRACT section 5 the API answers, and no 500 for any malformed request."""
+"""Every error the API answers (docs/api.md, Errors), and no 500 for any malformed request."""
 
 from __future__ import annotations
 

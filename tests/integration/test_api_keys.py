@@ -1,7 +1,7 @@
 """The API function finds its caller on moto: bearer key -> its hash -> the workspace in ApiKeysTable.
 
 No authorizer runs: the API function reads the key itself, through a cache of the keys it found
-good (SENDONCE_API_KEY_CACHE_SECONDS). Every 401 and 503 of the key check is the contract's error
+good (SENDONCE_API_KEY_CACHE_SECONDS). Every 401 and 503 of the key check is the API's error
 body, and a request it stops writes nothing.
 """
 

@@ -1,4 +1,4 @@
-"""POST, GET and list through the API function's handler, against moto (CONTRACT section 1)."""
+"""POST, GET and list through the API function's handler, against moto (docs/api.md, the messages routes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The atomic dedup guard through the API handler on moto (CONTRACT section 3)."""
+"""The atomic dedup guard through the API handler on moto (docs/guarantees.md, Sending)."""
 
 from __future__ import annotations
 

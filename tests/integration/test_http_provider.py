@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sendonce.delivery.ports import ProviderThrottled
+from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.errors import AmbiguousOutcome, PermanentFailure, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status

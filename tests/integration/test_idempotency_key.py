@@ -1,4 +1,4 @@
-"""Idempotency-Key through the API handler on moto, every row of CONTRACT section 2."""
+"""Idempotency-Key through the API handler on moto, every answer the README's Idempotency-Key table names."""
 
 from __future__ import annotations
 

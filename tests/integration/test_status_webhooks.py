@@ -328,7 +328,7 @@ def test_an_endpoint_that_does_not_answer_in_1_s_moves_to_the_slow_lane_and_back
     stack: Stack, hooks: WebhookReceiver
 ) -> None:
     slow = add_endpoint(stack, hooks.url + "/slow")
-    hooks.hold(2, path="/hooks/slow")  # past the fast lane's 1 s, well within the contract's 15
+    hooks.hold(2, path="/hooks/slow")  # past the fast lane's 1 s, well within the promised 15
     first = send_and_tell(stack)
 
     # The fast lane waits 1 s, then moves the task to the slow lane's queue: no attempt counted.

@@ -16,7 +16,7 @@ from sendonce.entrypoints.dispatch import build as build_dispatcher
 from sendonce.entrypoints.shared.provider_registry import PROVIDERS
 from sendonce.messages.model import Message
 from sendonce.modes import twin_of
-from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
+from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType
 from sendonce.settings import DispatcherSettings
 from sendonce_cli.main import main
 
@@ -264,7 +264,9 @@ def test_a_simulator_event_never_moves_a_live_message(stack: Stack, http_provide
     stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
     live = _send(stack, WORKSPACE, {"channel": "imessage", "to": "+15550100080", "body": "live"})
     stack.dispatch("imessage")
-    forged = ProviderEvent(SIMULATOR, "sim_forged", live["id"], EventType.FAILED, "2026-01-01T00:00:00Z")
+    forged = ProviderEvent(
+        SIMULATOR, "sim_forged", live["id"], ProviderEventType.FAILED, "2026-01-01T00:00:00Z"
+    )
     stack.sqs.send_message(QueueUrl=stack.queue_urls["EventsQueue"], MessageBody=forged.to_json())
 
     _apply_events(stack, 1)

@@ -39,7 +39,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from moto import mock_aws
-from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_items import lock_key, message_key
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
@@ -48,7 +48,7 @@ from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.ports import DeliveryStore, OutboxEntry, OutboxStore
+from sendonce.dispatch.ports import DispatchStore, OutboxEntry, OutboxStore
 from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import Limits
 from sendonce.limits.ports import LimitsStore
@@ -367,7 +367,7 @@ class Stores:
     DynamoDB adapter classes."""
 
     sending: SendingStore
-    delivery: DeliveryStore
+    delivery: DispatchStore
     outbox: OutboxStore
     events: ProviderEventStore
     suppressions: SuppressionStore
@@ -377,7 +377,7 @@ class Stores:
 def build_stores(client: Any) -> Stores:
     return Stores(
         sending=DynamoDbSendingStore(client, TABLE),
-        delivery=DynamoDbDeliveryStore(client, TABLE),
+        delivery=DynamoDbDispatchStore(client, TABLE),
         outbox=DynamoDbOutboxStore(client, TABLE),
         events=DynamoDbProviderEventStore(client, TABLE),
         suppressions=DynamoDbSuppressionStore(client, TABLE),

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 from sendonce.adapters.dynamodb_items import outbox_shard
 from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
-from sendonce.delivery.outbox import FIRST, WAITING
-from sendonce.delivery.ports import OutboxEntry, Reclaim
+from sendonce.dispatch.outbox import FIRST, WAITING
+from sendonce.dispatch.ports import OutboxEntry, Reclaim
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Message, Status
 

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from sendonce.adapters.dynamodb_items import event_key
 from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import Message, MessageError, Status
-from sendonce.provider_events.model import EventType, ProviderEvent
+from sendonce.messages.model import Message, MessageFailure, Status
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome
 
 from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, build_stores, conflicts, created, race
@@ -28,7 +28,7 @@ def _sending(stores: Stores) -> Message:
 
 
 def _event(
-    message_id: str, kind: EventType, event_id: str = "evt-1", error: MessageError | None = None
+    message_id: str, kind: ProviderEventType, event_id: str = "evt-1", error: MessageFailure | None = None
 ) -> ProviderEvent:
     return ProviderEvent(
         provider="twilio",
@@ -50,7 +50,7 @@ def test_given_10_copies_of_one_event_at_once_then_applied_once_and_the_rest_rep
     engine: Engine, stores: Stores
 ) -> None:
     message = _sending(stores)
-    event = _event(message.id, EventType.DELIVERED)
+    event = _event(message.id, ProviderEventType.DELIVERED)
 
     answers = race(COPIES, lambda _: stores.events.apply_provider_event(event, NOW))
 
@@ -65,7 +65,9 @@ def test_given_sent_and_delivered_events_at_once_then_the_status_ends_delivered_
 ) -> None:
     message = _sending(stores)
     events = [
-        _event(message.id, EventType.SENT if i % 2 else EventType.DELIVERED, event_id=f"evt-{i}")
+        _event(
+            message.id, ProviderEventType.SENT if i % 2 else ProviderEventType.DELIVERED, event_id=f"evt-{i}"
+        )
         for i in range(COPIES)
     ]
 
@@ -81,11 +83,13 @@ def test_given_sent_and_delivered_events_at_once_then_the_status_ends_delivered_
 def test_given_a_delivered_message_then_a_late_sent_is_ignored(engine: Engine, stores: Stores) -> None:
     message = _sending(stores)
     assert (
-        stores.events.apply_provider_event(_event(message.id, EventType.DELIVERED), NOW)[0]
+        stores.events.apply_provider_event(_event(message.id, ProviderEventType.DELIVERED), NOW)[0]
         is EventOutcome.APPLIED
     )
 
-    outcome, current = stores.events.apply_provider_event(_event(message.id, EventType.SENT, "evt-2"), NOW)
+    outcome, current = stores.events.apply_provider_event(
+        _event(message.id, ProviderEventType.SENT, "evt-2"), NOW
+    )
 
     assert outcome is EventOutcome.IGNORED
     assert current is not None
@@ -96,7 +100,7 @@ def test_given_a_delivered_message_then_a_late_sent_is_ignored(engine: Engine, s
 def test_given_an_event_for_no_message_then_ignored_and_its_copy_is_a_repeat(
     engine: Engine, stores: Stores
 ) -> None:
-    event = _event(new_message_id(), EventType.DELIVERED)
+    event = _event(new_message_id(), ProviderEventType.DELIVERED)
 
     first = stores.events.apply_provider_event(event, NOW)
     second = stores.events.apply_provider_event(event, NOW + timedelta(seconds=1))
@@ -109,7 +113,7 @@ def test_given_an_event_record_past_its_retention_still_in_the_table_then_its_co
     dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     message = created(stores)
-    event = _event(message.id, EventType.DELIVERED, "evt-old")
+    event = _event(message.id, ProviderEventType.DELIVERED, "evt-old")
     # Recorded while it could change nothing (the message was still queued).
     assert stores.events.apply_provider_event(event, NOW)[0] is EventOutcome.IGNORED
     assert stores.events.apply_provider_event(event, NOW + timedelta(days=6))[0] is EventOutcome.REPEATED
@@ -132,7 +136,9 @@ def test_given_a_failed_event_then_the_error_is_kept_and_the_lock_can_be_release
     engine: Engine, stores: Stores
 ) -> None:
     message = _sending(stores)
-    event = _event(message.id, EventType.FAILED, error=MessageError("undeliverable", "unknown number"))
+    event = _event(
+        message.id, ProviderEventType.FAILED, error=MessageFailure("undeliverable", "unknown number")
+    )
 
     outcome, current = stores.events.apply_provider_event(event, NOW)
     assert outcome is EventOutcome.APPLIED
@@ -154,7 +160,9 @@ def test_given_conflicts_on_the_first_tries_then_the_event_is_applied_once(
     client = dynamodb_engine.new_client()
     calls = conflicts(client, 2)
 
-    outcome, _ = build_stores(client).events.apply_provider_event(_event(message.id, EventType.SENT), NOW)
+    outcome, _ = build_stores(client).events.apply_provider_event(
+        _event(message.id, ProviderEventType.SENT), NOW
+    )
 
     assert outcome is EventOutcome.APPLIED
     assert len(calls) == 3

@@ -20,7 +20,7 @@ import pytest
 from sendonce.adapters.dynamodb_items import lock_key, message_key, tie_key
 from sendonce.clock import rfc3339
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, OutboxEntry
+from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, OutboxEntry
 from sendonce.errors import MessageNotFound
 from sendonce.idempotency.keys import tie_identity
 from sendonce.messages.edits import MessageChanges, plan_edit

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from sendonce.modes import twin_of
-from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
+from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.simulator.ports import SimulatedDelivery
 
@@ -87,7 +87,12 @@ def test_given_an_opt_out_of_a_test_message_then_it_is_applied_once_and_moves_no
 ) -> None:
     message = created(stores, workspace=TWIN)
     event = ProviderEvent(
-        SIMULATOR, "sim_opted_out", message.id, EventType.OPTED_OUT, "2026-11-30T12:00:00Z", to=message.to
+        SIMULATOR,
+        "sim_opted_out",
+        message.id,
+        ProviderEventType.OPTED_OUT,
+        "2026-11-30T12:00:00Z",
+        to=message.to,
     )
 
     answers = race(COPIES, lambda _: stores.events.apply_provider_event(event, NOW))

@@ -14,7 +14,7 @@ from sendonce import channels
 from sendonce.errors import InvalidCursor, RecipientSuppressed
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.service import MessageService, SendCommand
-from sendonce.provider_events.model import EventType, ProviderEvent
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
 from sendonce.suppressions.ports import SuppressionStore
@@ -43,7 +43,7 @@ def _opt_out(event_id: str, to: str = PHONE, message_id: str | None = None) -> P
         provider="http",
         event_id=event_id,
         message_id=message_id,
-        type=EventType.OPTED_OUT,
+        type=ProviderEventType.OPTED_OUT,
         occurred_at="2026-11-30T12:00:00Z",
         to=to,
     )
@@ -176,7 +176,7 @@ def test_given_a_permanent_bounce_then_the_message_fails_and_its_recipient_is_su
         provider="ses",
         event_id="bounce-1",
         message_id=message.id,
-        type=EventType.FAILED,
+        type=ProviderEventType.FAILED,
         occurred_at="2026-11-30T12:00:00Z",
         suppress=Reason.BOUNCED,
     )

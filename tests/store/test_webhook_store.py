@@ -36,7 +36,7 @@ from sendonce.adapters.dynamodb_webhooks import (
 from sendonce.adapters.dynamodb_writes import MAX_ATTEMPTS
 from sendonce.errors import DependencyUnavailable, InvalidCursor, TooManyRotations
 from sendonce.messages.ids import new_message_id, ulid
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.model import (
     EVENT_PREFIX,
     MAX_REPLACED_SECRETS,
     ROTATION_OVERLAP,
@@ -49,8 +49,16 @@ from sendonce.webhooks.model import (
     new_endpoint_id,
     new_secret,
 )
-from sendonce.webhooks.ports import Applied, Attempt, Changed, DeliveryTask, Gone, Replaced, TooManyEndpoints
-from sendonce.webhooks.service import WebhookService
+from sendonce.status_webhooks.ports import (
+    Applied,
+    Attempt,
+    Changed,
+    DeliveryTask,
+    Gone,
+    Replaced,
+    TooManyEndpoints,
+)
+from sendonce.status_webhooks.service import WebhookService
 
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template

@@ -2,7 +2,7 @@
 
 A found key's workspace is kept per execution environment for the cache period, on the injected
 clock; an unknown or revoked key and a store that cannot be read are never kept. Through the real
-handler, every 401 and 503 has the contract's one error body.
+handler, every 401 and 503 has the API's one error body.
 """
 
 from __future__ import annotations

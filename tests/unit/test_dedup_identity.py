@@ -1,4 +1,4 @@
-"""The dedup identity (CONTRACT section 3): deterministic, and no two different tuples ever collide."""
+"""The dedup identity (docs/guarantees.md, Sending): deterministic; no two different tuples collide."""
 
 from __future__ import annotations
 

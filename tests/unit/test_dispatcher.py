@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sendonce import channels
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery import retry_policy
-from sendonce.delivery.dispatcher import EARLY_RECEIVES, DeliveryRequest, Dispatcher, Outcome
-from sendonce.delivery.ports import ClaimedMessage, ProviderThrottled
-from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.dispatch import retry_policy
+from sendonce.dispatch.dispatcher import EARLY_RECEIVES, Dispatcher, DispatchOutcome, DispatchRequest
+from sendonce.dispatch.ports import ClaimedMessage, ProviderThrottled
+from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.entrypoints.dispatch import DispatcherDependencies, handle_batch
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, RetryLater, TransientFailure
 from sendonce.messages.ids import new_message_id
@@ -75,8 +75,8 @@ def _dispatcher(
     )
 
 
-def _request(message: Message) -> DeliveryRequest:
-    return DeliveryRequest(workspace_id=message.workspace_id, message_id=message.id)
+def _request(message: Message) -> DispatchRequest:
+    return DispatchRequest(workspace_id=message.workspace_id, message_id=message.id)
 
 
 def test_given_a_queued_message_when_the_provider_accepts_then_sent_after_one_attempt(
@@ -85,9 +85,9 @@ def test_given_a_queued_message_when_the_provider_accepts_then_sent_after_one_at
     message = _queued(store, clock)
     provider = ScriptedProvider()
 
-    outcome = _dispatcher(store, provider, clock).deliver(_request(message))
+    outcome = _dispatcher(store, provider, clock).dispatch(_request(message))
 
-    assert outcome is Outcome.SENT
+    assert outcome is DispatchOutcome.SENT
     assert provider.calls == [message.id]
     stored = store.messages[message.id]
     assert stored.status is Status.SENT
@@ -103,9 +103,9 @@ def test_given_the_provider_refuses_4xx_then_failed_at_once_with_the_cause_and_t
     message = _queued(store, clock)
     provider = ScriptedProvider(script=[PermanentFailure("provider_rejected", "refused (400)")])
 
-    outcome = _dispatcher(store, provider, clock).deliver(_request(message))
+    outcome = _dispatcher(store, provider, clock).dispatch(_request(message))
 
-    assert outcome is Outcome.FAILED
+    assert outcome is DispatchOutcome.FAILED
     stored = store.messages[message.id]
     assert stored.status is Status.FAILED
     assert stored.error is not None
@@ -123,7 +123,7 @@ def test_given_a_5xx_then_retry_later_until_the_last_attempt_then_failed(
 
     for attempt in (1, 2):
         with pytest.raises(RetryLater) as retry:
-            dispatcher.deliver(_request(message))
+            dispatcher.dispatch(_request(message))
         assert retry.value.seconds >= 1
         stored = store.messages[message.id]
         assert stored.status is Status.QUEUED
@@ -132,7 +132,7 @@ def test_given_a_5xx_then_retry_later_until_the_last_attempt_then_failed(
         assert stored.error.code == "provider_unavailable"
         clock.advance(retry.value.seconds)
 
-    assert dispatcher.deliver(_request(message)) is Outcome.FAILED
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.FAILED
     stored = store.messages[message.id]
     assert stored.status is Status.FAILED
     assert stored.attempts == 3
@@ -150,8 +150,8 @@ def test_given_a_5xx_then_a_success_then_sent_on_the_second_attempt(
     dispatcher = _dispatcher(store, provider, clock)
 
     with pytest.raises(RetryLater):
-        dispatcher.deliver(_request(message))
-    assert dispatcher.deliver(_request(message)) is Outcome.SENT
+        dispatcher.dispatch(_request(message))
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.SENT
 
     assert store.messages[message.id].attempts == 2
     assert store.messages[message.id].error is None
@@ -166,7 +166,7 @@ def test_given_an_ambiguous_outcome_with_a_provider_without_idempotency_then_unk
     )
     dispatcher = _dispatcher(store, provider, clock)
 
-    assert dispatcher.deliver(_request(message)) is Outcome.UNKNOWN
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.UNKNOWN
     stored = store.messages[message.id]
     assert stored.status is Status.UNKNOWN
     assert stored.error is not None
@@ -174,7 +174,7 @@ def test_given_an_ambiguous_outcome_with_a_provider_without_idempotency_then_unk
     assert store.locks  # unknown keeps its lock
 
     # a redelivered record finds the message finished: no second call
-    assert dispatcher.deliver(_request(message)) is Outcome.SKIPPED
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.SKIPPED
     assert len(provider.calls) == 1
 
 
@@ -186,9 +186,9 @@ def test_given_an_ambiguous_outcome_with_the_http_provider_then_retried_with_the
     dispatcher = _dispatcher(store, provider, clock)
 
     with pytest.raises(RetryLater):
-        dispatcher.deliver(_request(message))
+        dispatcher.dispatch(_request(message))
     assert store.messages[message.id].status is Status.QUEUED
-    assert dispatcher.deliver(_request(message)) is Outcome.SENT
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.SENT
     assert provider.calls == [message.id, message.id]
 
 
@@ -199,7 +199,7 @@ def test_given_the_claim_is_refused_then_skipped_without_a_provider_call(
     store.refuse_claims = True
     provider = ScriptedProvider()
 
-    assert _dispatcher(store, provider, clock).deliver(_request(message)) is Outcome.SKIPPED
+    assert _dispatcher(store, provider, clock).dispatch(_request(message)) is DispatchOutcome.SKIPPED
     assert provider.calls == []
 
 
@@ -208,8 +208,8 @@ def test_given_the_same_record_twice_then_one_provider_call(store: InMemoryStore
     provider = ScriptedProvider()
     dispatcher = _dispatcher(store, provider, clock)
 
-    assert dispatcher.deliver(_request(message)) is Outcome.SENT
-    assert dispatcher.deliver(_request(message)) is Outcome.SKIPPED
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.SENT
+    assert dispatcher.dispatch(_request(message)) is DispatchOutcome.SKIPPED
     assert provider.calls == [message.id]
 
 
@@ -223,7 +223,7 @@ def test_given_a_message_not_waiting_then_skipped(
     store.messages[message.id] = message.with_status(status, clock.now)
     provider = ScriptedProvider()
 
-    assert _dispatcher(store, provider, clock).deliver(_request(message)) is Outcome.SKIPPED
+    assert _dispatcher(store, provider, clock).dispatch(_request(message)) is DispatchOutcome.SKIPPED
     assert provider.calls == []
 
 
@@ -234,8 +234,8 @@ def test_given_an_unknown_message_or_another_workspace_then_skipped(
     provider = ScriptedProvider()
     dispatcher = _dispatcher(store, provider, clock)
 
-    assert dispatcher.deliver(DeliveryRequest("ws_a", new_message_id())) is Outcome.SKIPPED
-    assert dispatcher.deliver(DeliveryRequest("ws_other", message.id)) is Outcome.SKIPPED
+    assert dispatcher.dispatch(DispatchRequest("ws_a", new_message_id())) is DispatchOutcome.SKIPPED
+    assert dispatcher.dispatch(DispatchRequest("ws_other", message.id)) is DispatchOutcome.SKIPPED
     assert provider.calls == []
 
 
@@ -246,7 +246,7 @@ def test_given_a_scheduled_message_not_yet_due_then_retry_later_until_send_at(
     provider = ScriptedProvider()
 
     with pytest.raises(RetryLater) as retry:
-        _dispatcher(store, provider, clock).deliver(_request(message))
+        _dispatcher(store, provider, clock).dispatch(_request(message))
 
     assert 300 <= retry.value.seconds <= 301
     assert provider.calls == []
@@ -259,9 +259,9 @@ def test_given_a_record_whose_message_is_not_due_for_more_than_15_minutes_then_d
     message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(minutes=40))
     provider = ScriptedProvider()
 
-    outcome = _dispatcher(store, provider, clock).deliver(_request(message))
+    outcome = _dispatcher(store, provider, clock).dispatch(_request(message))
 
-    assert outcome is Outcome.SKIPPED  # no RetryLater: the record is deleted, not postponed
+    assert outcome is DispatchOutcome.SKIPPED  # no RetryLater: the record is deleted, not postponed
     assert provider.calls == []
     assert store.messages[message.id].status is Status.SCHEDULED
     assert store.messages[message.id].attempts == 0
@@ -274,7 +274,7 @@ def test_given_a_record_whose_message_is_due_within_15_minutes_then_postponed_to
     provider = ScriptedProvider()
 
     with pytest.raises(RetryLater) as retry:
-        _dispatcher(store, provider, clock).deliver(_request(message))
+        _dispatcher(store, provider, clock).dispatch(_request(message))
 
     assert retry.value.seconds == 901
     assert provider.calls == []
@@ -289,14 +289,14 @@ def test_given_a_record_that_keeps_arriving_early_then_dropped_before_it_nears_t
     store: InMemoryStore, clock: ManualClock, receive_count: int, postponed: bool
 ) -> None:
     message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(minutes=3))
-    request = DeliveryRequest(message.workspace_id, message.id, receive_count=receive_count)
+    request = DispatchRequest(message.workspace_id, message.id, receive_count=receive_count)
     dispatcher = _dispatcher(store, ScriptedProvider(), clock)
 
     if postponed:
         with pytest.raises(RetryLater):
-            dispatcher.deliver(request)
+            dispatcher.dispatch(request)
     else:
-        assert dispatcher.deliver(request) is Outcome.SKIPPED
+        assert dispatcher.dispatch(request) is DispatchOutcome.SKIPPED
     assert store.messages[message.id].status is Status.SCHEDULED
 
 
@@ -312,13 +312,16 @@ def test_given_a_record_postponed_for_an_edited_send_at_then_delivered_once_with
         store.messages[message.id], body="edited", send_at=clock.now + timedelta(seconds=60)
     )
     with pytest.raises(RetryLater) as retry:
-        dispatcher.deliver(_request(message))
+        dispatcher.dispatch(_request(message))
     clock.advance(retry.value.seconds)
 
     assert (
-        dispatcher.deliver(DeliveryRequest(message.workspace_id, message.id, receive_count=2)) is Outcome.SENT
+        dispatcher.dispatch(DispatchRequest(message.workspace_id, message.id, receive_count=2))
+        is DispatchOutcome.SENT
     )
-    assert dispatcher.deliver(_request(message)) is Outcome.SKIPPED  # the edit's own record: nothing to do
+    assert (
+        dispatcher.dispatch(_request(message)) is DispatchOutcome.SKIPPED
+    )  # the edit's own record: nothing to do
     assert provider.calls == [message.id]
     assert store.messages[message.id].body == "edited"
 
@@ -356,7 +359,7 @@ def test_given_a_provider_that_keeps_throttling_then_retried_for_an_hour_from_th
 
     while True:
         try:
-            outcome = dispatcher.deliver(_request(message))
+            outcome = dispatcher.dispatch(_request(message))
         except RetryLater as retry:
             delays.append(retry.seconds)
             assert store.messages[message.id].status is Status.QUEUED
@@ -364,7 +367,7 @@ def test_given_a_provider_that_keeps_throttling_then_retried_for_an_hour_from_th
             continue
         break
 
-    assert outcome is Outcome.FAILED
+    assert outcome is DispatchOutcome.FAILED
     stored = store.messages[message.id]
     assert stored.status is Status.FAILED
     assert stored.error is not None
@@ -387,10 +390,12 @@ def test_given_throttling_then_a_5xx_then_the_5xx_is_counted_apart_from_the_thro
 
     for _ in range(6):  # five throttled attempts, then one 5xx: each is retried
         with pytest.raises(RetryLater) as retry:
-            dispatcher.deliver(_request(message))
+            dispatcher.dispatch(_request(message))
         clock.advance(retry.value.seconds)
 
-    assert dispatcher.deliver(_request(message)) is Outcome.FAILED  # the second 5xx: 2 attempts counted
+    assert (
+        dispatcher.dispatch(_request(message)) is DispatchOutcome.FAILED
+    )  # the second 5xx: 2 attempts counted
     stored = store.messages[message.id]
     assert stored.attempts == 7
     assert stored.error is not None
@@ -404,7 +409,7 @@ def test_given_a_throttled_attempt_then_the_claim_keeps_the_first_attempts_time_
     first = clock.now
     dispatcher = _dispatcher(store, ScriptedProvider(script=[_throttled()]), clock)
     with pytest.raises(RetryLater):
-        dispatcher.deliver(_request(message))
+        dispatcher.dispatch(_request(message))
     clock.advance(120)
 
     claimed = store.claim("ws_a", message.id, clock.now, 70)

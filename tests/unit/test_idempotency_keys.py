@@ -1,4 +1,4 @@
-"""Idempotency-Key values and the payload they are compared on (CONTRACT section 2)."""
+"""Idempotency-Key values and the payload they are compared on (README: When to send an Idempotency-Key)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sendonce import aws_clients
-from sendonce.adapters.dynamodb_items import Item
 from sendonce.adapters.dynamodb_listing import SHARD_READERS, Chunk, ReadShard, first_read, newest_first
+from sendonce.adapters.dynamodb_writes import Item
 
 
 def _entry(entry_id: str) -> Item:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from sendonce.entrypoints.status import provider_event
-from sendonce.provider_events.model import EventType
+from sendonce.provider_events.http_body import HttpProviderEvent
+from sendonce.provider_events.model import ProviderEventType
 from sendonce.provider_events.signature import verify
-from sendonce.provider_events.webhook_body import HttpProviderEvent
 from sendonce.suppressions.model import Reason
 
 from sendonce_local.delayed_tasks import DelayedTasks
@@ -41,7 +41,7 @@ def test_the_cadence_of_http_reports(sequence: int, kinds: list[str]) -> None:
     first = reports[0]
     assert first.type == "delivered"
     event = HttpProviderEvent.model_validate_json(json.dumps(first.body)).to_event("http")
-    assert (event.message_id, event.type) == ("msg_1", EventType.DELIVERED)
+    assert (event.message_id, event.type) == ("msg_1", ProviderEventType.DELIVERED)
     if "repeat" in kinds:
         assert reports[1].body == first.body  # the same event, same eventId
     if "late" in kinds:
@@ -57,7 +57,7 @@ def test_an_ses_report_is_what_sns_leaves_on_the_events_queue() -> None:
     assert [report.kind for report in reports] == ["first", "repeat"]
     event = provider_event(json.dumps(reports[0].body))
     assert event is not None
-    assert (event.provider, event.message_id, event.type) == ("ses", "msg_9", EventType.DELIVERED)
+    assert (event.provider, event.message_id, event.type) == ("ses", "msg_9", ProviderEventType.DELIVERED)
     again = provider_event(json.dumps(reports[1].body))
     assert again is not None
     assert again.event_id == event.event_id  # a repeat is recognisably the same event
@@ -166,7 +166,7 @@ def test_the_ses_mailbox_simulators_bounce_address_is_a_permanent_bounce_that_su
     )
 
     assert kind == "first"
-    assert event.type is EventType.FAILED
+    assert event.type is ProviderEventType.FAILED
     assert event.suppression_reason is Reason.BOUNCED
     assert event.error is not None
     assert event.error.code == "bounced"
@@ -181,8 +181,8 @@ def test_the_ses_mailbox_simulators_complaint_address_is_delivered_then_a_compla
     ]
 
     assert [(event.type, event.suppression_reason) for event in events] == [
-        (EventType.DELIVERED, None),
-        (EventType.DELIVERED, Reason.COMPLAINED),
+        (ProviderEventType.DELIVERED, None),
+        (ProviderEventType.DELIVERED, Reason.COMPLAINED),
     ]
     assert events[0].event_id != events[1].event_id  # two events, each applied once
 
@@ -190,7 +190,7 @@ def test_the_ses_mailbox_simulators_complaint_address_is_delivered_then_a_compla
 def test_the_ses_mailbox_simulators_success_address_is_delivered() -> None:
     [(_, event)] = _events_of(ses_reports("msg_s", "success@simulator.amazonses.com", "f@x", 1, ACCEPTED))
 
-    assert (event.type, event.suppression_reason) == (EventType.DELIVERED, None)
+    assert (event.type, event.suppression_reason) == (ProviderEventType.DELIVERED, None)
 
 
 def test_an_opt_out_report_is_the_http_providers_opted_out_webhook_naming_no_message() -> None:
@@ -198,4 +198,4 @@ def test_an_opt_out_report_is_the_http_providers_opted_out_webhook_naming_no_mes
 
     event = HttpProviderEvent.model_validate(report.body).to_event("http")
 
-    assert (event.type, event.to, event.message_id) == (EventType.OPTED_OUT, "+15550100000", None)
+    assert (event.type, event.to, event.message_id) == (ProviderEventType.OPTED_OUT, "+15550100000", None)

@@ -69,7 +69,7 @@ def test_the_functions_read_the_secrets_the_stack_created_and_hold_only_their_na
     provision(template, aws.endpoint, "no-reply@sendonce.local", secrets)
     environment = function_environment(template, ports, environ={})
 
-    assert environment["SENDONCE_WEBHOOK_SECRET_ARN"] == "WebhookSigningSecret"
+    assert environment["SENDONCE_PROVIDER_EVENTS_SECRET_ARN"] == "WebhookSigningSecret"
     assert environment["SENDONCE_HTTP_PROVIDER_TOKEN_ARN"] == "HttpProviderTokenSecret"
     values = {secrets.webhook_secret, secrets.http_provider_token}
     assert not values & set(environment.values())
@@ -80,7 +80,7 @@ def test_the_functions_read_the_secrets_the_stack_created_and_hold_only_their_na
     def read(variable: str) -> str:
         return SecretsManagerSecret(environment[variable], lambda: client("secretsmanager", aws.endpoint))()
 
-    assert read("SENDONCE_WEBHOOK_SECRET_ARN") == secrets.webhook_secret
+    assert read("SENDONCE_PROVIDER_EVENTS_SECRET_ARN") == secrets.webhook_secret
     assert read("SENDONCE_HTTP_PROVIDER_TOKEN_ARN") == secrets.http_provider_token
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import pytest
-from sendonce.delivery.outbox import CHUNK, MAX_RECLAIMS, OutboxSweeper, metric_name
-from sendonce.delivery.ports import OutboxEntry, Reclaim
+from sendonce.dispatch.outbox import CHUNK, MAX_RECLAIMS, OutboxSweeper, metric_name
+from sendonce.dispatch.ports import OutboxEntry, Reclaim
 from sendonce.errors import QueueUnavailable
 from sendonce.messages.handoff import HANDOFF_GRACE
 from sendonce.messages.model import Channel, Status

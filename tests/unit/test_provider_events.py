@@ -9,15 +9,15 @@ import pytest
 from pydantic import ValidationError
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.provider_events.applier import apply_event
+from sendonce.provider_events.http_body import HttpProviderEvent
 from sendonce.provider_events.model import (
     APPLIES_FROM,
-    EventType,
     ProviderEvent,
+    ProviderEventType,
     from_json,
     from_ses_notification,
 )
 from sendonce.provider_events.ports import ApplyResult, EventOutcome
-from sendonce.provider_events.webhook_body import HttpProviderEvent
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -36,7 +36,7 @@ def _message(status: Status) -> Message:
     )
 
 
-def test_given_a_webhook_body_when_parsed_then_it_round_trips_through_the_queue() -> None:
+def test_given_a_provider_event_body_when_parsed_then_it_round_trips_through_the_queue() -> None:
     body = {
         "eventId": "ev_1",
         "messageId": "msg_x",
@@ -59,7 +59,7 @@ def test_given_a_webhook_body_when_parsed_then_it_round_trips_through_the_queue(
         {"eventId": "", "messageId": "m", "type": "sent", "occurredAt": "2026-01-01T00:00:00Z"},
     ],
 )
-def test_given_a_malformed_webhook_body_when_parsed_then_it_is_refused(body: dict[str, str]) -> None:
+def test_given_a_malformed_provider_event_body_when_parsed_then_it_is_refused(body: dict[str, str]) -> None:
     with pytest.raises(ValidationError):
         HttpProviderEvent.model_validate_json(json.dumps(body))
 
@@ -80,10 +80,14 @@ def _ses(kind: str, message_id: str | None = "msg_1") -> dict[str, object]:
 
 @pytest.mark.parametrize(
     ("kind", "expected"),
-    [("Delivery", EventType.DELIVERED), ("Bounce", EventType.FAILED), ("Send", EventType.SENT)],
+    [
+        ("Delivery", ProviderEventType.DELIVERED),
+        ("Bounce", ProviderEventType.FAILED),
+        ("Send", ProviderEventType.SENT),
+    ],
 )
 def test_given_an_ses_notification_when_read_then_it_names_our_message(
-    kind: str, expected: EventType
+    kind: str, expected: ProviderEventType
 ) -> None:
     event = from_ses_notification(_ses(kind), "sendonce-message-id")
     assert event is not None
@@ -101,10 +105,10 @@ def test_given_an_ses_notification_without_our_tag_when_read_then_it_is_not_ours
 
 
 def test_status_only_moves_forward() -> None:
-    assert Status.DELIVERED not in APPLIES_FROM[EventType.SENT]
-    assert Status.FAILED not in APPLIES_FROM[EventType.DELIVERED]
+    assert Status.DELIVERED not in APPLIES_FROM[ProviderEventType.SENT]
+    assert Status.FAILED not in APPLIES_FROM[ProviderEventType.DELIVERED]
     for final in (Status.CANCELED, Status.FAILED, Status.DELIVERED):
-        assert final not in APPLIES_FROM[EventType.SENT]
+        assert final not in APPLIES_FROM[ProviderEventType.SENT]
 
 
 class _Store:
@@ -119,18 +123,18 @@ class _Store:
         self.released.append(message.id)
 
 
-def _event(kind: EventType) -> ProviderEvent:
+def _event(kind: ProviderEventType) -> ProviderEvent:
     return ProviderEvent("http", "ev", "msg_01JAAAAAAAAAAAAAAAAAAAAAAA", kind, "2026-01-01T00:00:00Z")
 
 
 def test_given_a_failed_event_applied_then_the_dedup_lock_is_released() -> None:
     store = _Store((EventOutcome.APPLIED, _message(Status.SENT)))
-    assert apply_event(store, _event(EventType.FAILED)) is EventOutcome.APPLIED
+    assert apply_event(store, _event(ProviderEventType.FAILED)) is EventOutcome.APPLIED
     assert store.released == ["msg_01JAAAAAAAAAAAAAAAAAAAAAAA"]
 
 
 @pytest.mark.parametrize("outcome", [EventOutcome.REPEATED, EventOutcome.IGNORED])
 def test_given_a_failed_event_not_applied_then_the_lock_stays(outcome: EventOutcome) -> None:
     store = _Store((outcome, _message(Status.DELIVERED)))
-    assert apply_event(store, _event(EventType.FAILED)) is outcome
+    assert apply_event(store, _event(ProviderEventType.FAILED)) is outcome
     assert store.released == []

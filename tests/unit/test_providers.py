@@ -19,7 +19,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.stub import Stubber
-from sendonce.delivery.ports import ProviderThrottled
+from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.providers.http_provider import MAX_ANSWER_BYTES, HttpProvider

@@ -1,4 +1,4 @@
-"""Recipients: one human, one address, however the caller wrote it (CONTRACT section 1, `to`)."""
+"""Recipients: one human, one address, however the caller wrote it (docs/api.md, POST /v1/messages, `to`)."""
 
 from __future__ import annotations
 

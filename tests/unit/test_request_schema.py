@@ -1,4 +1,4 @@
-"""The POST /v1/messages body schema, one test per rule of CONTRACT section 1."""
+"""The POST /v1/messages body schema, one test per rule of docs/api.md."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.resolution import Resolution, resolve_unknown
+from sendonce.dispatch.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import Channel, Message, MessageError, Status
+from sendonce.messages.model import Channel, Message, MessageFailure, Status
 from sendonce.messages.ports import Created, DedupClaim
 from sendonce_cli.main import build_parser
 from sendonce_cli.resolve import describe, resolve
@@ -41,7 +41,7 @@ def _unknown(store: InMemoryStore, clock: ManualClock) -> str:
     store.messages[message.id] = replace(
         message.with_status(Status.UNKNOWN, clock.now),
         attempts=1,
-        error=MessageError("provider_error", "ses answered 503 ServiceUnavailable"),
+        error=MessageFailure("provider_error", "ses answered 503 ServiceUnavailable"),
     )
     return message.id
 
@@ -58,7 +58,7 @@ def test_given_an_unknown_message_settled_as_failed_then_failed_with_its_cause_a
     settled = store.messages[message_id]
     assert settled.status is Status.FAILED
     assert settled.updated_at == clock.now
-    assert settled.error == MessageError("provider_error", "ses answered 503 ServiceUnavailable")
+    assert settled.error == MessageFailure("provider_error", "ses answered 503 ServiceUnavailable")
     assert store.released == [message_id]
     assert not store.locks
 

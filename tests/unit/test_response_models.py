@@ -1,6 +1,6 @@
 """The response models, built from domain values, are the only serializer of what the API shows.
 
-Each shape is pinned here as the contract shows it: its fields, in order, with their nulls, and the
+Each shape is pinned here as docs/api.md shows it: its fields, in order, with their nulls, and the
 JSON text `to_json` writes (no ASCII escapes; compact for a stored answer). A status webhook's
 `data.message` is the API's Message, and an event shows the message it stored exactly as stored.
 """
@@ -18,10 +18,10 @@ from sendonce.api.errors import ApiError
 from sendonce.api.routers.usage import SimulatedDeliveryModel
 from sendonce.api.routers.webhooks import EventModel, WebhookEndpointModel
 from sendonce.api.shapes import MessageModel, SuppressionModel, message_shape, to_json
-from sendonce.messages.model import Channel, Message, MessageError, Status
+from sendonce.messages.model import Channel, Message, MessageFailure, Status
 from sendonce.simulator.ports import SimulatedDelivery
+from sendonce.status_webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType, SigningSecret
 from sendonce.suppressions.model import Reason, Suppression
-from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType, SigningSecret
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -43,7 +43,7 @@ messages = st.builds(
     metadata=st.dictionaries(text, text, max_size=3),
     idempotency_key=maybe(st.none(), text),
     attempts=st.integers(0, 50),
-    error=maybe(st.none(), st.builds(MessageError, text, text)),
+    error=maybe(st.none(), st.builds(MessageFailure, text, text)),
 )
 
 
@@ -76,7 +76,7 @@ def test_a_message_with_every_field_set() -> None:
         metadata={"order": "A-17"},
         idempotency_key="k-1",
         attempts=3,
-        error=MessageError("provider_rejected", "no"),
+        error=MessageFailure("provider_rejected", "no"),
     )
 
     _shows(

@@ -41,9 +41,9 @@ from sendonce.modes import twin_of
 from sendonce.provider_events.signature import sign
 from sendonce.secret_values import SecretUnavailable
 from sendonce.simulator.ports import SimulatedDelivery
+from sendonce.status_webhooks.model import Delivery, DeliveryStatus, Event, EventType
+from sendonce.status_webhooks.service import MAX_ROTATION_TRIES, WebhookService
 from sendonce.suppressions.service import SuppressionService
-from sendonce.webhooks.model import Delivery, DeliveryStatus, Event, EventType
-from sendonce.webhooks.service import MAX_ROTATION_TRIES, WebhookService
 
 from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
@@ -217,7 +217,7 @@ def api() -> Iterator[Api]:
         keys,
         limits=RequestLimits(limits),
         suppressions=SuppressionService(suppressions_store, clock=clock),
-        webhook_secret=lambda: SECRET,
+        provider_events_secret=lambda: SECRET,
         send_once=send_once,
         send_many=batches.send_many,
         send_batch_once=send_batch_once,
@@ -328,7 +328,7 @@ def _secret_down(api: Api) -> Answer:
     def unavailable() -> str:
         raise SecretUnavailable("the secret store is down")
 
-    dependencies.root.use(replace(api.deps, webhook_secret=unavailable))
+    dependencies.root.use(replace(api.deps, provider_events_secret=unavailable))
     return api.signed('{"eventId": "e1"}')
 
 

@@ -299,7 +299,7 @@ def api() -> Iterator[ApiDependencies]:
         InMemoryApiKeys.of(_WS),
         limits=RequestLimits(FakeLimits()),
         suppressions=SuppressionService(InMemorySuppressions()),
-        webhook_secret=lambda: "whsec_unit",
+        provider_events_secret=lambda: "whsec_unit",
         send_once=_Spy({"statusCode": 201, "body": "{}"}),
         send_batch_once=_Spy({"statusCode": 200, "body": '{"success": true, "results": []}'}),
     )

@@ -46,7 +46,7 @@ from tests.unit.unit_fakes import (
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:WebhookSigningSecret-AbCdEf"
 SECRET = "a-webhook-secret-of-at-least-32-characters"
-API_SETTINGS = {**FAKE_API_SETTINGS, "SENDONCE_WEBHOOK_SECRET_ARN": SECRET_ARN}
+API_SETTINGS = {**FAKE_API_SETTINGS, "SENDONCE_PROVIDER_EVENTS_SECRET_ARN": SECRET_ARN}
 
 
 class FakeSecretsManager:
@@ -164,7 +164,7 @@ def test_settings_hold_the_secrets_names_never_their_values() -> None:
         }
     )
 
-    assert api.webhook_secret_arn == SECRET_ARN
+    assert api.provider_events_secret_arn == SECRET_ARN
     assert dispatcher.http_provider_token_arn == "arn:token"
     assert "a value" not in repr(api) + repr(dispatcher)
 
@@ -261,7 +261,7 @@ def events(secrets_manager: FakeSecretsManager) -> Iterator[FakeEventQueue]:
             InMemoryApiKeys.of(),
             settings=API_SETTINGS,
             events=queue,
-            webhook_secret=SecretsManagerSecret(SECRET_ARN, ClientFactory(secrets_manager)),
+            provider_events_secret=SecretsManagerSecret(SECRET_ARN, ClientFactory(secrets_manager)),
         )
     )
     yield queue

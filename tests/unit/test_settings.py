@@ -192,7 +192,7 @@ def test_an_unset_variable_takes_the_default_the_class_lists() -> None:
 def test_a_webhook_endpoint_gets_the_contracts_15_seconds_whatever_the_environment() -> None:
     """Not a setting: the function's Timeout and the slow lane are built on it."""
     from sendonce.entrypoints.webhook_delivery import build  # noqa: PLC0415
-    from sendonce.webhooks.delivery import WebhookDeliverer  # noqa: PLC0415
+    from sendonce.status_webhooks.delivery import WebhookDeliverer  # noqa: PLC0415
 
     settings = WebhookDeliverySettings.from_environment({**WEBHOOKS, "SENDONCE_WEBHOOK_TIMEOUT_SECONDS": "1"})
     built = build(settings, lambda service, **_: object())

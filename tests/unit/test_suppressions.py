@@ -19,8 +19,8 @@ from sendonce import channels, composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle
 from sendonce.api.shapes import SuppressionModel
-from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
-from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.dispatch.dispatcher import Dispatcher, DispatchOutcome, DispatchRequest
+from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.errors import RecipientSuppressed, SuppressionNotFound
 from sendonce.messages.batch import BatchSender
 from sendonce.messages.model import Channel, Message, Status
@@ -28,8 +28,8 @@ from sendonce.messages.ports import Suppressed
 from sendonce.messages.recipients import InvalidRecipient
 from sendonce.messages.service import MessageService, SendCommand, SendResult
 from sendonce.modes import twin_of
-from sendonce.provider_events.model import EventType, from_ses_notification
-from sendonce.provider_events.webhook_body import HttpProviderEvent
+from sendonce.provider_events.http_body import HttpProviderEvent
+from sendonce.provider_events.model import ProviderEventType, from_ses_notification
 from sendonce.suppressions.model import (
     STOP_KEYWORDS,
     Reason,
@@ -304,9 +304,9 @@ def test_given_a_queued_message_whose_recipient_is_suppressed_then_failed_at_its
         suppressions=suppressions,
     )
 
-    outcome = dispatcher.deliver(DeliveryRequest(WS, sent.id))
+    outcome = dispatcher.dispatch(DispatchRequest(WS, sent.id))
 
-    assert outcome is Outcome.FAILED
+    assert outcome is DispatchOutcome.FAILED
     assert provider.calls == 0
     failed = store.messages[sent.id]
     assert failed.status is Status.FAILED
@@ -326,7 +326,7 @@ def test_given_an_opted_out_webhook_then_it_names_its_recipient_normalised_and_m
         }
     ).to_event("http")
 
-    assert (event.type, event.to, event.message_id) == (EventType.OPTED_OUT, PHONE, None)
+    assert (event.type, event.to, event.message_id) == (ProviderEventType.OPTED_OUT, PHONE, None)
     assert event.suppression_reason is Reason.OPTED_OUT
 
 

@@ -1,4 +1,4 @@
-"""The deployed stack's timing, retention and alarms, read from template.yaml (CONTRACT section 10).
+"""The deployed stack's timing, retention and alarms, read from template.yaml (the README, Deploy).
 
 A queue hides a received record at least six times as long as its consumer may run, so a batch still
 running is never handed to a second consumer; a provider call always fits in a dispatcher's run.
@@ -16,8 +16,8 @@ import pytest
 from sendonce import channels
 from sendonce.adapters import dynamodb_dedup_locks
 from sendonce.channels import ChannelSpec
-from sendonce.delivery.outbox import metric_name
-from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.dispatch.outbox import metric_name
+from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.entrypoints.dispatch import PROVIDER_CALL_MARGIN_SECONDS
 from sendonce.entrypoints.webhook_delivery import DELIVERY_WORKERS
 
@@ -134,9 +134,9 @@ def test_the_webhook_lanes_feed_one_function_whose_concurrency_is_their_sum(temp
 
 
 def test_the_delivery_functions_run_covers_the_slow_lanes_full_wait(template: Template) -> None:
-    """The slow lane gives an endpoint the contract's 15 s; the event's read before and the writes
+    """The slow lane gives an endpoint the promised 15 s; the event's read before and the writes
     after (the attempt, the flag, a postponement) need a margin; the batch's records run side by side."""
-    from sendonce.webhooks.delivery import FAST_LANE_PATIENCE_SECONDS  # noqa: PLC0415
+    from sendonce.status_webhooks.delivery import FAST_LANE_PATIENCE_SECONDS  # noqa: PLC0415
 
     timeout = template.functions["WebhookDeliveryFunction"].timeout_seconds
     assert timeout >= 15 + 5

@@ -1,4 +1,4 @@
-"""The deployed shape of the secrets (CONTRACT section 10), read from template.yaml.
+"""The deployed shape of the secrets (the README, Deploy), read from template.yaml.
 
 No secret parameter has a default, each is NoEcho with a minimum length of 32, and each lives in
 a Secrets Manager secret. A function gets a secret's ARN in its environment, never its value, and
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SECRET_PARAMETERS = {"WebhookSecret": "WebhookSigningSecret", "HttpProviderToken": "HttpProviderTokenSecret"}
 # Who needs which secret: the webhook verifies signatures, the dispatchers call the HTTP provider.
 READERS = {
-    "ApiFunction": {"SENDONCE_WEBHOOK_SECRET_ARN": "WebhookSigningSecret"},
+    "ApiFunction": {"SENDONCE_PROVIDER_EVENTS_SECRET_ARN": "WebhookSigningSecret"},
     "DispatchSmsFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
     "DispatchImessageFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
     "DispatchEmailFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},

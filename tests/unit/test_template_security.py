@@ -1,4 +1,4 @@
-"""The deployed stack's permissions, read from template.yaml (CONTRACT section 10).
+"""The deployed stack's permissions, read from template.yaml (the README, Deploy).
 
 Each function's role grants exactly the actions its code uses (EXPECTED_ACTIONS: a new permission is
 a deliberate change here), each on resources of this stack. No publish or send action is allowed on
@@ -43,7 +43,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "secretsmanager:GetSecretValue",
         }
     },
-    # entrypoints.dispatch.build: DynamoDbDeliveryStore (claim, finish, lock release),
+    # entrypoints.dispatch.build: DynamoDbDispatchStore (claim, finish, lock release),
     # DynamoDbSuppressionStore (the claimed recipient's two entries, one BatchGetItem), SqsRedelivery,
     # the channel's provider (and the HTTP provider's token), and test messages' simulator
     # (DynamoDbSimulatorStore's UpdateItems, SqsEventQueue).

@@ -19,8 +19,8 @@ from sendonce.api import dependencies
 from sendonce.api.app import handle
 from sendonce.auth.api_keys import generate_api_key, hash_api_key, issue_api_key, resolve_workspace
 from sendonce.dedup.identity import dedup_identity
-from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher, Outcome
-from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.dispatch.dispatcher import Dispatcher, DispatchOutcome, DispatchRequest
+from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.entrypoints.shared.provider_registry import PROVIDERS, Providers
 from sendonce.errors import (
     AmbiguousOutcome,
@@ -43,7 +43,7 @@ from sendonce.modes import (
     retention_for,
     twin_of,
 )
-from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent, from_json
+from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType, from_json
 from sendonce.settings import DispatcherSettings
 from sendonce.simulator.ports import SimulatedDelivery
 from sendonce.simulator.provider import Simulator
@@ -184,7 +184,7 @@ class _Simulated:
     def deliveries(self, message: Message) -> list[SimulatedDelivery]:
         return self.store.deliveries(message.workspace_id, message.id)
 
-    def published(self) -> list[tuple[EventType, str]]:
+    def published(self) -> list[tuple[ProviderEventType, str]]:
         return [(event.type, event.message_id) for event in self.events.published]
 
 
@@ -226,7 +226,7 @@ def test_the_transient_number_really_fails_its_first_two_calls_then_accepts(cloc
     provider_id = sim.simulator(clock).send(message)
 
     assert [d.provider_id for d in sim.deliveries(message)] == [provider_id]
-    assert sim.published() == [(EventType.DELIVERED, message.id)]
+    assert sim.published() == [(ProviderEventType.DELIVERED, message.id)]
 
 
 def test_the_lost_answer_number_records_the_delivery_then_loses_the_answer(clock: ManualClock) -> None:
@@ -255,7 +255,10 @@ def test_the_opt_out_number_is_delivered_then_opts_out_in_an_event_naming_the_me
 
     sim.simulator(clock).send(message)
 
-    assert sim.published() == [(EventType.DELIVERED, message.id), (EventType.OPTED_OUT, message.id)]
+    assert sim.published() == [
+        (ProviderEventType.DELIVERED, message.id),
+        (ProviderEventType.OPTED_OUT, message.id),
+    ]
     opted_out = sim.events.published[1]
     assert (opted_out.provider, opted_out.to) == (SIMULATOR, "+15005550004")
     assert sim.events.delays == [1, 1]  # reported after the call, as a provider's webhook follows it
@@ -265,17 +268,20 @@ def test_the_opt_out_number_is_delivered_then_opts_out_in_an_event_naming_the_me
 @pytest.mark.parametrize(
     ("to", "reports"),
     [
-        ("success@simulator.amazonses.com", [(EventType.DELIVERED, None, None)]),
-        ("bounce@simulator.amazonses.com", [(EventType.FAILED, "bounced", Reason.BOUNCED)]),
+        ("success@simulator.amazonses.com", [(ProviderEventType.DELIVERED, None, None)]),
+        ("bounce@simulator.amazonses.com", [(ProviderEventType.FAILED, "bounced", Reason.BOUNCED)]),
         (
             "complaint@simulator.amazonses.com",
-            [(EventType.DELIVERED, None, None), (EventType.DELIVERED, None, Reason.COMPLAINED)],
+            [
+                (ProviderEventType.DELIVERED, None, None),
+                (ProviderEventType.DELIVERED, None, Reason.COMPLAINED),
+            ],
         ),
-        ("ann@example.com", [(EventType.DELIVERED, None, None)]),
+        ("ann@example.com", [(ProviderEventType.DELIVERED, None, None)]),
     ],
 )
 def test_the_ses_mailbox_simulators_addresses_end_as_ses_would_end_them(
-    clock: ManualClock, to: str, reports: list[tuple[EventType, str | None, Reason | None]]
+    clock: ManualClock, to: str, reports: list[tuple[ProviderEventType, str | None, Reason | None]]
 ) -> None:
     sim = _Simulated()
     message = _message(TWIN, to, clock, channel="email", subject="hi")
@@ -319,7 +325,7 @@ def test_simulator_events_concern_test_messages_real_providers_live_ones(clock: 
     test_message, live_message = _message(TWIN, "+15550100000", clock), _message(LIVE, "+15550100000", clock)
 
     def event(provider: str) -> ProviderEvent:
-        return ProviderEvent(provider, "e", "msg", EventType.DELIVERED, "2026-01-01T00:00:00Z")
+        return ProviderEvent(provider, "e", "msg", ProviderEventType.DELIVERED, "2026-01-01T00:00:00Z")
 
     assert event(SIMULATOR).concerns(test_message)
     assert not event(SIMULATOR).concerns(live_message)
@@ -331,7 +337,12 @@ def test_simulator_events_concern_test_messages_real_providers_live_ones(clock: 
 
 def test_an_opt_out_event_survives_its_queue_record() -> None:
     event = ProviderEvent(
-        SIMULATOR, "sim_x_opted_out", "msg_x", EventType.OPTED_OUT, "2026-01-01T00:00:00Z", to="+15005550004"
+        SIMULATOR,
+        "sim_x_opted_out",
+        "msg_x",
+        ProviderEventType.OPTED_OUT,
+        "2026-01-01T00:00:00Z",
+        to="+15005550004",
     )
     assert from_json(event.to_json()) == event
     assert not event.changes_status
@@ -355,12 +366,14 @@ def _queued(store: InMemoryStore, clock: ManualClock, to: str, channel: str = "s
     return created.message  # type: ignore[union-attr]
 
 
-def _deliver_until_done(dispatcher: Dispatcher, message: Message, clock: ManualClock) -> list[Outcome | str]:
+def _deliver_until_done(
+    dispatcher: Dispatcher, message: Message, clock: ManualClock
+) -> list[DispatchOutcome | str]:
     """The queue's part: each RetryLater brings the record back after its delay."""
-    outcomes: list[Outcome | str] = []
+    outcomes: list[DispatchOutcome | str] = []
     for _ in range(10):
         try:
-            outcomes.append(dispatcher.deliver(DeliveryRequest(message.workspace_id, message.id)))
+            outcomes.append(dispatcher.dispatch(DispatchRequest(message.workspace_id, message.id)))
             return outcomes
         except RetryLater as later:
             outcomes.append("retry")
@@ -371,19 +384,19 @@ def _deliver_until_done(dispatcher: Dispatcher, message: Message, clock: ManualC
 @pytest.mark.parametrize(
     ("to", "channel", "outcomes", "status", "deliveries"),
     [
-        ("+15005550001", "sms", [Outcome.FAILED], Status.FAILED, 0),
-        ("+15005550002", "sms", ["retry", "retry", Outcome.SENT], Status.SENT, 1),
-        ("+15005550003", "sms", ["retry", Outcome.SENT], Status.SENT, 1),
-        ("+15005550004", "imessage", [Outcome.SENT], Status.SENT, 1),
-        ("bounce@simulator.amazonses.com", "email", [Outcome.SENT], Status.SENT, 1),
-        ("+15550100000", "sms", [Outcome.SENT], Status.SENT, 1),
+        ("+15005550001", "sms", [DispatchOutcome.FAILED], Status.FAILED, 0),
+        ("+15005550002", "sms", ["retry", "retry", DispatchOutcome.SENT], Status.SENT, 1),
+        ("+15005550003", "sms", ["retry", DispatchOutcome.SENT], Status.SENT, 1),
+        ("+15005550004", "imessage", [DispatchOutcome.SENT], Status.SENT, 1),
+        ("bounce@simulator.amazonses.com", "email", [DispatchOutcome.SENT], Status.SENT, 1),
+        ("+15550100000", "sms", [DispatchOutcome.SENT], Status.SENT, 1),
     ],
 )
 def test_under_the_dispatcher_each_row_ends_as_the_contract_says_with_at_most_one_delivery(
     clock: ManualClock,
     to: str,
     channel: str,
-    outcomes: list[Outcome | str],
+    outcomes: list[DispatchOutcome | str],
     status: Status,
     deliveries: int,
 ) -> None:

@@ -31,16 +31,16 @@ import pytest
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue, parse_task, task_body
 from sendonce.entrypoints.webhook_delivery import DeliveryDependencies, handle_delivery_batch, queue_name
 from sendonce.errors import QueueUnavailable, RetryLater
-from sendonce.webhooks.delivery import (
+from sendonce.status_webhooks.delivery import (
     FAST_LANE_PATIENCE_SECONDS,
     SLOW_LANE_SECONDS,
-    Answer,
+    DeliveryOutcome,
+    EndpointAnswer,
     Lane,
-    Outcome,
     WebhookDeliverer,
     body_of,
 )
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.model import (
     ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
@@ -50,7 +50,7 @@ from sendonce.webhooks.model import (
     SigningSecret,
     new_secret,
 )
-from sendonce.webhooks.ports import Attempt, DeliveryTask
+from sendonce.status_webhooks.ports import Attempt, DeliveryTask
 from standardwebhooks.webhooks import Webhook
 
 from tests.unit.unit_fakes import FakeDeliveryQueue, InMemoryWebhookStore, ManualClock
@@ -70,7 +70,7 @@ def _now_is_the_tests_own(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # What a sender answers for an endpoint that hangs: no answer within the timeout.
-HANG = Answer(None, "no answer within the timeout", timed_out=True)
+HANG = EndpointAnswer(None, "no answer within the timeout", timed_out=True)
 
 
 @dataclass
@@ -88,15 +88,15 @@ class Receiver:
     """A Sender that records each call and answers from a script (default 200 at once); a scripted
     (answer, seconds) takes that long, and a hang takes the whole timeout it was given."""
 
-    answers: list[Answer | tuple[Answer, float]] = field(default_factory=list)
+    answers: list[EndpointAnswer | tuple[EndpointAnswer, float]] = field(default_factory=list)
     calls: list[tuple[str, bytes, dict[str, str]]] = field(default_factory=list)
     timeouts: list[float] = field(default_factory=list)
     stopwatch: Stopwatch = field(default_factory=Stopwatch)
 
-    def __call__(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
+    def __call__(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> EndpointAnswer:
         self.calls.append((url, body, dict(headers)))
         self.timeouts.append(timeout)
-        scripted = self.answers.pop(0) if self.answers else Answer(200)
+        scripted = self.answers.pop(0) if self.answers else EndpointAnswer(200)
         answer, took = scripted if isinstance(scripted, tuple) else (scripted, 0.01)
         self.stopwatch.now += timeout if answer.timed_out else min(took, timeout)
         return answer
@@ -141,7 +141,9 @@ class Setup:
         return found
 
 
-def setup(*answers: Answer, schedule: tuple[int, ...] = (5, 300, 1800), stored: Event | None = None) -> Setup:
+def setup(
+    *answers: EndpointAnswer, schedule: tuple[int, ...] = (5, 300, 1800), stored: Event | None = None
+) -> Setup:
     store = InMemoryWebhookStore()
     store.add_endpoint(endpoint(), limit=10)
     store.event_items[(WS, EVENT_ID)] = stored or event()
@@ -164,9 +166,9 @@ TASK = DeliveryTask(WS, EVENT_ID, "whep_1")
 
 # ---------------------------------------------------------------------------- WebhookDeliverer
 def test_a_2xx_is_a_success_recorded_on_the_event() -> None:
-    s = setup(Answer(204))
+    s = setup(EndpointAnswer(204))
 
-    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.SUCCEEDED
 
     assert s.delivery() == Delivery("whep_1", DeliveryStatus.SUCCEEDED, 1, NOW, 204)
     [(url, body, headers)] = s.receiver.calls
@@ -177,9 +179,16 @@ def test_a_2xx_is_a_success_recorded_on_the_event() -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", [Answer(500), Answer(302), Answer(199), Answer(None, "timed out"), Answer(410)]
+    "answer",
+    [
+        EndpointAnswer(500),
+        EndpointAnswer(302),
+        EndpointAnswer(199),
+        EndpointAnswer(None, "timed out"),
+        EndpointAnswer(410),
+    ],
 )
-def test_anything_but_a_2xx_is_recorded_and_tried_again_later(answer: Answer) -> None:
+def test_anything_but_a_2xx_is_recorded_and_tried_again_later(answer: EndpointAnswer) -> None:
     s = setup(answer)
 
     with pytest.raises(RetryLater) as retry:
@@ -190,14 +199,14 @@ def test_anything_but_a_2xx_is_recorded_and_tried_again_later(answer: Answer) ->
 
 
 def test_failures_then_a_success_record_every_attempt_with_the_same_id_and_body() -> None:
-    s = setup(Answer(500), Answer(None, "refused"), Answer(200))
+    s = setup(EndpointAnswer(500), EndpointAnswer(None, "refused"), EndpointAnswer(200))
     delays = []
     for _ in range(2):
         with pytest.raises(RetryLater) as retry:
             s.deliverer.deliver(TASK)
         delays.append(retry.value.seconds)
 
-    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.SUCCEEDED
 
     assert delays == [5, 300]
     assert s.delivery() == Delivery("whep_1", DeliveryStatus.SUCCEEDED, 3, NOW, 200)
@@ -208,23 +217,23 @@ def test_failures_then_a_success_record_every_attempt_with_the_same_id_and_body(
 
 
 def test_after_the_last_delay_a_failure_ends_the_delivery_failed() -> None:
-    s = setup(*[Answer(503)] * 4)
+    s = setup(*[EndpointAnswer(503)] * 4)
     for _ in range(3):
         with pytest.raises(RetryLater):
             s.deliverer.deliver(TASK)
 
-    assert s.deliverer.deliver(TASK) is Outcome.FAILED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.FAILED
     assert s.delivery() == Delivery("whep_1", DeliveryStatus.FAILED, 4, NOW, 503)
 
     # SQS brings a copy of the record back: a failed delivery is not tried again.
-    assert s.deliverer.deliver(TASK) is Outcome.DROPPED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.DROPPED
     assert len(s.receiver.calls) == 4
 
 
 def test_a_redelivery_starts_a_fresh_schedule() -> None:
     s = setup(stored=event(Delivery("whep_1", DeliveryStatus.PENDING, 4, NOW, 503)), schedule=(5, 300))
     redelivery = DeliveryTask(WS, EVENT_ID, "whep_1", base_attempts=4)
-    s.receiver.answers = [Answer(500), Answer(500), Answer(500)]
+    s.receiver.answers = [EndpointAnswer(500), EndpointAnswer(500), EndpointAnswer(500)]
 
     delays = []
     for _ in range(2):
@@ -234,22 +243,22 @@ def test_a_redelivery_starts_a_fresh_schedule() -> None:
     outcome = s.deliverer.deliver(redelivery)
 
     assert delays == [5, 300]
-    assert outcome is Outcome.FAILED
+    assert outcome is DeliveryOutcome.FAILED
     assert s.delivery().attempts == 7  # every attempt, the earlier ones included
 
 
 def test_without_its_base_the_same_delivery_would_have_ended_at_once() -> None:
     s = setup(stored=event(Delivery("whep_1", DeliveryStatus.PENDING, 4, NOW, 503)), schedule=(5, 300))
-    s.receiver.answers = [Answer(500)]
+    s.receiver.answers = [EndpointAnswer(500)]
 
-    assert s.deliverer.deliver(TASK) is Outcome.FAILED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.FAILED
 
 
 def test_a_deleted_endpoint_gets_nothing_and_its_delivery_ends() -> None:
     s = setup()
     s.store.delete_endpoint(WS, "whep_1")
 
-    assert s.deliverer.deliver(TASK) is Outcome.DROPPED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.DROPPED
 
     assert s.receiver.calls == []
     assert s.delivery().status is DeliveryStatus.FAILED
@@ -260,7 +269,7 @@ def test_a_deleted_endpoint_gets_nothing_and_its_delivery_ends() -> None:
 def test_a_delivery_that_succeeded_is_not_sent_again() -> None:
     s = setup(stored=event(Delivery("whep_1", DeliveryStatus.SUCCEEDED, 1, NOW, 200)))
 
-    assert s.deliverer.deliver(TASK) is Outcome.DROPPED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.DROPPED
 
     assert s.receiver.calls == []
     assert s.delivery() == Delivery("whep_1", DeliveryStatus.SUCCEEDED, 1, NOW, 200)
@@ -268,9 +277,9 @@ def test_a_delivery_that_succeeded_is_not_sent_again() -> None:
 
 def test_a_copy_of_a_task_after_its_success_sends_nothing() -> None:
     s = setup()
-    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.SUCCEEDED
 
-    assert s.deliverer.deliver(TASK) is Outcome.DROPPED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.DROPPED
     assert len(s.receiver.calls) == 1
 
 
@@ -286,7 +295,7 @@ def test_a_copy_of_a_task_after_its_success_sends_nothing() -> None:
 def test_a_task_naming_no_delivery_sends_nothing(task: DeliveryTask) -> None:
     s = setup()
 
-    assert s.deliverer.deliver(task) is Outcome.DROPPED
+    assert s.deliverer.deliver(task) is DeliveryOutcome.DROPPED
     assert s.receiver.calls == []
     assert s.delivery() == Delivery("whep_1")
 
@@ -294,10 +303,10 @@ def test_a_task_naming_no_delivery_sends_nothing(task: DeliveryTask) -> None:
 def test_a_failure_never_overrides_a_concurrent_copys_success() -> None:
     s = setup()
 
-    def slow_and_failing(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
+    def slow_and_failing(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> EndpointAnswer:
         # Meanwhile another copy of the task got a 200 through.
         s.store.record_attempt(WS, EVENT_ID, "whep_1", Attempt(NOW, 200, succeeded=True, final=False))
-        return Answer(500)
+        return EndpointAnswer(500)
 
     s.deliverer.send = slow_and_failing
     with pytest.raises(RetryLater):
@@ -306,13 +315,13 @@ def test_a_failure_never_overrides_a_concurrent_copys_success() -> None:
     assert s.delivery().status is DeliveryStatus.SUCCEEDED
     assert s.delivery().attempts == 1  # the fake's rule, as the store's: the failure is not counted over it
     s.deliverer.send = s.receiver
-    assert s.deliverer.deliver(TASK) is Outcome.DROPPED  # the retry finds it done
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.DROPPED  # the retry finds it done
     assert s.receiver.calls == []
 
 
 def test_while_a_secret_is_rotated_each_delivery_is_signed_with_both() -> None:
     old, new = new_secret(), new_secret()
-    s = setup(Answer(500), Answer(200), schedule=(ROTATION_OVERLAP.seconds + 86_400,))
+    s = setup(EndpointAnswer(500), EndpointAnswer(200), schedule=(ROTATION_OVERLAP.seconds + 86_400,))
     s.store.replace_endpoint(endpoint(secrets=(SigningSecret(old),)).rotated(new, NOW))
 
     with pytest.raises(RetryLater):
@@ -374,7 +383,7 @@ def lanes(
 
 
 def test_a_delivered_record_is_done_and_a_retry_is_postponed_and_reported() -> None:
-    s = setup(Answer(200), Answer(500))
+    s = setup(EndpointAnswer(200), EndpointAnswer(500))
     s.store.add_endpoint(endpoint("whep_2"), limit=10)
     s.store.event_items[(WS, EVENT_ID)] = event(Delivery("whep_1"), Delivery("whep_2"))
     redelivery = FakeRedelivery()
@@ -388,7 +397,7 @@ def test_a_delivered_record_is_done_and_a_retry_is_postponed_and_reported() -> N
 
 
 def test_a_retry_whose_postponement_fails_is_still_reported() -> None:
-    s = setup(Answer(500))
+    s = setup(EndpointAnswer(500))
     dependencies = lanes(s, FakeRedelivery(fail=True))
 
     answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)))
@@ -408,7 +417,7 @@ def test_an_unreadable_record_is_reported_and_sends_nothing(body: str) -> None:
 
 
 def test_a_final_failure_is_done_with_its_record() -> None:
-    s = setup(Answer(500), schedule=())
+    s = setup(EndpointAnswer(500), schedule=())
     dependencies = lanes(s)
 
     answer = handle_delivery_batch(dependencies, sqs_event(task_body(TASK)))
@@ -491,9 +500,9 @@ def flagged_until(s: Setup) -> datetime | None:
 
 
 def test_a_healthy_delivery_reads_its_endpoint_and_flag_in_one_call_and_writes_no_flag() -> None:
-    s = setup(Answer(204))
+    s = setup(EndpointAnswer(204))
 
-    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.SUCCEEDED
 
     # As before the lanes: the endpoint (with its flag, one round trip), the event, the attempt.
     assert s.store.calls == ["endpoint_and_lane", "event", "record_attempt"]
@@ -511,7 +520,7 @@ def test_the_fast_lanes_patience_leaves_the_e2e_bound_a_margin() -> None:
 def test_no_answer_within_the_patience_moves_the_task_to_the_slow_lane_uncounted() -> None:
     s = setup(HANG)
 
-    assert s.deliverer.deliver(TASK) is Outcome.MOVED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.MOVED
 
     assert s.slow_lane.tasks == [TASK]  # the same event, endpoint and webhook-id
     assert s.delivery() == Delivery("whep_1")  # no attempt counted, still pending
@@ -523,17 +532,23 @@ def test_a_redelivery_moved_to_the_slow_lane_keeps_its_base() -> None:
     s = setup(HANG, stored=event(Delivery("whep_1", DeliveryStatus.PENDING, 4, NOW, 503)))
     redelivery = DeliveryTask(WS, EVENT_ID, "whep_1", base_attempts=4)
 
-    assert s.deliverer.deliver(redelivery) is Outcome.MOVED
+    assert s.deliverer.deliver(redelivery) is DeliveryOutcome.MOVED
 
     assert s.slow_lane.tasks == [redelivery]
 
 
 @pytest.mark.parametrize(
     "answer",
-    [Answer(None, "connection refused"), Answer(None, "refused: a loopback address"), Answer(503)],
+    [
+        EndpointAnswer(None, "connection refused"),
+        EndpointAnswer(None, "refused: a loopback address"),
+        EndpointAnswer(503),
+    ],
     ids=["refused", "unsafe target", "a quick 503"],
 )
-def test_an_answer_within_the_patience_stays_in_the_fast_lane_on_the_retry_schedule(answer: Answer) -> None:
+def test_an_answer_within_the_patience_stays_in_the_fast_lane_on_the_retry_schedule(
+    answer: EndpointAnswer,
+) -> None:
     s = setup(answer)
 
     with pytest.raises(RetryLater) as retry:
@@ -549,7 +564,7 @@ def test_a_fast_lane_task_of_a_flagged_endpoint_moves_without_calling_it() -> No
     s = setup()
     s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=60)
 
-    assert s.deliverer.deliver(TASK) is Outcome.MOVED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.MOVED
 
     assert s.receiver.calls == []
     assert s.slow_lane.tasks == [TASK]
@@ -558,10 +573,10 @@ def test_a_fast_lane_task_of_a_flagged_endpoint_moves_without_calling_it() -> No
 
 
 def test_a_flag_that_ran_out_moves_nothing() -> None:
-    s = setup(Answer(200))
+    s = setup(EndpointAnswer(200))
     s.store.lane_items[(WS, "whep_1")] = NOW - timedelta(seconds=1)  # TTL has not removed it yet
 
-    assert s.deliverer.deliver(TASK) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.SUCCEEDED
 
     assert s.slow_lane.tasks == []
     assert s.receiver.timeouts == [FAST_LANE_PATIENCE_SECONDS]
@@ -571,7 +586,7 @@ def test_a_flag_that_cannot_be_written_still_moves_the_task() -> None:
     s = setup(HANG)
     s.store.fail_lane_writes = True
 
-    assert s.deliverer.deliver(TASK) is Outcome.MOVED
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.MOVED
 
     assert s.slow_lane.tasks == [TASK]
 
@@ -587,19 +602,19 @@ def test_a_move_the_slow_lane_refuses_fails_the_record_and_counts_nothing() -> N
 
 
 def test_the_slow_lane_gives_the_endpoint_the_contracts_full_timeout() -> None:
-    s = setup(Answer(200))
+    s = setup(EndpointAnswer(200))
 
-    assert s.deliverer.deliver(TASK, Lane.SLOW) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK, Lane.SLOW) is DeliveryOutcome.SUCCEEDED
 
     assert s.receiver.timeouts == [15.0]
     assert s.slow_lane.tasks == []
 
 
 def test_a_quick_2xx_in_the_slow_lane_takes_the_endpoint_out() -> None:
-    s = setup((Answer(204), FAST_LANE_PATIENCE_SECONDS - 0.5))
+    s = setup((EndpointAnswer(204), FAST_LANE_PATIENCE_SECONDS - 0.5))
     s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=SLOW_LANE_SECONDS)
 
-    assert s.deliverer.deliver(TASK, Lane.SLOW) is Outcome.SUCCEEDED
+    assert s.deliverer.deliver(TASK, Lane.SLOW) is DeliveryOutcome.SUCCEEDED
 
     assert flagged_until(s) is None
     assert s.delivery().status is DeliveryStatus.SUCCEEDED
@@ -607,11 +622,11 @@ def test_a_quick_2xx_in_the_slow_lane_takes_the_endpoint_out() -> None:
 
 @pytest.mark.parametrize(
     "answer",
-    [(Answer(200), FAST_LANE_PATIENCE_SECONDS + 0.5), (Answer(500), 9.0), HANG],
+    [(EndpointAnswer(200), FAST_LANE_PATIENCE_SECONDS + 0.5), (EndpointAnswer(500), 9.0), HANG],
     ids=["a slow 2xx", "a slow 500", "no answer in 15 s"],
 )
 def test_an_answer_slower_than_the_patience_in_the_slow_lane_keeps_the_endpoint_in(
-    answer: Answer | tuple[Answer, float],
+    answer: EndpointAnswer | tuple[EndpointAnswer, float],
 ) -> None:
     s = setup(answer)
     s.store.lane_items[(WS, "whep_1")] = NOW + timedelta(seconds=10)  # less than half is left
@@ -637,7 +652,7 @@ def test_the_flag_is_renewed_only_once_less_than_half_of_it_is_left() -> None:
 
 
 def test_a_quick_failure_in_the_slow_lane_leaves_the_flag_as_it_is() -> None:
-    s = setup(Answer(503))
+    s = setup(EndpointAnswer(503))
     until = NOW + timedelta(seconds=10)
     s.store.lane_items[(WS, "whep_1")] = until
 
@@ -649,14 +664,14 @@ def test_a_quick_failure_in_the_slow_lane_leaves_the_flag_as_it_is() -> None:
 
 
 def test_an_endpoint_that_hangs_then_recovers_goes_to_the_slow_lane_and_back() -> None:
-    s = setup(HANG, (Answer(200), 0.2), Answer(200))
+    s = setup(HANG, (EndpointAnswer(200), 0.2), EndpointAnswer(200))
     other = DeliveryTask(WS, "evt_01KDVDNA00QV9D1V5ZMBF8DBXX", "whep_1")
     s.store.event_items[(WS, other.event_id)] = replace(event(), id=other.event_id)
 
-    assert s.deliverer.deliver(TASK) is Outcome.MOVED  # 1 s, then flagged
-    assert s.deliverer.deliver(TASK, Lane.SLOW) is Outcome.SUCCEEDED  # answered quickly there
+    assert s.deliverer.deliver(TASK) is DeliveryOutcome.MOVED  # 1 s, then flagged
+    assert s.deliverer.deliver(TASK, Lane.SLOW) is DeliveryOutcome.SUCCEEDED  # answered quickly there
     assert flagged_until(s) is None
-    assert s.deliverer.deliver(other) is Outcome.SUCCEEDED  # the fast lane again
+    assert s.deliverer.deliver(other) is DeliveryOutcome.SUCCEEDED  # the fast lane again
 
     assert s.receiver.timeouts == [FAST_LANE_PATIENCE_SECONDS, 15.0, FAST_LANE_PATIENCE_SECONDS]
 
@@ -710,16 +725,16 @@ def test_a_batchs_records_are_delivered_side_by_side() -> None:
     all_answered = threading.Event()
     lock = threading.Lock()
 
-    def send(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
+    def send(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> EndpointAnswer:
         if url.endswith("whep_hang"):
             # Hangs until every other record has been answered (or gives up, as in one at a time).
             released = all_answered.wait(timeout=5)
-            return HANG if released else Answer(None, "never released", timed_out=True)
+            return HANG if released else EndpointAnswer(None, "never released", timed_out=True)
         with lock:
             answered.append(url)
             if len(answered) == len(healthy):
                 all_answered.set()
-        return Answer(204)
+        return EndpointAnswer(204)
 
     s.deliverer.send = send
     tasks = [

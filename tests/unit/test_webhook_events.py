@@ -24,8 +24,8 @@ from sendonce.adapters.dynamodb_message_stream import POSITION_DIGITS, change_of
 from sendonce.api.shapes import message_shape
 from sendonce.entrypoints.message_changes import handle_stream_batch
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.webhooks.events import ChangeNotRecorded, EventRecorder
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.events import ChangeNotRecorded, EventRecorder
+from sendonce.status_webhooks.model import (
     STATUS_EVENTS,
     Change,
     Delivery,
@@ -34,7 +34,7 @@ from sendonce.webhooks.model import (
     EventType,
     SigningSecret,
 )
-from sendonce.webhooks.ports import Applied, Attempt, DeliveryTask
+from sendonce.status_webhooks.ports import Applied, Attempt, DeliveryTask
 
 from tests.unit.unit_fakes import T0, FakeDeliveryQueue, InMemoryWebhookStore
 

@@ -1,4 +1,4 @@
-"""The SSRF guard of status webhooks (CONTRACT section 8): which URLs are called, and how.
+"""The SSRF guard of status webhooks (docs/guarantees.md, Status webhooks): which URLs are called, and how.
 
 A URL is refused when it is not https, carries a user, or its host is (or resolves to) an address
 that is not public, in any spelling: dotted, decimal, octal, hex, short, IPv4-mapped, 6to4, NAT64.
@@ -26,9 +26,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from hypothesis import given
 from hypothesis import strategies as st
-from sendonce.webhooks.outbound import (
+from sendonce.status_webhooks.outbound import (
     MAX_URL_CHARS,
-    Answer,
+    HttpAnswer,
     Target,
     Unresolvable,
     UnsafeTarget,
@@ -546,7 +546,7 @@ def test_given_a_listening_endpoint_when_posted_then_it_gets_the_body_headers_an
 
     result = post(local_target(server.port, "/hook?x=1"), b'{"a":1}', HEADERS, timeout=5)
 
-    assert result == Answer(status=204, error=None, body=b"")
+    assert result == HttpAnswer(status=204, error=None, body=b"")
     assert result.ok
     (request,) = server.seen.requests
     head, _, body = request.partition(b"\r\n\r\n")
@@ -577,7 +577,7 @@ def test_given_an_error_answer_when_posted_then_its_status_and_body_are_kept(
 ) -> None:
     server = serve(answer(b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy"))
 
-    assert post(local_target(server.port), b"{}", {}, timeout=5) == Answer(503, None, b"busy")
+    assert post(local_target(server.port), b"{}", {}, timeout=5) == HttpAnswer(503, None, b"busy")
 
 
 def test_given_a_huge_body_when_posted_then_only_the_cap_is_read(serve: Callable[..., LocalServer]) -> None:
@@ -617,7 +617,7 @@ def test_given_a_body_that_stops_coming_then_the_status_stands_with_what_arrived
 
     result = post(local_target(server.port), b"{}", {}, timeout=0.5)
 
-    assert result == Answer(200, None, b"partial")
+    assert result == HttpAnswer(200, None, b"partial")
 
 
 def test_given_a_silent_endpoint_when_posted_then_no_answer_within_the_timeout(
@@ -656,7 +656,7 @@ def test_given_an_endpoint_dripping_its_headers_then_the_timeout_bounds_the_whol
 def test_given_a_closed_port_when_posted_then_the_refusal_is_the_answer() -> None:
     port = free_port()
 
-    assert post(local_target(port), b"{}", {}, timeout=2) == Answer(None, "connection refused")
+    assert post(local_target(port), b"{}", {}, timeout=2) == HttpAnswer(None, "connection refused")
 
 
 def test_given_garbage_instead_of_http_then_it_is_no_answer(serve: Callable[..., LocalServer]) -> None:
@@ -774,7 +774,7 @@ def test_given_https_when_posted_then_the_checked_ip_is_dialled_with_sni_and_cer
 
     result = post(tls_target(HOOK_HOST, server.port), b"{}", {}, timeout=5, tls_context=trusting)
 
-    assert result == Answer(200, None, b"ok")
+    assert result == HttpAnswer(200, None, b"ok")
     assert server.seen.sni == [HOOK_HOST]
     assert f"host: {HOOK_HOST}:{server.port}".encode() in server.seen.requests[0].lower()
 

@@ -23,18 +23,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sendonce.api.routers.webhooks import EventDelivery, EventModel, WebhookEndpointModel
 from sendonce.api.shapes import message_shape, to_json
-from sendonce.messages.model import Channel, Message, MessageError, Status
-from sendonce.webhooks.delivery import (
+from sendonce.messages.model import Channel, Message, MessageFailure, Status
+from sendonce.status_webhooks.delivery import (
     DEFAULT_RETRY_SCHEDULE,
     JITTER,
-    Answer,
-    Outcome,
+    DeliveryOutcome,
+    EndpointAnswer,
     RetryLater,
     WebhookDeliverer,
     body_of,
     parse_schedule,
 )
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.model import (
     MAX_REPLACED_SECRETS,
     ROTATION_OVERLAP,
     Delivery,
@@ -45,8 +45,8 @@ from sendonce.webhooks.model import (
     SigningSecret,
     new_secret,
 )
-from sendonce.webhooks.ports import DeliveryTask
-from sendonce.webhooks.signing import signed_headers
+from sendonce.status_webhooks.ports import DeliveryTask
+from sendonce.status_webhooks.signing import signed_headers
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tests.unit.unit_fakes import T0, FakeDeliveryQueue, InMemoryWebhookStore, ManualClock
@@ -78,7 +78,7 @@ def message(status: Status = Status.SENT) -> Message:
         metadata={"customer": "c_42", "order": "A-17"},
         idempotency_key="order-A-17",
         attempts=1,
-        error=MessageError("x", "y") if status is Status.FAILED else None,
+        error=MessageFailure("x", "y") if status is Status.FAILED else None,
     )
 
 
@@ -301,9 +301,9 @@ def failing_deliverer(
     store.event_items[(WS, EVENT_ID)] = event(deliveries=(Delivery("whep_1"),))
     sent: list[bytes] = []
 
-    def send(url: str, body: bytes, headers: object, timeout: float) -> Answer:
+    def send(url: str, body: bytes, headers: object, timeout: float) -> EndpointAnswer:
         sent.append(body)
-        return Answer(503)
+        return EndpointAnswer(503)
 
     deliverer = WebhookDeliverer(
         events=store,
@@ -318,7 +318,7 @@ def failing_deliverer(
     return deliverer, store, sent
 
 
-def run_until_done(deliverer: WebhookDeliverer, task: DeliveryTask) -> tuple[list[int], Outcome]:
+def run_until_done(deliverer: WebhookDeliverer, task: DeliveryTask) -> tuple[list[int], DeliveryOutcome]:
     delays: list[int] = []
     while True:
         try:
@@ -333,7 +333,7 @@ def test_a_failing_delivery_is_tried_once_at_once_then_after_each_delay_then_fai
     delays, outcome = run_until_done(deliverer, DeliveryTask(WS, EVENT_ID, "whep_1"))
 
     assert delays == list(DEFAULT_RETRY_SCHEDULE)
-    assert outcome is Outcome.FAILED
+    assert outcome is DeliveryOutcome.FAILED
     assert len(sent) == len(DEFAULT_RETRY_SCHEDULE) + 1
     assert len(set(sent)) == 1  # the same bytes every attempt
     delivery = store.event_items[(WS, EVENT_ID)].delivery("whep_1")
@@ -348,7 +348,7 @@ def test_a_failing_delivery_is_tried_once_at_once_then_after_each_delay_then_fai
 def test_an_empty_schedule_is_one_attempt() -> None:
     deliverer, _store, sent = failing_deliverer(())
 
-    assert run_until_done(deliverer, DeliveryTask(WS, EVENT_ID, "whep_1")) == ([], Outcome.FAILED)
+    assert run_until_done(deliverer, DeliveryTask(WS, EVENT_ID, "whep_1")) == ([], DeliveryOutcome.FAILED)
     assert len(sent) == 1
 
 

@@ -32,8 +32,8 @@ from sendonce.entrypoints.shared.webhook_sending import target_checker
 from sendonce.errors import EndpointNotFound, EventNotFound, InvalidEndpoint, TooManyRotations
 from sendonce.messages.ids import ulid
 from sendonce.messages.service import MessageService
-from sendonce.webhooks.delivery import Answer, Outcome, WebhookDeliverer
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.delivery import DeliveryOutcome, EndpointAnswer, WebhookDeliverer
+from sendonce.status_webhooks.model import (
     MAX_ENDPOINTS,
     MAX_REPLACED_SECRETS,
     ROTATION_OVERLAP,
@@ -45,9 +45,9 @@ from sendonce.webhooks.model import (
     SigningSecret,
     new_secret,
 )
-from sendonce.webhooks.outbound import check_url
-from sendonce.webhooks.ports import DeliveryTask
-from sendonce.webhooks.service import MAX_ROTATION_TRIES, WebhookService
+from sendonce.status_webhooks.outbound import check_url
+from sendonce.status_webhooks.ports import DeliveryTask
+from sendonce.status_webhooks.service import MAX_ROTATION_TRIES, WebhookService
 
 from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
@@ -678,9 +678,9 @@ def test_a_redelivered_event_arrives_again_with_the_same_id_on_a_fresh_schedule(
     local.store.event_items[(WS, event.id)] = event
     sent: list[dict[str, str]] = []
 
-    def receiver(url: str, body: bytes, headers: Any, timeout: float) -> Answer:
+    def receiver(url: str, body: bytes, headers: Any, timeout: float) -> EndpointAnswer:
         sent.append(dict(headers))
-        return Answer(200)
+        return EndpointAnswer(200)
 
     deliverer = WebhookDeliverer(
         events=local.store,
@@ -689,11 +689,13 @@ def test_a_redelivered_event_arrives_again_with_the_same_id_on_a_fresh_schedule(
         slow_lane=FakeDeliveryQueue(),
         schedule=(5, 300),
     )
-    assert deliverer.deliver(DeliveryTask(WS, event.id, endpoint.id)) is Outcome.DROPPED  # it had failed
+    assert (
+        deliverer.deliver(DeliveryTask(WS, event.id, endpoint.id)) is DeliveryOutcome.DROPPED
+    )  # it had failed
 
     local.service.redeliver(WS, event.id, None)
     [task] = local.queue.tasks
-    assert deliverer.deliver(task) is Outcome.SUCCEEDED
+    assert deliverer.deliver(task) is DeliveryOutcome.SUCCEEDED
 
     assert [h["webhook-id"] for h in sent] == [event.id]
     delivery = local.store.event_items[(WS, event.id)].delivery(endpoint.id)

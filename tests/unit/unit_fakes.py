@@ -17,7 +17,7 @@ from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
 from sendonce.clock import Clock, rfc3339
-from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, OutboxEntry, Reclaim, SettleRefused
+from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, OutboxEntry, Reclaim, SettleRefused
 from sendonce.entrypoints.handoff import hand_off_batch
 from sendonce.errors import (
     DependencyUnavailable,
@@ -28,7 +28,7 @@ from sendonce.errors import (
 )
 from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, QuotaPlan, Window
 from sendonce.messages.ids import looks_like_message_id
-from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
+from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, Status
 from sendonce.messages.ports import (
     ContentHeld,
     Created,
@@ -54,10 +54,8 @@ from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, Provi
 from sendonce.provider_events.ports import ApplyResult, EventOutcome
 from sendonce.settings import ApiSettings
 from sendonce.simulator.ports import MAX_LISTED, SimulatedDelivery
-from sendonce.suppressions.model import Suppression, shares_opt_outs
-from sendonce.suppressions.ports import SuppressionPage
-from sendonce.webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
-from sendonce.webhooks.ports import (
+from sendonce.status_webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
+from sendonce.status_webhooks.ports import (
     Applied,
     Attempt,
     Changed,
@@ -68,7 +66,9 @@ from sendonce.webhooks.ports import (
     Replacement,
     TooManyEndpoints,
 )
-from sendonce.webhooks.service import WebhookService
+from sendonce.status_webhooks.service import WebhookService
+from sendonce.suppressions.model import Suppression, shares_opt_outs
+from sendonce.suppressions.ports import SuppressionPage
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T = TypeVar("T")
@@ -273,7 +273,7 @@ class InMemoryStore:
         status: Status,
         now: datetime,
         *,
-        error: MessageError | None = None,
+        error: MessageFailure | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
         throttled: bool = False,
@@ -300,7 +300,7 @@ class InMemoryStore:
         current = self.messages.get(message_id)
         if current is None or current.status is not Status.UNKNOWN:
             return SettleRefused(current=current)
-        error = current.error or MessageError("settled_failed", "an operator settled the message as failed")
+        error = current.error or MessageFailure("settled_failed", "an operator settled the message as failed")
         settled = replace(current.with_status(status, now), error=error if status is Status.FAILED else None)
         self.messages[message_id] = settled
         return settled

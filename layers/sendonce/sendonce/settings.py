@@ -171,7 +171,7 @@ class ApiSettings(_Settings):
     message_retention_days: int = _setting("SENDONCE_MESSAGE_RETENTION_DAYS", _integer(minimum=1), 90)
     events_queue_url: str = _setting("EVENTS_QUEUE_URL", _text(), "")
     # The secret's ARN (or name), never its value: the value is read at run time (secret_values).
-    webhook_secret_arn: str = _setting("SENDONCE_WEBHOOK_SECRET_ARN", _text(), "")
+    provider_events_secret_arn: str = _setting("SENDONCE_PROVIDER_EVENTS_SECRET_ARN", _text(), "")
     # Status webhooks: the customers' endpoints and events, and the queue a redelivery goes on.
     webhooks_table: str = _setting("WEBHOOKS_TABLE", _text(), "")
     webhook_queue_url: str = _setting("WEBHOOK_QUEUE_URL", _text(), "")
@@ -211,7 +211,7 @@ class DispatcherSettings(_Settings):
     provider_timeout_seconds: float = _setting(
         "SENDONCE_PROVIDER_TIMEOUT_SECONDS", _seconds(above=0, maximum=60), 10.0
     )
-    max_delivery_attempts: int = _setting("SENDONCE_MAX_DELIVERY_ATTEMPTS", _integer(minimum=1), 5)
+    max_dispatch_attempts: int = _setting("SENDONCE_MAX_DISPATCH_ATTEMPTS", _integer(minimum=1), 5)
     http_provider_url: str = _setting("SENDONCE_HTTP_PROVIDER_URL", _text(), "")
     # The token's secret ARN, not its value.
     http_provider_token_arn: str = _setting("SENDONCE_HTTP_PROVIDER_TOKEN_ARN", _text(), "")
@@ -274,7 +274,7 @@ class MessageChangesSettings(_Settings):
 
 def _schedule(value: str) -> str:
     # Only the webhook delivery function reads a schedule: the other functions skip its module.
-    from sendonce.webhooks.delivery import parse_schedule  # noqa: PLC0415
+    from sendonce.status_webhooks.delivery import parse_schedule  # noqa: PLC0415
 
     try:
         parse_schedule(value)

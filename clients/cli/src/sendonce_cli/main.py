@@ -92,7 +92,7 @@ def _release_lock(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from sendonce.delivery.resolution import Resolution  # noqa: PLC0415 - the layer: only for `resolve`
+    from sendonce.dispatch.resolution import Resolution  # noqa: PLC0415 - the layer: only for `resolve`
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
     from sendonce.observability import logger  # noqa: PLC0415
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
-from sendonce.delivery.resolution import Resolution, Resolved, resolve_unknown
+from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
+from sendonce.dispatch.resolution import Resolution, Resolved, resolve_unknown
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Status
 
@@ -24,7 +24,7 @@ def resolve(dynamodb: Any, table: str, message_id: str, outcome: str) -> Resolve
         raise ValueError(f"{message_id!r} is not a message id (msg_ and 26 characters)")
     if outcome not in OUTCOMES:
         raise ValueError(f"an unknown message is settled as sent or failed, not {outcome!r}")
-    return resolve_unknown(DynamoDbDeliveryStore(dynamodb, table), message_id, Status(outcome))
+    return resolve_unknown(DynamoDbDispatchStore(dynamodb, table), message_id, Status(outcome))
 
 
 def describe(resolved: Resolved, message_id: str, outcome: str) -> str:

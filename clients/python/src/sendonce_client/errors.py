@@ -1,7 +1,7 @@
 """Every answer that is not a success, as a typed exception carrying the API's error shape.
 
 The API answers every error as `{"success": false, "error": {"code", "message", "details"?}}`;
-the class is chosen by `code` (section 5 of the contract), falling back to the status. Whether
+the class is chosen by `code` (docs/api.md, Errors), falling back to the status. Whether
 the client retried before raising is the retry policy's business (`sendonce_client._retry`), not
 the exception's: a 503 raised here is one the deadline left no time to retry.
 """

@@ -5,12 +5,10 @@ from __future__ import annotations
 import hashlib
 import zlib
 from datetime import datetime, timedelta
-from typing import Any
 
+from sendonce.adapters.dynamodb_writes import Item
 from sendonce.clock import rfc3339
-from sendonce.messages.model import Channel, Message, MessageError, Status
-
-Item = dict[str, dict[str, Any]]
+from sendonce.messages.model import Channel, Message, MessageFailure, Status
 
 MESSAGE_SK = "MESSAGE"
 EVENT_SK = "EVENT"
@@ -126,7 +124,7 @@ def from_item(item: Item) -> Message:
         metadata={key: value["S"] for key, value in item.get("metadata", {}).get("M", {}).items()},
         idempotency_key=item["idempotencyKey"]["S"] if "idempotencyKey" in item else None,
         attempts=int(item.get("attempts", {}).get("N", "0")),
-        error=MessageError(code=error["code"]["S"], message=error["message"]["S"]) if error else None,
+        error=MessageFailure(code=error["code"]["S"], message=error["message"]["S"]) if error else None,
         provider_message_id=item["providerMessageId"]["S"] if "providerMessageId" in item else None,
         dedup_lock_id=item["dedupLockId"]["S"] if "dedupLockId" in item else None,
     )

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
-from sendonce.adapters.dynamodb_items import Item
-from sendonce.adapters.dynamodb_writes import DynamoDbTable
+from sendonce.adapters.dynamodb_writes import DynamoDbTable, Item
 from sendonce.side_by_side import side_by_side
 
 S = TypeVar("S")
@@ -46,7 +45,7 @@ ReadShard = Callable[[S, Item | None, int], Chunk]
 
 
 @dataclass
-class _Shard(Generic[S]):
+class _ShardReading(Generic[S]):
     name: S
     size: int
     buffer: deque[Item] = field(default_factory=deque)
@@ -75,7 +74,7 @@ def newest_first(
     readers: int = SHARD_READERS,
 ) -> Iterator[Item]:
     """Every entry of every shard, greatest id first, each once; read lazily, a chunk at a time."""
-    states = [_Shard(shard, max(1, first)) for shard in shards]
+    states = [_ShardReading(shard, max(1, first)) for shard in shards]
     while True:
         best = max((s for s in states if s.buffer), key=lambda s: entry_id(s.buffer[0]), default=None)
         best_id = entry_id(best.buffer[0]) if best is not None else None
@@ -92,7 +91,7 @@ def newest_first(
         yield best.buffer.popleft()
 
 
-def _may_hold_above(shard: _Shard[Any], best_id: str | None) -> bool:
+def _may_hold_above(shard: _ShardReading[Any], best_id: str | None) -> bool:
     """Whether an unread entry of this (empty, unfinished) shard may come before `best_id`."""
     if not shard.read or best_id is None or shard.start is None:
         return True

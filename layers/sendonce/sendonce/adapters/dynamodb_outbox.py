@@ -13,14 +13,13 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_items import (
     OUTBOX_SHARDS,
-    Item,
     message_key,
     parse_datetime,
     workspace_status,
 )
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
 from sendonce.clock import rfc3339
-from sendonce.delivery.ports import OutboxEntry, Reclaim
+from sendonce.dispatch.ports import OutboxEntry, Reclaim
 from sendonce.messages.model import Channel, Status
 
 # Nobody moved it since it was read: not a dispatcher's claim, nor a cancel, nor another sweep.

@@ -23,7 +23,6 @@ from typing import Any
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
     LISTING_SHARDS,
-    Item,
     epoch_seconds,
     from_item,
     lock_key,
@@ -43,6 +42,7 @@ from sendonce.adapters.dynamodb_writes import (
     Cancellation,
     ConditionFailed,
     DynamoDbTable,
+    Item,
     TryAgain,
     with_retries,
 )
@@ -74,7 +74,7 @@ from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
 
 
-class _Shard(Enum):
+class _QuotaShard(Enum):
     """What a charged try found of its quota shard instead of an outcome."""
 
     BUSY = "another transaction on it at the same moment"
@@ -195,7 +195,7 @@ class DynamoDbSendingStore:
                     partial(self._try_charged, message, tie, items, quota, shard),
                     "the dedup lock stayed contended",
                 )
-                if outcome is _Shard.BUSY:
+                if outcome is _QuotaShard.BUSY:
                     busy.append(shard)
                 elif isinstance(outcome, NoRoom):
                     full_in_a_row += 1
@@ -230,7 +230,7 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]],
         quota: QuotaCharge,
         shard: int,
-    ) -> CreateOutcome | Refusal | _Shard:
+    ) -> CreateOutcome | Refusal | _QuotaShard:
         counter = len(items)
         charged = [*items, self._require_quota().charge_item(quota, shard, 1)]
         canceled = self._table.transact(charged, token=_token(f"{message.id}.{shard}.{quota.plan.stamp}"))
@@ -242,7 +242,7 @@ class DynamoDbSendingStore:
         if canceled.failed(counter):
             return self._require_quota().refusal(quota, shard, canceled.item(counter))
         if canceled.codes[counter : counter + 1] == (CONFLICT,):
-            return _Shard.BUSY
+            return _QuotaShard.BUSY
         if canceled.contended:
             raise TryAgain  # a lock or tie changed meanwhile
         raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")

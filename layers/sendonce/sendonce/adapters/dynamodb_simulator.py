@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
+from sendonce.adapters.dynamodb_items import epoch_seconds, parse_datetime
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable
 from sendonce.modes import TEST_DATA_RETENTION

@@ -28,9 +28,9 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import Item, parse_datetime
+from sendonce.adapters.dynamodb_items import parse_datetime
 from sendonce.adapters.dynamodb_listing import newest_first, query_shard
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, TryAgain, with_retries
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item, TryAgain, with_retries
 from sendonce.clock import rfc3339
 from sendonce.errors import InvalidCursor
 from sendonce.suppressions.model import Reason, Suppression, shares_opt_outs

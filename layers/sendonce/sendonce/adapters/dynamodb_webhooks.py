@@ -35,13 +35,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import Item, epoch_seconds, parse_datetime, shard_of, workspace_shard
+from sendonce.adapters.dynamodb_items import epoch_seconds, parse_datetime, shard_of, workspace_shard
 from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     Cancellation,
     ConditionFailed,
     DynamoDbTable,
+    Item,
     TryAgain,
     with_retries,
 )
@@ -49,7 +50,7 @@ from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor
 from sendonce.messages.ids import looks_like_ulid
 from sendonce.modes import retention_for
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.model import (
     EVENT_PREFIX,
     EVENT_RETENTION,
     Delivery,
@@ -59,7 +60,7 @@ from sendonce.webhooks.model import (
     EventType,
     SigningSecret,
 )
-from sendonce.webhooks.ports import (
+from sendonce.status_webhooks.ports import (
     Applied,
     Attempt,
     Changed,

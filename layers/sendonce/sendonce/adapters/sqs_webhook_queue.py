@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sendonce.errors import QueueUnavailable
-from sendonce.webhooks.ports import DeliveryTask
+from sendonce.status_webhooks.ports import DeliveryTask
 
 SQS_BATCH_LIMIT = 10
 

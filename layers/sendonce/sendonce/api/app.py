@@ -4,7 +4,7 @@
 resolver, which takes it to its route's handler in one of the routers (`sendonce.api.routers`, one
 per context), each included here. A JSON body is decoded once, by the preflight; the resolver's
 validation (its `json_body`) and every handler take that value (`sendonce.api.exchange`), and none
-parses the body's text again. Every failure becomes the contract's error body in
+parses the body's text again. Every failure becomes the one error body of
 `sendonce.api.errors`; nothing, however malformed, answers 500.
 """
 

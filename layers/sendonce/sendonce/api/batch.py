@@ -35,7 +35,7 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
-from sendonce.api.idempotency import StoredAnswer
+from sendonce.api.idempotency import SendOnce, StoredAnswer
 from sendonce.api.shapes import MessageModel, ResponseModel, to_json
 from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
@@ -61,8 +61,6 @@ _RETRYABLE = {
 }
 
 SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
-# `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
-SendOnce = Callable[..., StoredAnswer]
 
 
 class BatchRequest(BaseModel):
@@ -104,7 +102,7 @@ class BatchResults(ResponseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class Item:
+class BatchItem:
     """One item, parsed: a command to send, or the 400 it gets instead."""
 
     index: int
@@ -154,11 +152,11 @@ def parse_request(payload: Any) -> tuple[dict[str, Any], list[Any]]:
     return payload, items
 
 
-def parse_item(index: int, raw: Any, workspace: str, key_required: bool) -> Item:
+def parse_item(index: int, raw: Any, workspace: str, key_required: bool) -> BatchItem:
     """What POST /v1/messages would make of this item's body, and of its key as the header."""
     if not isinstance(raw, dict):
         not_object = validation_error([{"field": "body", "message": "must be an object: a message to send"}])
-        return Item(index, error=not_object)
+        return BatchItem(index, error=not_object)
     body = {name: value for name, value in raw.items() if name != ITEM_KEY}
     key = None
     if ITEM_KEY in raw:
@@ -167,21 +165,23 @@ def parse_item(index: int, raw: Any, workspace: str, key_required: bool) -> Item
                 raise InvalidIdempotencyKey("must be a string")
             key = parse_idempotency_key(raw[ITEM_KEY])
         except InvalidIdempotencyKey as error:
-            return Item(index, error=ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}."))
+            return BatchItem(
+                index, error=ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.")
+            )
     elif key_required:
         missing = ApiError(
             400, "missing_idempotency_key", "This API requires an idempotencyKey on each message."
         )
-        return Item(index, error=missing)
+        return BatchItem(index, error=missing)
     try:
         message = SendMessageRequest.model_validate(body)
     except ValidationError as invalid:
-        return Item(index, error=validation_error(details_from_pydantic(list(invalid.errors()))))
+        return BatchItem(index, error=validation_error(details_from_pydantic(list(invalid.errors()))))
     command = command_of(message, workspace, key, payload=body)
-    return Item(index, command=command, payload=body if key is not None else None)
+    return BatchItem(index, command=command, payload=body if key is not None else None)
 
 
-def strict_details(items: Sequence[Item]) -> list[dict[str, str]]:
+def strict_details(items: Sequence[BatchItem]) -> list[dict[str, str]]:
     """Each bad item's problems, named by its index: `messages.3.to`."""
     details = []
     for item in items:
@@ -197,7 +197,7 @@ def strict_details(items: Sequence[Item]) -> list[dict[str, str]]:
 
 
 def send_items(
-    items: Sequence[Item], workspace: str, send_many: SendMany, send_once: SendOnce
+    items: Sequence[BatchItem], workspace: str, send_many: SendMany, send_once: SendOnce
 ) -> StoredAnswer:
     """The batch's 200: one Result per item, in order (see the module's note on order)."""
     results: dict[int, BatchItemResult] = {}
@@ -205,9 +205,9 @@ def send_items(
         if item.error is not None:
             results[item.index] = error_result(item.index, item.error)
     keyed_identities: set[str] = set()
-    first: list[Item] = []
-    after_keyed: list[Item] = []
-    keyed: list[Item] = []
+    first: list[BatchItem] = []
+    after_keyed: list[BatchItem] = []
+    keyed: list[BatchItem] = []
     for item in items:
         if item.command is None:
             continue
@@ -236,7 +236,7 @@ def _retryable(result: BatchItemResult) -> bool:
     return result.error is not None and (result.error.code, result.status) in _RETRYABLE
 
 
-def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, BatchItemResult]) -> None:
+def _send_bulk(items: list[BatchItem], send_many: SendMany, results: dict[int, BatchItemResult]) -> None:
     if not items:
         return
     outcomes = send_many([item.command for item in items if item.command is not None])
@@ -254,7 +254,7 @@ def _send_bulk(items: list[Item], send_many: SendMany, results: dict[int, BatchI
             results[item.index] = answer_result(item.index, send_answer(outcome))
 
 
-def _send_keyed(item: Item, workspace: str, send_once: SendOnce) -> BatchItemResult:
+def _send_keyed(item: BatchItem, workspace: str, send_once: SendOnce) -> BatchItemResult:
     assert item.command is not None
     assert item.command.idempotency_key is not None
     request = {"workspace": workspace, "key": item.command.idempotency_key, "payload": item.payload}

@@ -30,7 +30,7 @@ from sendonce.simulator.ports import NoDeliveries, SimulatorDeliveries
 from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed
-    from sendonce.webhooks.service import WebhookService
+    from sendonce.status_webhooks.service import WebhookService
 
 
 def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
@@ -50,7 +50,7 @@ class ApiDependencies:
     # The caller's API key -> its workspace, checked by the preflight before any route runs.
     api_keys: ApiKeyStore
     # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
-    webhook_secret: Secret = no_secret
+    provider_events_secret: Secret = no_secret
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
     send_many: SendMany = _no_batches
     send_batch_once: SendOnce = run_once

@@ -1,4 +1,4 @@
-"""The one place where failures become HTTP answers, in the contract's error body."""
+"""The one place where failures become HTTP answers, in the API's one error body (docs/api.md, Errors)."""
 
 from __future__ import annotations
 

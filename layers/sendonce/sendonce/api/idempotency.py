@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 KEY_PREFIX = "sendonce.v1.messages.send"
 
 StoredAnswer = dict[str, Any]
+# `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
 SendOnce = Callable[..., StoredAnswer]
 
 

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
 from sendonce.api.routers import ROUTES
 from sendonce.api.routers.provider_events import PROVIDER_WEBHOOK
-from sendonce.provider_events.webhook_body import HttpProviderEvent
+from sendonce.provider_events.http_body import HttpProviderEvent
 
 # Shown at the top of /docs: what the service promises, and test mode walked through.
 DESCRIPTION = """\

@@ -1,6 +1,6 @@
 """What is checked before a request reaches its route: its route, the caller, the size and the body.
 
-These run before any body validation and before anything is written, in the contract's order:
+These run before any body validation and before anything is written, in this order:
 401 (or 503), then the workspace's request rate (429), then 413, then 415, then a body the JSON
 parser cannot take (400). Which route a request is for, whether it needs a key and what it reads
 of its body come from the routes' declarations (`sendonce.api.routers.ROUTES`).

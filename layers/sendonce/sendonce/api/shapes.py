@@ -29,7 +29,7 @@ from sendonce.suppressions.model import Suppression
 
 MAX_SCHEDULE_AHEAD = timedelta(days=30)
 MAX_METADATA_KEYS = 20
-# Stripe's limits, as the contract sets them.
+# Stripe's limits, as docs/api.md states them.
 MAX_METADATA_KEY_LENGTH = 40
 MAX_METADATA_VALUE_LENGTH = 500
 MESSAGE_ID_PATTERN = r"^msg_[0-9A-HJKMNP-TV-Z]{26}$"  # `msg_` and a ULID

@@ -38,7 +38,7 @@ from sendonce.settings import ApiSettings
 from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
-    from sendonce.webhooks.service import WebhookService
+    from sendonce.status_webhooks.service import WebhookService
 
 # A secret read must not hold a provider's webhook longer than its patience.
 SECRET_READ_TIMEOUT_SECONDS = 3
@@ -87,8 +87,8 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         events=SqsEventQueue(sqs, settings.events_queue_url),
         build_webhooks=partial(_webhooks, settings, dynamodb, sqs),
         api_keys=api_keys,
-        webhook_secret=SecretsManagerSecret(
-            settings.webhook_secret_arn,
+        provider_events_secret=SecretsManagerSecret(
+            settings.provider_events_secret_arn,
             partial(clients, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
         ),
         send_many=batches.send_many,
@@ -106,7 +106,7 @@ def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:
     from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore  # noqa: PLC0415
     from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue  # noqa: PLC0415
     from sendonce.entrypoints.shared.webhook_sending import target_checker  # noqa: PLC0415
-    from sendonce.webhooks.service import WebhookService  # noqa: PLC0415
+    from sendonce.status_webhooks.service import WebhookService  # noqa: PLC0415
 
     store = DynamoDbWebhookStore(dynamodb, settings.webhooks_table)
     return WebhookService(

@@ -25,13 +25,13 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sendonce import channels
-from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.sqs_queue import SqsRedelivery
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
-from sendonce.delivery.dispatcher import DeliveryRequest, Dispatcher
-from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.dispatch.dispatcher import Dispatcher, DispatchRequest
+from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.entrypoints.shared.provider_registry import PROVIDERS, ProviderBuilder, Providers
 from sendonce.entrypoints.shared.sqs_batches import (
     LambdaHandler,
@@ -73,10 +73,10 @@ def build(
     return DispatcherDependencies(
         settings=settings,
         dispatcher=Dispatcher(
-            store=DynamoDbDeliveryStore(dynamodb, settings.messages_table),
+            store=DynamoDbDispatchStore(dynamodb, settings.messages_table),
             suppressions=DynamoDbSuppressionStore(dynamodb, settings.messages_table),
             provider_for=providers,
-            retry_policy=RetryPolicy(max_attempts=settings.max_delivery_attempts),
+            retry_policy=RetryPolicy(max_attempts=settings.max_dispatch_attempts),
             claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
         ),
         # Its client is built only when a record must be postponed.
@@ -97,7 +97,7 @@ class OutOfTime(RuntimeError):
     """Too little time left for a provider call: the record goes back to its queue untouched."""
 
 
-def delivery_request(body: str) -> DeliveryRequest:
+def dispatch_request(body: str) -> DispatchRequest:
     try:
         parsed = json.loads(body)
         workspace_id, message_id = parsed["workspaceId"], parsed["messageId"]
@@ -107,7 +107,7 @@ def delivery_request(body: str) -> DeliveryRequest:
         raise UnreadableRecord("the record does not name a message")
     if not looks_like_message_id(message_id):
         raise UnreadableRecord("the record does not name a message")
-    return DeliveryRequest(workspace_id=workspace_id, message_id=message_id)
+    return DispatchRequest(workspace_id=workspace_id, message_id=message_id)
 
 
 def handle_batch(dependencies: DispatcherDependencies, event: Any, context: LambdaContext) -> dict[str, Any]:
@@ -120,13 +120,13 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
             handed_back.append(record.message_id)
             raise OutOfTime("too little time left for a provider call")
         request = replace(
-            read_record(record, delivery_request, UnreadableRecord, "message.dispatch.unreadable_record"),
+            read_record(record, dispatch_request, UnreadableRecord, "message.dispatch.unreadable_record"),
             receive_count=record.receive_count,
         )
         return retried_later(
             dependencies.redelivery,
             record,
-            lambda: dependencies.dispatcher.deliver(request).value,
+            lambda: dependencies.dispatcher.dispatch(request).value,
             "message.dispatch.postpone_failed",
             message_id=request.message_id,
         )

@@ -31,7 +31,7 @@ from sendonce.entrypoints.shared.stream_records import sequence_number
 from sendonce.observability import logger, metrics
 from sendonce.settings import MessageChangesSettings
 from sendonce.side_by_side import side_by_side
-from sendonce.webhooks.events import EventRecorder
+from sendonce.status_webhooks.events import EventRecorder
 
 # Messages told side by side within a batch; botocore pools 10 connections a client.
 STREAM_WORKERS = 8

@@ -1,6 +1,6 @@
 """OutboxFunction: every minute, hands over what is owed to a queue and recovers dead attempts.
 
-The sweep (`sendonce.delivery.outbox`) drains what is due until its invocation's time runs short, so
+The sweep (`sendonce.dispatch.outbox`) drains what is due until its invocation's time runs short, so
 it never is cut off mid-move.
 """
 
@@ -15,7 +15,7 @@ from sendonce.adapters.sqs_queue import SqsMessageQueue
 from sendonce.aws_clients import Clients, client
 from sendonce.clock import Clock, utc_now
 from sendonce.composition import Root
-from sendonce.delivery.outbox import OutboxSweeper
+from sendonce.dispatch.outbox import OutboxSweeper
 from sendonce.entrypoints.shared.provider_registry import Providers
 from sendonce.observability import logger, metrics
 from sendonce.settings import DispatcherSettings

@@ -29,7 +29,7 @@ from sendonce.entrypoints.shared.sqs_batches import (
 from sendonce.entrypoints.shared.webhook_sending import sender
 from sendonce.observability import logger, metrics
 from sendonce.settings import WebhookDeliverySettings
-from sendonce.webhooks.delivery import Lane, WebhookDeliverer, parse_schedule
+from sendonce.status_webhooks.delivery import Lane, WebhookDeliverer, parse_schedule
 
 # A delivery batch's records side by side, one thread each: the event sources' BatchSize.
 DELIVERY_WORKERS = 10

@@ -37,7 +37,7 @@ FINAL_STATUSES = frozenset({Status.SENT, Status.DELIVERED, Status.FAILED, Status
 
 
 @dataclass(frozen=True, slots=True)
-class MessageError:
+class MessageFailure:
     code: str
     message: str
 
@@ -57,7 +57,7 @@ class Message:
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     attempts: int = 0
-    error: MessageError | None = None
+    error: MessageFailure | None = None
     provider_message_id: str | None = None
     dedup_lock_id: str | None = None
 

@@ -1,7 +1,7 @@
 """Recipients, normalised: one human, one address, however the caller wrote it.
 
 The normalised form is what is stored and returned; the dedup form is what the dedup guard
-compares (an email's local part compared without ASCII case, as the contract asks).
+compares (an email's local part compared without ASCII case, as docs/api.md states).
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from sendonce.clock import Clock, utc_now
 from sendonce.observability import logger, metrics
-from sendonce.provider_events.model import EventType, ProviderEvent
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome, ProviderEventStore
 
 
 def apply_event(store: ProviderEventStore, event: ProviderEvent, clock: Clock = utc_now) -> EventOutcome:
     outcome, message = store.apply_provider_event(event, clock())
-    if outcome is EventOutcome.APPLIED and event.type is EventType.FAILED and message is not None:
+    if outcome is EventOutcome.APPLIED and event.type is ProviderEventType.FAILED and message is not None:
         store.release_dedup_lock(message)  # a failed message never blocks a deliberate retry
     metrics.add_metric(name=f"ProviderEvent{outcome.value.capitalize()}", unit="Count", value=1)
     logger.info(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sendonce.messages.model import Message, MessageError, Status
+from sendonce.messages.model import Message, MessageFailure, Status
 from sendonce.modes import Mode
 from sendonce.suppressions.model import Reason
 
@@ -16,7 +16,7 @@ from sendonce.suppressions.model import Reason
 SIMULATOR = "simulator"
 
 
-class EventType(StrEnum):
+class ProviderEventType(StrEnum):
     SENT = "sent"
     DELIVERED = "delivered"
     FAILED = "failed"
@@ -25,16 +25,16 @@ class EventType(StrEnum):
 
 
 # Status only moves forward: each event applies from these statuses, and from no others.
-APPLIES_FROM: dict[EventType, frozenset[Status]] = {
-    EventType.SENT: frozenset({Status.SENDING, Status.UNKNOWN}),
-    EventType.DELIVERED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
-    EventType.FAILED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
-    EventType.OPTED_OUT: frozenset(),
+APPLIES_FROM: dict[ProviderEventType, frozenset[Status]] = {
+    ProviderEventType.SENT: frozenset({Status.SENDING, Status.UNKNOWN}),
+    ProviderEventType.DELIVERED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
+    ProviderEventType.FAILED: frozenset({Status.SENDING, Status.SENT, Status.UNKNOWN}),
+    ProviderEventType.OPTED_OUT: frozenset(),
 }
 RESULTING_STATUS = {
-    EventType.SENT: Status.SENT,
-    EventType.DELIVERED: Status.DELIVERED,
-    EventType.FAILED: Status.FAILED,
+    ProviderEventType.SENT: Status.SENT,
+    ProviderEventType.DELIVERED: Status.DELIVERED,
+    ProviderEventType.FAILED: Status.FAILED,
 }
 
 
@@ -48,16 +48,16 @@ class ProviderEvent:
     provider: str
     event_id: str
     message_id: str | None
-    type: EventType
+    type: ProviderEventType
     occurred_at: str
-    error: MessageError | None = None
+    error: MessageFailure | None = None
     suppress: Reason | None = None
     to: str | None = None
 
     @property
     def suppression_reason(self) -> Reason | None:
         """What the event puts its recipient on the suppression list for: an opt-out always does."""
-        return Reason.OPTED_OUT if self.type is EventType.OPTED_OUT else self.suppress
+        return Reason.OPTED_OUT if self.type is ProviderEventType.OPTED_OUT else self.suppress
 
     @property
     def changes_status(self) -> bool:
@@ -93,20 +93,20 @@ def from_json(text: str) -> ProviderEvent:
         provider=str(data["provider"]),
         event_id=str(data["eventId"]),
         message_id=str(message_id) if message_id is not None else None,
-        type=EventType(data["type"]),
+        type=ProviderEventType(data["type"]),
         occurred_at=str(data["occurredAt"]),
-        error=MessageError(str(error["code"]), str(error["message"])) if error else None,
+        error=MessageFailure(str(error["code"]), str(error["message"])) if error else None,
         suppress=Reason(suppress) if suppress else None,
         to=str(to) if to is not None else None,
     )
 
 
 _SES_TYPES = {
-    "Delivery": EventType.DELIVERED,
-    "Bounce": EventType.FAILED,
-    "Complaint": EventType.DELIVERED,
-    "Reject": EventType.FAILED,
-    "Send": EventType.SENT,
+    "Delivery": ProviderEventType.DELIVERED,
+    "Bounce": ProviderEventType.FAILED,
+    "Complaint": ProviderEventType.DELIVERED,
+    "Reject": ProviderEventType.FAILED,
+    "Send": ProviderEventType.SENT,
 }
 
 
@@ -127,7 +127,7 @@ def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> 
     suppress = None
     if kind == "Bounce":
         bounce = notification.get("bounce") or {}
-        error = MessageError(
+        error = MessageFailure(
             "bounced", f"{bounce.get('bounceType', 'Bounce')}: {bounce.get('bounceSubType', '')}"
         )
         # A transient bounce (mailbox full, out of office) may go through next time: no suppression.
@@ -135,7 +135,7 @@ def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> 
     elif kind == "Complaint":
         suppress = Reason.COMPLAINED
     elif kind == "Reject":
-        error = MessageError("rejected", str((notification.get("reject") or {}).get("reason", "rejected")))
+        error = MessageFailure("rejected", str((notification.get("reject") or {}).get("reason", "rejected")))
     detail = notification.get(kind[0].lower() + kind[1:]) or {}
     occurred_at = str(detail.get("timestamp") or mail.get("timestamp") or "")
     # SES gives no event id: the same notification always hashes to the same one.

@@ -9,7 +9,7 @@ the message ends `unknown` and is never sent again automatically.
 
 from __future__ import annotations
 
-from sendonce.delivery.ports import ProviderThrottled
+from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
 
 THROTTLED_STATUS = 429

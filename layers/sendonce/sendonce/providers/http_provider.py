@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sendonce.delivery.ports import ProviderThrottled
+from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.errors import AmbiguousOutcome, PermanentFailure, TransientFailure
 from sendonce.messages.model import Message
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sendonce.delivery.ports import Provider
+from sendonce.dispatch.ports import Provider
 from sendonce.errors import TransientFailure
 from sendonce.messages.model import Message
 from sendonce.secret_values import Secret, SecretUnavailable

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from sendonce.clock import Clock, rfc3339, utc_now
 from sendonce.errors import AmbiguousOutcome, DependencyUnavailable, PermanentFailure, TransientFailure
-from sendonce.messages.model import Message, MessageError
+from sendonce.messages.model import Message, MessageFailure
 from sendonce.messages.recipients import masked
 from sendonce.modes import Mode
 from sendonce.observability import logger
-from sendonce.provider_events.model import SIMULATOR, EventType, ProviderEvent
+from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventQueue
 from sendonce.simulator.ports import SimulatedDelivery, SimulatorStore
 from sendonce.simulator.recipients import TRANSIENT_FAILURES, Behaviour, behaviour_for
@@ -31,7 +31,7 @@ NAME = SIMULATOR
 # has usually recorded the call's outcome by then.
 REPORT_DELAY_SECONDS = 1
 # What SES reports of the mailbox simulator's bounce address.
-BOUNCE = MessageError("bounced", "Permanent: General")
+BOUNCE = MessageFailure("bounced", "Permanent: General")
 
 
 class Simulator:
@@ -98,15 +98,15 @@ class Simulator:
     def _report(self, message: Message, behaviour: Behaviour, delivery: SimulatedDelivery) -> None:
         # As SES reports them: a permanent bounce fails the message and suppresses its recipient; a
         # complaint comes after the delivery and suppresses too (in the twin: the message's workspace).
-        reports: list[tuple[str, EventType, MessageError | None, Reason | None]] = [
-            ("failed", EventType.FAILED, BOUNCE, Reason.BOUNCED)
+        reports: list[tuple[str, ProviderEventType, MessageFailure | None, Reason | None]] = [
+            ("failed", ProviderEventType.FAILED, BOUNCE, Reason.BOUNCED)
             if behaviour is Behaviour.SES_BOUNCE
-            else ("delivered", EventType.DELIVERED, None, None)
+            else ("delivered", ProviderEventType.DELIVERED, None, None)
         ]
         if behaviour is Behaviour.SES_COMPLAINT:
-            reports.append(("complaint", EventType.DELIVERED, None, Reason.COMPLAINED))
+            reports.append(("complaint", ProviderEventType.DELIVERED, None, Reason.COMPLAINED))
         if behaviour is Behaviour.OPTS_OUT:
-            reports.append(("opted_out", EventType.OPTED_OUT, None, None))
+            reports.append(("opted_out", ProviderEventType.OPTED_OUT, None, None))
         for name, kind, error, suppress in reports:
             event = ProviderEvent(
                 provider=NAME,
@@ -116,7 +116,7 @@ class Simulator:
                 occurred_at=rfc3339(delivery.at),
                 error=error,
                 suppress=suppress,
-                to=message.to if kind is EventType.OPTED_OUT else None,
+                to=message.to if kind is ProviderEventType.OPTED_OUT else None,
             )
             try:
                 self._events.publish(event, delay_seconds=REPORT_DELAY_SECONDS)

@@ -49,7 +49,7 @@ def provider_webhook(provider: str) -> Response[Any]:
     signed = raw_body(raw_event)  # the bytes as they came: the signature is over them
     deps = dependencies.root.get()
     try:
-        secret = deps.webhook_secret()
+        secret = deps.provider_events_secret()
     except SecretUnavailable as error:
         # Not a 401: the event may be genuine, and the provider retries a 503.
         logger.warning(
@@ -61,7 +61,7 @@ def provider_webhook(provider: str) -> Response[Any]:
     except InvalidSignature as error:
         raise ApiError(401, "unauthorized", f"The webhook signature is not valid: {error}.") from None
     # A provider's webhook is not a send: its body's model loads with the first one.
-    from sendonce.provider_events.webhook_body import HttpProviderEvent  # noqa: PLC0415
+    from sendonce.provider_events.http_body import HttpProviderEvent  # noqa: PLC0415
 
     try:
         event = HttpProviderEvent.model_validate(json_body(router.context))

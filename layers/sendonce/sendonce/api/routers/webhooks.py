@@ -2,7 +2,7 @@
 redeliver).
 
 Each route is declared here, right above its handler, which the router registers from it. The
-webhooks' use cases (`sendonce.webhooks.service`) are built on the first request that needs them:
+webhooks' use cases (`sendonce.status_webhooks.service`) are built on the first request that needs them:
 a send never loads them.
 """
 
@@ -21,7 +21,7 @@ from sendonce.api.routes import Body as RequestBodyKind
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import MESSAGE_ID_PATTERN, Acknowledged, MessageModel, ResponseModel
 from sendonce.clock import rfc3339
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.model import (
     MAX_REPLACED_SECRETS,
     ROTATION_OVERLAP,
     Delivery,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from sendonce.aws_clients import Clients
-from sendonce.delivery.ports import Provider
+from sendonce.dispatch.ports import Provider
 from sendonce.messages.model import Message
 from sendonce.modes import Mode
 from sendonce.settings import DispatcherSettings

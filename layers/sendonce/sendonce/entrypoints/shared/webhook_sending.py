@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from sendonce.webhooks.delivery import Answer, Sender
+from sendonce.status_webhooks.delivery import EndpointAnswer, Sender
 
 
 def sender(*, allow_private: bool) -> Sender:
     """Checks the target before every attempt, then posts to the very address it checked."""
-    from sendonce.webhooks import outbound  # noqa: PLC0415
+    from sendonce.status_webhooks import outbound  # noqa: PLC0415
 
-    def send(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
+    def send(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> EndpointAnswer:
         try:
             target = outbound.check_url(url, allow_private=allow_private)
         except outbound.UnsafeTarget as refused:
-            return Answer(None, f"refused: {refused.reason}")
+            return EndpointAnswer(None, f"refused: {refused.reason}")
         answer = outbound.post(target, body, headers, timeout=timeout)
-        return Answer(answer.status, answer.error, answer.timed_out)
+        return EndpointAnswer(answer.status, answer.error, answer.timed_out)
 
     return send
 
@@ -32,7 +32,7 @@ def sender(*, allow_private: bool) -> Sender:
 def target_checker(*, allow_private: bool) -> Callable[[str], object]:
     """The check at registration: a host that does not resolve yet is taken (it is checked again,
     resolved, before every attempt); one that resolves to an address it may not reach is refused."""
-    from sendonce.webhooks import outbound  # noqa: PLC0415
+    from sendonce.status_webhooks import outbound  # noqa: PLC0415
 
     def check(url: str) -> object:
         try:

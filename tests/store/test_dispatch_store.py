@@ -1,4 +1,4 @@
-"""The delivery store's contract, on every engine (the items of a settled message on moto and
+"""The dispatch store's contract, on every engine (the items of a settled message on moto and
 DynamoDB Local).
 
 A message is claimed by one dispatcher at a time, an attempt is finished only by the claim that
@@ -13,10 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import LISTING_SHARDS, lock_key, message_key, shard_of
-from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
-from sendonce.delivery.resolution import Resolution, resolve_unknown
+from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, SettleRefused
+from sendonce.dispatch.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import Message, MessageError, Status
+from sendonce.messages.model import Message, MessageFailure, Status
 
 from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, only, outbox_due, race
 
@@ -104,7 +104,7 @@ def test_given_an_attempt_that_failed_for_now_then_it_stays_in_the_outbox_with_i
         claimed,
         Status.QUEUED,
         NOW,
-        error=MessageError("provider_unavailable", "503"),
+        error=MessageFailure("provider_unavailable", "503"),
         handoff_due_at=retry_at,
     )
 
@@ -119,8 +119,8 @@ def test_given_several_claims_then_each_knows_the_first_attempts_time_and_the_th
     engine: Engine, stores: Stores
 ) -> None:
     message = created(stores)
-    throttled = MessageError("provider_throttled", "sns throttled the message: Throttling")
-    unavailable = MessageError("provider_unavailable", "sns could not be reached")
+    throttled = MessageFailure("provider_throttled", "sns throttled the message: Throttling")
+    unavailable = MessageFailure("provider_unavailable", "sns could not be reached")
     seen: list[tuple[int, object, int]] = []
 
     # Two attempts throttled, then one failing otherwise, each put back for a later claim.
@@ -147,7 +147,7 @@ def _unknown(stores: Stores, **changes: Any) -> Message:
     claimed = stores.delivery.claim("ws_a", message.id, NOW, CLAIM_SECONDS)
     assert isinstance(claimed, Message)
     assert stores.delivery.finish_attempt(
-        claimed, Status.UNKNOWN, NOW, error=MessageError("provider_timeout", "ses did not answer in time")
+        claimed, Status.UNKNOWN, NOW, error=MessageFailure("provider_timeout", "ses did not answer in time")
     )
     return claimed
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any, Protocol, Self
 
 from sendonce.errors import TransientFailure
-from sendonce.messages.model import Channel, Message, MessageError, Status
+from sendonce.messages.model import Channel, Message, MessageFailure, Status
 from sendonce.messages.ports import DedupLocks
 
 
@@ -59,7 +59,7 @@ class OutboxEntry:
     send_at: datetime | None
 
 
-class DeliveryStore(DedupLocks, Protocol):
+class DispatchStore(DedupLocks, Protocol):
     def claim(
         self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
     ) -> ClaimedMessage | ClaimRefused:
@@ -72,7 +72,7 @@ class DeliveryStore(DedupLocks, Protocol):
         status: Status,
         now: datetime,
         *,
-        error: MessageError | None = None,
+        error: MessageFailure | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
         throttled: bool = False,

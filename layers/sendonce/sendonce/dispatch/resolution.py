@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sendonce.clock import Clock, utc_now
-from sendonce.delivery.ports import DeliveryStore, SettleRefused
+from sendonce.dispatch.ports import DispatchStore, SettleRefused
 from sendonce.messages.model import Message, Status
 
 SETTLED_AS = frozenset({Status.SENT, Status.FAILED})
@@ -31,7 +31,7 @@ class Resolved:
 
 
 def resolve_unknown(
-    store: DeliveryStore, message_id: str, status: Status, clock: Clock = utc_now
+    store: DispatchStore, message_id: str, status: Status, clock: Clock = utc_now
 ) -> Resolved:
     if status not in SETTLED_AS:
         raise ValueError(f"an unknown message is settled as sent or failed, not {status.value}")

@@ -101,7 +101,7 @@ def test_given_a_5xx_from_ses_then_unknown_after_exactly_one_attempt_and_never_s
 
 def test_given_ses_throttling_then_the_message_waits_for_a_retry_not_unknown(stack: Stack) -> None:
     _verify_sender()
-    stack.setenv("SENDONCE_MAX_DELIVERY_ATTEMPTS", "1")  # throttling is retried on time, not on count
+    stack.setenv("SENDONCE_MAX_DISPATCH_ATTEMPTS", "1")  # throttling is retried on time, not on count
     calls = _ses_answers(stack, 400, "TooManyRequestsException")
     message_id = _send_email(stack)
     records = stack.receive("email")
@@ -121,7 +121,7 @@ def test_given_the_http_provider_throttling_past_the_attempt_count_then_retried_
     stack: Stack, http_provider: FakeHttpProvider
 ) -> None:
     stack.setenv("SENDONCE_HTTP_PROVIDER_URL", http_provider.url)
-    stack.setenv("SENDONCE_MAX_DELIVERY_ATTEMPTS", "2")
+    stack.setenv("SENDONCE_MAX_DISPATCH_ATTEMPTS", "2")
     for _ in range(3):
         http_provider.answer_next(429)
     answer = stack.send(

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
-from sendonce.adapters.dynamodb_delivery import DynamoDbDeliveryStore
+from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue
 from sendonce.aws_clients import client
 from sendonce.clock import rfc3339
-from sendonce.delivery.outbox import OutboxSweeper
+from sendonce.dispatch.outbox import OutboxSweeper
 from sendonce.entrypoints.outbox import build as build_outbox
 from sendonce.settings import DispatcherSettings
 
@@ -114,7 +114,7 @@ def _dispatch_and_die_after_the_provider_call(
         raise LambdaDied
 
     with monkeypatch.context() as crash:
-        crash.setattr(DynamoDbDeliveryStore, "finish_attempt", die)
+        crash.setattr(DynamoDbDispatchStore, "finish_attempt", die)
         with pytest.raises(LambdaDied):
             stack.dispatch(channel, records)
 
@@ -188,7 +188,7 @@ def test_given_a_provider_5xx_then_success_then_the_message_is_sent_on_the_secon
 def test_given_only_5xx_then_the_message_fails_after_the_attempt_limit(
     stack: Stack, imessage_via: FakeHttpProvider
 ) -> None:
-    stack.setenv("SENDONCE_MAX_DELIVERY_ATTEMPTS", "3")
+    stack.setenv("SENDONCE_MAX_DISPATCH_ATTEMPTS", "3")
     message_id = _send_imessage(stack, body="provider down")
     records = stack.receive("imessage")
     for _ in range(5):

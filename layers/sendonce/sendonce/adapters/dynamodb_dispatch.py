@@ -13,20 +13,19 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
-    Item,
     from_item,
     message_key,
     outbox_shard,
     parse_datetime,
     workspace_status,
 )
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable
+from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
 from sendonce.clock import rfc3339
-from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, SettleRefused
-from sendonce.messages.model import WAITING_STATUSES, Message, MessageError, Status
+from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, SettleRefused
+from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, Status
 
 # What an `unknown` message settled as `failed` says when its attempt left no error of its own.
-SETTLED_FAILED = MessageError("settled_failed", "an operator settled the message as failed")
+SETTLED_FAILED = MessageFailure("settled_failed", "an operator settled the message as failed")
 
 
 def claimed_from_item(item: Item) -> ClaimedMessage:
@@ -39,7 +38,7 @@ def claimed_from_item(item: Item) -> ClaimedMessage:
     )
 
 
-class DynamoDbDeliveryStore:
+class DynamoDbDispatchStore:
     def __init__(self, client: Any, table_name: str) -> None:
         self._table = DynamoDbTable(client, table_name)
 
@@ -90,7 +89,7 @@ class DynamoDbDeliveryStore:
         status: Status,
         now: datetime,
         *,
-        error: MessageError | None = None,
+        error: MessageFailure | None = None,
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
         throttled: bool = False,

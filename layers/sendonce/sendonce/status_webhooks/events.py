@@ -15,8 +15,8 @@ from typing import Any
 
 from sendonce.messages.model import Message
 from sendonce.observability import logger
-from sendonce.webhooks.model import Change, Delivery, DeliveryStatus, Endpoint, Event
-from sendonce.webhooks.ports import DeliveryQueue, DeliveryTask, EndpointStore, EventStore
+from sendonce.status_webhooks.model import Change, Delivery, DeliveryStatus, Endpoint, Event
+from sendonce.status_webhooks.ports import DeliveryQueue, DeliveryTask, EndpointStore, EventStore
 
 # Reading `Applied` and writing the event race only with another reader of the same record.
 MAX_TRIES = 3

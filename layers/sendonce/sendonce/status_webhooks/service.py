@@ -24,7 +24,7 @@ from sendonce.errors import (
     TooManyRotations,
 )
 from sendonce.observability import logger
-from sendonce.webhooks.model import (
+from sendonce.status_webhooks.model import (
     MAX_ENDPOINTS,
     MAX_REPLACED_SECRETS,
     Endpoint,
@@ -34,7 +34,7 @@ from sendonce.webhooks.model import (
     new_endpoint_id,
     new_secret,
 )
-from sendonce.webhooks.ports import (
+from sendonce.status_webhooks.ports import (
     DeliveryQueue,
     DeliveryTask,
     EndpointStore,

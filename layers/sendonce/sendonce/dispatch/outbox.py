@@ -26,7 +26,7 @@ from functools import partial
 from itertools import chain
 
 from sendonce.clock import Clock, utc_now
-from sendonce.delivery.ports import OutboxEntry, OutboxStore, Reclaim
+from sendonce.dispatch.ports import OutboxEntry, OutboxStore, Reclaim
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
 from sendonce.messages.handoff import HANDOFF_GRACE, MAX_QUEUE_DELAY
 from sendonce.messages.model import WAITING_STATUSES, Channel, Status

@@ -20,8 +20,8 @@ otherwise hold every execution environment while the healthy endpoints' deliveri
   request deduplicates on it). A fast-lane task whose endpoint is in the slow lane moves there
   without calling it. The flag is read with the endpoint, in the same round trip.
 - The slow lane (`WebhookSlowLaneQueue`, its own event source with its own, small,
-  MaximumConcurrency) gives the endpoint the contract's full 15 seconds. A 2xx within the fast
-  patience takes the endpoint out of the slow lane; an answer slower than it (or none) keeps it in
+  MaximumConcurrency) gives the endpoint the full 15 seconds (docs/guarantees.md). A 2xx within
+  the fast patience takes the endpoint out of the slow lane; an answer slower than it (or none) keeps it in
   (the flag is renewed once less than half its time is left, not on every delivery). A retry stays
   in the lane it is in: its record is postponed in its own queue.
 
@@ -35,7 +35,7 @@ to the queue and its own answer. The issue's bound is 5 s from the change
 (tests/e2e/test_e2e_webhook_lanes.py, with the function capped at 5): 1 s leaves 3 s for the rest,
 which a loaded 2-core machine needs (2 s left about 1 s, and missed now and then). A receiver that
 acknowledges and works later answers well within 1 s, TLS and a far region's round trips included;
-one slower than that is still delivered, in the slow lane, with the contract's 15 s. Raise
+one slower than that is still delivered, in the slow lane, with its promised 15 s. Raise
 WebhookSlowLaneMaxConcurrency if many endpoints answer that slowly.
 """
 
@@ -54,9 +54,9 @@ from typing import Protocol
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import RetryLater
 from sendonce.observability import logger, metrics
-from sendonce.webhooks.model import DeliveryStatus, Event
-from sendonce.webhooks.ports import Attempt, DeliveryQueue, DeliveryTask, EndpointLanes, EventStore
-from sendonce.webhooks.signing import signed_headers
+from sendonce.status_webhooks.model import DeliveryStatus, Event
+from sendonce.status_webhooks.ports import Attempt, DeliveryQueue, DeliveryTask, EndpointLanes, EventStore
+from sendonce.status_webhooks.signing import signed_headers
 
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 JITTER = 0.1  # each delay is drawn from ±10% of the schedule's: receivers are not hit in lockstep
@@ -75,7 +75,7 @@ class Lane(StrEnum):
     SLOW = "slow"
 
 
-class Outcome(StrEnum):
+class DeliveryOutcome(StrEnum):
     SUCCEEDED = "succeeded"
     RETRYING = "retrying"
     FAILED = "failed"
@@ -84,7 +84,7 @@ class Outcome(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class EndpointAnswer:
     status: int | None  # None: no answer (refused target, connection error, timeout)
     error: str | None = None
     timed_out: bool = False  # no answer within the timeout (not a refusal): the endpoint may be slow
@@ -95,8 +95,8 @@ class Answer:
 
 
 class Sender(Protocol):
-    def __call__(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Answer:
-        """The answer within `timeout` seconds, first byte to last, or an Answer saying why not."""
+    def __call__(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> EndpointAnswer:
+        """The answer within `timeout` seconds, first byte to last, or an EndpointAnswer saying why not."""
         ...
 
 
@@ -122,11 +122,11 @@ class WebhookDeliverer:
     jitter: Callable[[float], float] = field(
         default=lambda delay: delay * random.uniform(1 - JITTER, 1 + JITTER)
     )
-    timeout_seconds: float = 15.0  # the contract's: the slow lane's patience
+    timeout_seconds: float = 15.0  # docs/guarantees.md's 15 s: the slow lane's patience
     patience_seconds: float = FAST_LANE_PATIENCE_SECONDS  # the fast lane's
     timer: Callable[[], float] = time.monotonic  # how long an answer took
 
-    def deliver(self, task: DeliveryTask, lane: Lane = Lane.FAST) -> Outcome:
+    def deliver(self, task: DeliveryTask, lane: Lane = Lane.FAST) -> DeliveryOutcome:
         """Raises RetryLater when the delivery is to be tried again after that many seconds, in
         `lane`; answers MOVED once the task is on the slow lane's queue."""
         endpoint, slow_until = self.endpoints.endpoint_and_lane(task.workspace_id, task.endpoint_id)
@@ -139,7 +139,7 @@ class WebhookDeliverer:
         event = self.events.event(task.workspace_id, task.event_id)
         delivery = event.delivery(task.endpoint_id) if event else None
         if event is None or delivery is None or delivery.status is not DeliveryStatus.PENDING:
-            return self._done(task, Outcome.DROPPED, lane)
+            return self._done(task, DeliveryOutcome.DROPPED, lane)
         if endpoint is None:
             self.events.record_attempt(
                 task.workspace_id,
@@ -147,7 +147,7 @@ class WebhookDeliverer:
                 task.endpoint_id,
                 Attempt(now, None, succeeded=False, final=True, made=False),
             )
-            return self._done(task, Outcome.DROPPED, lane)
+            return self._done(task, DeliveryOutcome.DROPPED, lane)
         patience = min(self.patience_seconds, self.timeout_seconds)
         body = body_of(event)
         started = self.timer()
@@ -176,17 +176,17 @@ class WebhookDeliverer:
             elif not quick:
                 self._flag(task, slow_until)
         if answer.succeeded:
-            return self._done(task, Outcome.SUCCEEDED, lane, answer)
+            return self._done(task, DeliveryOutcome.SUCCEEDED, lane, answer)
         if final:
-            return self._done(task, Outcome.FAILED, lane, answer)
-        self._done(task, Outcome.RETRYING, lane, answer)
+            return self._done(task, DeliveryOutcome.FAILED, lane, answer)
+        self._done(task, DeliveryOutcome.RETRYING, lane, answer)
         raise RetryLater(max(1, round(self.jitter(self.schedule[tried - 1]))))
 
-    def _move(self, task: DeliveryTask, reason: str) -> Outcome:
+    def _move(self, task: DeliveryTask, reason: str) -> DeliveryOutcome:
         """The task onto the slow lane's queue (QueueUnavailable if it could not be: its record then
         fails, and comes back to the fast lane after its visibility timeout)."""
         self.slow_lane.enqueue([task])
-        return self._done(task, Outcome.MOVED, Lane.FAST, reason=reason)
+        return self._done(task, DeliveryOutcome.MOVED, Lane.FAST, reason=reason)
 
     def _flag(self, task: DeliveryTask, slow_until: datetime | None) -> None:
         """In the slow lane for SLOW_LANE_SECONDS from now, unless more than half of that is left.
@@ -222,11 +222,11 @@ class WebhookDeliverer:
     @staticmethod
     def _done(
         task: DeliveryTask,
-        outcome: Outcome,
+        outcome: DeliveryOutcome,
         lane: Lane,
-        answer: Answer | None = None,
+        answer: EndpointAnswer | None = None,
         reason: str | None = None,
-    ) -> Outcome:
+    ) -> DeliveryOutcome:
         with _METRICS:
             metrics.add_metric(name="WebhookDelivery" + outcome.value.capitalize(), unit="Count", value=1)
         logger.info(

@@ -11,7 +11,7 @@ used, the body read back is capped, and the whole call, first byte to last, ends
 `allow_private` (SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS, the local stack's default) lifts the
 https rule and the address rule, so `http://127.0.0.1:<port>/` works locally; the cloud metadata
 addresses stay refused even then. Outcomes are values: `check_url` raises `UnsafeTarget` with a
-reason fit for the customer, `post` never raises for the network and answers an `Answer`.
+reason fit for the customer, `post` never raises for the network and answers an `HttpAnswer`.
 The standard library's client keeps the call off the cold start, and it ignores proxy settings.
 """
 
@@ -126,7 +126,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Answer:
+class HttpAnswer:
     """What came back: `status` None means no answer (connection error, TLS failure, timeout).
 
     `timed_out`: no answer because the timeout ran out (a connection, a handshake or an answer
@@ -173,8 +173,8 @@ def post(
     timeout: float,
     max_body: int = MAX_ANSWER_BYTES,
     tls_context: ssl.SSLContext | None = None,
-) -> Answer:
-    """POST `body` to `target.addresses[0]`, answered within `timeout` seconds, or an Answer saying why not.
+) -> HttpAnswer:
+    """POST `body` to `target.addresses[0]`: its answer within `timeout` s, or an HttpAnswer saying why not.
 
     `tls_context` defaults to the system's trust store with hostname checking; tests and private
     CAs pass their own. The caller's headers are sent as given, except Host, which is the target's.
@@ -195,10 +195,10 @@ def post(
         except (OSError, http.client.HTTPException) as error:
             late = connection.aborted or isinstance(error, TimeoutError)
             if late:
-                return Answer(None, f"no answer within {timeout:g} s", timed_out=True)
-            return Answer(None, _describe(error))
+                return HttpAnswer(None, f"no answer within {timeout:g} s", timed_out=True)
+            return HttpAnswer(None, _describe(error))
         # The status is the answer; the body is a courtesy, cut at the cap or at the deadline.
-        return Answer(response.status, None, _read_capped(response, max_body))
+        return HttpAnswer(response.status, None, _read_capped(response, max_body))
     finally:
         watchdog.cancel()
         connection.close()

@@ -7,9 +7,9 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sendonce.messages.model import MessageError
+from sendonce.messages.model import MessageFailure
 from sendonce.messages.recipients import InvalidRecipient, normalise_phone_or_email
-from sendonce.provider_events.model import EventType, ProviderEvent
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 
 
 class ProviderEventError(BaseModel):
@@ -55,8 +55,8 @@ class HttpProviderEvent(BaseModel):
             provider=provider,
             event_id=self.eventId,
             message_id=self.messageId,
-            type=EventType(self.type),
+            type=ProviderEventType(self.type),
             occurred_at=self.occurredAt.isoformat(),
-            error=MessageError(self.error.code, self.error.message) if self.error else None,
+            error=MessageFailure(self.error.code, self.error.message) if self.error else None,
             to=self.to,
         )

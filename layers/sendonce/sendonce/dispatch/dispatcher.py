@@ -29,8 +29,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sendonce.clock import Clock, utc_now
-from sendonce.delivery.ports import ClaimedMessage, ClaimRefused, DeliveryStore, Provider, ProviderThrottled
-from sendonce.delivery.retry_policy import RetryPolicy
+from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, DispatchStore, Provider, ProviderThrottled
+from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.errors import (
     AmbiguousOutcome,
     DeliveryFailure,
@@ -40,14 +40,14 @@ from sendonce.errors import (
     TransientFailure,
 )
 from sendonce.messages.handoff import MAX_QUEUE_DELAY
-from sendonce.messages.model import Message, MessageError, Status
+from sendonce.messages.model import Message, MessageFailure, Status
 from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import recipient_key
 from sendonce.suppressions.ports import SuppressionCheck, find
 
 
-class Outcome(StrEnum):
+class DispatchOutcome(StrEnum):
     SENT = "sent"
     FAILED = "failed"
     UNKNOWN = "unknown"
@@ -61,7 +61,7 @@ EARLY_RECEIVES = 3
 
 
 @dataclass(frozen=True, slots=True)
-class DeliveryRequest:
+class DispatchRequest:
     workspace_id: str
     message_id: str
     receive_count: int = 1  # how often the queue has handed this record over, this time included
@@ -70,7 +70,7 @@ class DeliveryRequest:
 class Dispatcher:
     def __init__(
         self,
-        store: DeliveryStore,
+        store: DispatchStore,
         provider_for: Callable[[Message], Provider],
         retry_policy: RetryPolicy,
         claim_seconds: int,
@@ -86,7 +86,7 @@ class Dispatcher:
         self._clock = clock
         self._suppressions = suppressions
 
-    def deliver(self, request: DeliveryRequest) -> Outcome:
+    def dispatch(self, request: DispatchRequest) -> DispatchOutcome:
         now = self._clock()
         claimed = self._store.claim(request.workspace_id, request.message_id, now, self._claim_seconds)
         if isinstance(claimed, ClaimRefused):
@@ -100,7 +100,7 @@ class Dispatcher:
                     "status": claimed.current.status.value if claimed.current else None,
                 },
             )
-            return Outcome.SKIPPED
+            return DispatchOutcome.SKIPPED
         refusal = self._suppressed(claimed)
         if refusal is not None:
             if isinstance(refusal, PermanentFailure):
@@ -121,7 +121,7 @@ class Dispatcher:
             return self._finish(claimed, Status.FAILED, failure)
         return self._finish(claimed, Status.SENT, provider_message_id=provider_id, provider=provider.name)
 
-    def _not_due(self, request: DeliveryRequest, send_at: datetime, now: datetime) -> Outcome:
+    def _not_due(self, request: DispatchRequest, send_at: datetime, now: datetime) -> DispatchOutcome:
         """A record that arrived before its message's sendAt: back to its queue until then, or
         dropped when the outbox or a fresher record covers the message."""
         wait = send_at - now
@@ -140,7 +140,7 @@ class Dispatcher:
                 "receive_count": request.receive_count,
             },
         )
-        return Outcome.SKIPPED
+        return DispatchOutcome.SKIPPED
 
     def _suppressed(self, message: ClaimedMessage) -> DeliveryFailure | None:
         """Why the claimed message must not go out: its recipient is suppressed (permanent), or the
@@ -162,7 +162,7 @@ class Dispatcher:
 
     def _retry_or_fail(
         self, message: ClaimedMessage, failure: DeliveryFailure, *, throttled: bool = False
-    ) -> Outcome:
+    ) -> DispatchOutcome:
         now = self._clock()
         if throttled:
             throttled_attempts = message.throttled_attempts + 1
@@ -178,7 +178,7 @@ class Dispatcher:
             message,
             Status.QUEUED,
             now,
-            error=MessageError(failure.code, failure.message),
+            error=MessageFailure(failure.code, failure.message),
             # Should the queue lose the record, the outbox brings the message back.
             handoff_due_at=now + timedelta(seconds=delay) + timedelta(minutes=2),
             throttled=throttled,
@@ -196,7 +196,7 @@ class Dispatcher:
                 },
             )
             raise RetryLater(delay, failure.code)
-        return Outcome.SKIPPED
+        return DispatchOutcome.SKIPPED
 
     def _finish(
         self,
@@ -205,17 +205,19 @@ class Dispatcher:
         failure: DeliveryFailure | None = None,
         provider_message_id: str | None = None,
         provider: str | None = None,
-    ) -> Outcome:
+    ) -> DispatchOutcome:
         now: datetime = self._clock()
-        error = MessageError(failure.code, failure.message) if failure else None
+        error = MessageFailure(failure.code, failure.message) if failure else None
         recorded = self._store.finish_attempt(
             message, status, now, error=error, provider_message_id=provider_message_id
         )
         if recorded and status is Status.FAILED:
             self._store.release_dedup_lock(message)  # a deliberate retry may send again
-        outcome = {Status.SENT: Outcome.SENT, Status.FAILED: Outcome.FAILED, Status.UNKNOWN: Outcome.UNKNOWN}[
-            status
-        ]
+        outcome = {
+            Status.SENT: DispatchOutcome.SENT,
+            Status.FAILED: DispatchOutcome.FAILED,
+            Status.UNKNOWN: DispatchOutcome.UNKNOWN,
+        }[status]
         metrics.add_metric(name=f"Message{outcome.value.capitalize()}", unit="Count", value=1)
         log = logger.warning if status is not Status.SENT else logger.info
         log(

@@ -18,6 +18,7 @@ from tests.e2e.e2e_support import (
     created_id,
     deliveries_with_body,
     error_code,
+    http_body,
     message,
     post_webhook,
     send,
@@ -26,7 +27,6 @@ from tests.e2e.e2e_support import (
     unique_body,
     unique_phone,
     wait_status,
-    webhook_body,
 )
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ OLD_DEFAULT_SECRET = "change-me-webhook-secret"
 
 
 def _failed(message_id: str) -> bytes:
-    event: dict[str, Any] = webhook_body(message_id, "failed")
+    event: dict[str, Any] = http_body(message_id, "failed")
     return as_raw(event | {"error": {"code": "unreachable", "message": "the handset is off"}})
 
 

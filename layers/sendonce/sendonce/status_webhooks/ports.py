@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.webhooks.model import Endpoint, Event, EventType
+from sendonce.status_webhooks.model import Endpoint, Event, EventType
 
 
 class TooManyEndpoints(Exception):
