@@ -19,7 +19,7 @@ from sendonce.dispatch.dispatcher import EARLY_RECEIVES, Dispatcher, DispatchOut
 from sendonce.dispatch.ports import ClaimedMessage, ProviderThrottled
 from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.entrypoints.dispatch import DispatcherDependencies, handle_batch
-from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, RetryLater, TransientFailure
+from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, RetryLater, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
@@ -36,7 +36,7 @@ class ScriptedProvider:
 
     name: str = "http"
     honours_idempotency_key: bool = True
-    script: list[DeliveryFailure] = field(default_factory=list)
+    script: list[DispatchFailure] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
 
     def send(self, message: Message) -> str:

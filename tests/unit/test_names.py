@@ -42,10 +42,13 @@ def test_no_two_classes_or_type_aliases_of_the_layer_share_a_name() -> None:
 
 def test_the_inbound_side_never_says_webhook_and_the_dispatch_side_never_says_delivery() -> None:
     """`provider_events/` is what comes in; `dispatch/` hands a message to its provider. Their
-    modules and classes use the glossary's words, not the other side's."""
+    modules, and the classes they declare or take, use the glossary's words, not the other side's."""
     wrong = []
     for module, tree in _modules().items():
         names = [module] + [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+        names += [
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
+        ]
         if module.startswith("provider_events/"):
             wrong += [f"{module}: {name}" for name in names if "webhook" in name.lower()]
         if module.startswith("dispatch/"):

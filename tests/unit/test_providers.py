@@ -20,7 +20,7 @@ from botocore.exceptions import (
 )
 from botocore.stub import Stubber
 from sendonce.dispatch.ports import ProviderThrottled
-from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
+from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, TransientFailure
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.providers.http_provider import MAX_ANSWER_BYTES, HttpProvider
 from sendonce.providers.ses_provider import SesProvider
@@ -52,20 +52,20 @@ def _client(service: str) -> Any:
     )
 
 
-def _ses_answering(code: str, status: int) -> DeliveryFailure:
+def _ses_answering(code: str, status: int) -> DispatchFailure:
     client = _client("sesv2")
     with Stubber(client) as stubber:
         stubber.add_client_error("send_email", service_error_code=code, http_status_code=status)
-        with pytest.raises(DeliveryFailure) as raised:
+        with pytest.raises(DispatchFailure) as raised:
             SesProvider(client, "no-reply@example.com").send(_message())
     return raised.value
 
 
-def _sns_answering(code: str, status: int) -> DeliveryFailure:
+def _sns_answering(code: str, status: int) -> DispatchFailure:
     client = _client("sns")
     with Stubber(client) as stubber:
         stubber.add_client_error("publish", service_error_code=code, http_status_code=status)
-        with pytest.raises(DeliveryFailure) as raised:
+        with pytest.raises(DispatchFailure) as raised:
             SnsProvider(client).send(_message("sms", "+15550100000"))
     return raised.value
 
@@ -146,12 +146,12 @@ class RaisingClient:
     ],
 )
 def test_given_a_timeout_after_the_request_left_then_ambiguous_and_before_it_left_then_transient(
-    provider: str, error: Exception, kind: type[DeliveryFailure], code: str
+    provider: str, error: Exception, kind: type[DispatchFailure], code: str
 ) -> None:
     client = RaisingClient(error)
     sender = SesProvider(client, "no-reply@example.com") if provider == "ses" else SnsProvider(client)
 
-    with pytest.raises(DeliveryFailure) as raised:
+    with pytest.raises(DispatchFailure) as raised:
         sender.send(_message() if provider == "ses" else _message("sms", "+15550100000"))
 
     assert type(raised.value) is kind
@@ -261,11 +261,11 @@ def _http_error(status: int) -> urllib.error.HTTPError:
     ],
 )
 def test_given_an_http_failure_then_its_kind(
-    answer: Exception, kind: type[DeliveryFailure], code: str
+    answer: Exception, kind: type[DispatchFailure], code: str
 ) -> None:
     provider, _ = _http(answer)
 
-    with pytest.raises(DeliveryFailure) as raised:
+    with pytest.raises(DispatchFailure) as raised:
         provider.send(_message("imessage", "+15550100000"))
 
     assert type(raised.value) is kind

@@ -83,8 +83,8 @@ class RetryLater(SendonceError):
         self.seconds = seconds
 
 
-class DeliveryFailure(SendonceError):
-    """A provider call that did not deliver; `code` names the cause on the message."""
+class DispatchFailure(SendonceError):
+    """A provider call that did not take the message; `code` names the cause on the message."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -92,15 +92,15 @@ class DeliveryFailure(SendonceError):
         self.message = message
 
 
-class PermanentFailure(DeliveryFailure):
+class PermanentFailure(DispatchFailure):
     """The provider refused the message (4xx): retrying cannot help."""
 
 
-class TransientFailure(DeliveryFailure):
+class TransientFailure(DispatchFailure):
     """The provider did not take the message (5xx, throttling, no connection): safe to retry."""
 
 
-class AmbiguousOutcome(DeliveryFailure):
+class AmbiguousOutcome(DispatchFailure):
     """The request may have reached the provider, but its answer was lost."""
 
 

@@ -9,8 +9,8 @@ from pydantic import Field
 
 from sendonce.api.shapes import ResponseModel, to_json
 from sendonce.errors import (
-    DeliveryFailure,
     DependencyUnavailable,
+    DispatchFailure,
     DuplicateContent,
     EndpointNotFound,
     EventNotFound,
@@ -233,7 +233,7 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
         _row(QueueUnavailable, 503, "unavailable", lambda _: _UNAVAILABLE, headers=_retry_shortly),
         # The dispatchers' own: should one ever reach a request, it is an outage, never a 500.
         _row(RetryLater, 503, "unavailable", lambda _: _UNAVAILABLE, headers=_retry_shortly),
-        _row(DeliveryFailure, 503, "unavailable", lambda _: _UNAVAILABLE, headers=_retry_shortly),
+        _row(DispatchFailure, 503, "unavailable", lambda _: _UNAVAILABLE, headers=_retry_shortly),
     ]
 )
 

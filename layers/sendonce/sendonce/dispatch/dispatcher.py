@@ -33,8 +33,8 @@ from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, DispatchStore,
 from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.errors import (
     AmbiguousOutcome,
-    DeliveryFailure,
     DependencyUnavailable,
+    DispatchFailure,
     PermanentFailure,
     RetryLater,
     TransientFailure,
@@ -142,7 +142,7 @@ class Dispatcher:
         )
         return DispatchOutcome.SKIPPED
 
-    def _suppressed(self, message: ClaimedMessage) -> DeliveryFailure | None:
+    def _suppressed(self, message: ClaimedMessage) -> DispatchFailure | None:
         """Why the claimed message must not go out: its recipient is suppressed (permanent), or the
         list could not be read (transient: never sent unchecked). None: send it."""
         if self._suppressions is None:
@@ -161,7 +161,7 @@ class Dispatcher:
         )
 
     def _retry_or_fail(
-        self, message: ClaimedMessage, failure: DeliveryFailure, *, throttled: bool = False
+        self, message: ClaimedMessage, failure: DispatchFailure, *, throttled: bool = False
     ) -> DispatchOutcome:
         now = self._clock()
         if throttled:
@@ -202,7 +202,7 @@ class Dispatcher:
         self,
         message: Message,
         status: Status,
-        failure: DeliveryFailure | None = None,
+        failure: DispatchFailure | None = None,
         provider_message_id: str | None = None,
         provider: str | None = None,
     ) -> DispatchOutcome:

@@ -10,7 +10,7 @@ the message ends `unknown` and is never sent again automatically.
 from __future__ import annotations
 
 from sendonce.dispatch.ports import ProviderThrottled
-from sendonce.errors import AmbiguousOutcome, DeliveryFailure, PermanentFailure, TransientFailure
+from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, TransientFailure
 
 THROTTLED_STATUS = 429
 SERVER_ERROR_STATUS = 500
@@ -40,7 +40,7 @@ _SERVER_FAULT_CODES = frozenset(
 _REQUEST_NOT_TAKEN_CODES = frozenset({"RequestTimeout", "RequestTimeoutException"})
 
 
-def classify(error: Exception, provider: str) -> DeliveryFailure:
+def classify(error: Exception, provider: str) -> DispatchFailure:
     from botocore.exceptions import (  # noqa: PLC0415
         ClientError,
         ConnectionClosedError,
