@@ -63,12 +63,14 @@ from sendonce.status_webhooks.model import (
     Delivery,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
     new_endpoint_id,
     new_secret,
 )
 from sendonce.status_webhooks.ports import Attempt
+from sendonce.status_webhooks.rules import (
+    EventType,
+)
 
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import load_template

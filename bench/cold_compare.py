@@ -49,7 +49,8 @@ def _checkout(revision: str) -> Path:
     tree = WORK / "tree"
     _remove(tree)
     shutil.rmtree(tree, ignore_errors=True)
-    subprocess.run(["git", "worktree", "add", "--detach", str(tree), revision], cwd=ROOT, check=True)
+    command = ["git", "worktree", "add", "--quiet", "--detach", str(tree), revision]
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return tree
 
 

@@ -38,13 +38,10 @@ from sendonce.errors import DependencyUnavailable, InvalidCursor, TooManyRotatio
 from sendonce.messages.ids import new_message_id, ulid
 from sendonce.status_webhooks.model import (
     EVENT_PREFIX,
-    MAX_REPLACED_SECRETS,
-    ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
     new_endpoint_id,
     new_secret,
@@ -57,6 +54,11 @@ from sendonce.status_webhooks.ports import (
     Gone,
     Replaced,
     TooManyEndpoints,
+)
+from sendonce.status_webhooks.rules import (
+    MAX_REPLACED_SECRETS,
+    ROTATION_OVERLAP,
+    EventType,
 )
 from sendonce.status_webhooks.service import WebhookService
 

@@ -20,7 +20,16 @@ from sendonce.api.routers.webhooks import EventModel, WebhookEndpointModel
 from sendonce.api.shapes import MessageModel, SuppressionModel, message_shape, to_json
 from sendonce.messages.model import Channel, Message, MessageFailure, Status
 from sendonce.simulator.ports import SimulatedDelivery
-from sendonce.status_webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType, SigningSecret
+from sendonce.status_webhooks.model import (
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    Event,
+    SigningSecret,
+)
+from sendonce.status_webhooks.rules import (
+    EventType,
+)
 from sendonce.suppressions.model import Reason, Suppression
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -41,7 +41,14 @@ from sendonce.modes import twin_of
 from sendonce.provider_events.signature import sign
 from sendonce.secret_values import SecretUnavailable
 from sendonce.simulator.ports import SimulatedDelivery
-from sendonce.status_webhooks.model import Delivery, DeliveryStatus, Event, EventType
+from sendonce.status_webhooks.model import (
+    Delivery,
+    DeliveryStatus,
+    Event,
+)
+from sendonce.status_webhooks.rules import (
+    EventType,
+)
 from sendonce.status_webhooks.service import MAX_ROTATION_TRIES, WebhookService
 from sendonce.suppressions.service import SuppressionService
 
@@ -222,7 +229,7 @@ def api() -> Iterator[Api]:
         send_many=batches.send_many,
         send_batch_once=send_batch_once,
         build_webhooks=lambda: webhook_service,
-        test_deliveries=simulator,
+        build_test_deliveries=lambda: simulator,
     )
     dependencies.root.use(deps)
     yield Api(deps, webhook_store, webhook_service, simulator, keys, limits, in_progress)

@@ -470,7 +470,7 @@ def api(clock: ManualClock) -> Iterator[tuple[InMemoryStore, InMemorySimulatorSt
         fake_api_dependencies(
             MessageService(store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock),
             keys,
-            test_deliveries=deliveries,
+            build_test_deliveries=lambda: deliveries,
         )
     )
     yield store, deliveries

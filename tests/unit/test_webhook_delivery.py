@@ -41,16 +41,18 @@ from sendonce.status_webhooks.delivery import (
     body_of,
 )
 from sendonce.status_webhooks.model import (
-    ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
     new_secret,
 )
 from sendonce.status_webhooks.ports import Attempt, DeliveryTask
+from sendonce.status_webhooks.rules import (
+    ROTATION_OVERLAP,
+    EventType,
+)
 from standardwebhooks.webhooks import Webhook
 
 from tests.unit.unit_fakes import FakeDeliveryQueue, InMemoryWebhookStore, ManualClock

@@ -31,10 +31,12 @@ from sendonce.status_webhooks.model import (
     Delivery,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
 )
 from sendonce.status_webhooks.ports import Applied, Attempt, DeliveryTask
+from sendonce.status_webhooks.rules import (
+    EventType,
+)
 
 from tests.unit.unit_fakes import T0, FakeDeliveryQueue, InMemoryWebhookStore
 

@@ -35,17 +35,19 @@ from sendonce.status_webhooks.delivery import (
     parse_schedule,
 )
 from sendonce.status_webhooks.model import (
-    MAX_REPLACED_SECRETS,
-    ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
     new_secret,
 )
 from sendonce.status_webhooks.ports import DeliveryTask
+from sendonce.status_webhooks.rules import (
+    MAX_REPLACED_SECRETS,
+    ROTATION_OVERLAP,
+    EventType,
+)
 from sendonce.status_webhooks.signing import signed_headers
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 

@@ -35,18 +35,20 @@ from sendonce.messages.service import MessageService
 from sendonce.status_webhooks.delivery import DeliveryOutcome, EndpointAnswer, WebhookDeliverer
 from sendonce.status_webhooks.model import (
     MAX_ENDPOINTS,
-    MAX_REPLACED_SECRETS,
-    ROTATION_OVERLAP,
     Delivery,
     DeliveryStatus,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
     new_secret,
 )
 from sendonce.status_webhooks.outbound import check_url
 from sendonce.status_webhooks.ports import DeliveryTask
+from sendonce.status_webhooks.rules import (
+    MAX_REPLACED_SECRETS,
+    ROTATION_OVERLAP,
+    EventType,
+)
 from sendonce.status_webhooks.service import MAX_ROTATION_TRIES, WebhookService
 
 from tests.support.lambda_context import FakeLambdaContext

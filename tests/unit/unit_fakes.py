@@ -54,7 +54,12 @@ from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, Provi
 from sendonce.provider_events.ports import ApplyResult, EventOutcome
 from sendonce.settings import ApiSettings
 from sendonce.simulator.ports import MAX_LISTED, SimulatedDelivery
-from sendonce.status_webhooks.model import Delivery, DeliveryStatus, Endpoint, Event, EventType
+from sendonce.status_webhooks.model import (
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    Event,
+)
 from sendonce.status_webhooks.ports import (
     Applied,
     Attempt,
@@ -65,6 +70,9 @@ from sendonce.status_webhooks.ports import (
     Replaced,
     Replacement,
     TooManyEndpoints,
+)
+from sendonce.status_webhooks.rules import (
+    EventType,
 )
 from sendonce.status_webhooks.service import WebhookService
 from sendonce.suppressions.model import Suppression, shares_opt_outs

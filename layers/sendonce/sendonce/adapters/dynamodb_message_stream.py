@@ -15,7 +15,13 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_items import MESSAGE_SK, from_item
 from sendonce.messages.model import Status
-from sendonce.status_webhooks.model import STATUS_EVENTS, Change, EventType
+from sendonce.status_webhooks.model import (
+    STATUS_EVENTS,
+    Change,
+)
+from sendonce.status_webhooks.rules import (
+    EventType,
+)
 
 # DynamoDB stream sequence numbers are decimal strings of 21 to 40 digits: padded, they compare as text.
 POSITION_DIGITS = 40

@@ -35,7 +35,6 @@ from sendonce.adapters.dynamodb_items import (
     workspace_status,
 )
 from sendonce.adapters.dynamodb_limits import Adopt, DynamoDbLimits, NoRoom, Refusal, Replan, Replanning
-from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     MAX_ATTEMPTS,
@@ -642,6 +641,9 @@ class DynamoDbSendingStore:
         else:
             index, partition_name = "ByWorkspaceStatus", "workspaceStatus"
             partitions = [status_shard(workspace_id, status, shard) for shard in range(LISTING_SHARDS)]
+        # Loaded with the first listing: a send never needs the merge.
+        from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard  # noqa: PLC0415
+
         entries = newest_first(
             partitions,
             query_shard(self._table, index, partition_name, below=cursor),

@@ -29,7 +29,6 @@ from itertools import islice
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import parse_datetime
-from sendonce.adapters.dynamodb_listing import newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item, TryAgain, with_retries
 from sendonce.clock import rfc3339
 from sendonce.errors import InvalidCursor
@@ -217,6 +216,9 @@ class DynamoDbSuppressionStore:
         partitions = [listing_partition(workspace_id)]
         if shares_opt_outs(workspace_id):
             partitions.append(shared_partition)
+        # Loaded with the first listing: a send's check never needs the merge.
+        from sendonce.adapters.dynamodb_listing import newest_first, query_shard  # noqa: PLC0415
+
         entries = newest_first(
             partitions,
             query_shard(self._table, "ByWorkspace", "workspaceShard", below=below),

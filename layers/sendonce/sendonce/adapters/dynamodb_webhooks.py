@@ -57,7 +57,6 @@ from sendonce.status_webhooks.model import (
     DeliveryStatus,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
 )
 from sendonce.status_webhooks.ports import (
@@ -69,6 +68,9 @@ from sendonce.status_webhooks.ports import (
     Replaced,
     Replacement,
     TooManyEndpoints,
+)
+from sendonce.status_webhooks.rules import (
+    EventType,
 )
 
 COUNT_SK = "WHEPCOUNT"

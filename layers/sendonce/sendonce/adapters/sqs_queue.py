@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
 from sendonce.messages.ports import Deliverable, Handoff
-from sendonce.provider_events.model import ProviderEvent
+
+if TYPE_CHECKING:  # only the events queue publishes them; the API's cold start needs no event model
+    from sendonce.provider_events.model import ProviderEvent
 from sendonce.side_by_side import side_by_side
 
 # SQS takes at most 10 records in one SendMessageBatch, and holds one back at most 15 minutes.

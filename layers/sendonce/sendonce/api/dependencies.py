@@ -8,7 +8,7 @@ gives `root` its build function. A test puts its own object in with `root.use(..
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -23,14 +23,20 @@ from sendonce.errors import DependencyUnavailable
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.batch import BatchOutcome
 from sendonce.messages.service import MessageService, SendCommand
-from sendonce.provider_events.ports import EventQueue
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
-from sendonce.simulator.ports import NoDeliveries, SimulatorDeliveries
 from sendonce.suppressions.service import SuppressionService
 
-if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed
+if TYPE_CHECKING:  # imported when the webhooks' use cases, or a provider event, first need them
+    from sendonce.provider_events.ports import EventQueue
+    from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
+
+
+def _no_test_deliveries() -> SimulatorDeliveries:
+    from sendonce.simulator.ports import NoDeliveries  # noqa: PLC0415
+
+    return NoDeliveries()
 
 
 def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
@@ -49,7 +55,7 @@ class ApiDependencies:
     build_webhooks: Callable[[], WebhookService]
     # The caller's API key -> its workspace, checked by the preflight before any route runs.
     api_keys: ApiKeyStore
-    # The HTTP provider's webhook signing secret, read when a webhook arrives (cached).
+    # The HTTP provider's signing secret, read when a provider event arrives (cached).
     provider_events_secret: Secret = no_secret
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
     send_many: SendMany = _no_batches
@@ -59,8 +65,9 @@ class ApiDependencies:
     limits: RequestLimits | None = None
     # The workspace's suppression list (/v1/suppressions); None: the routes answer 503.
     suppressions: SuppressionService | None = None
-    # What the simulator accepted for a test twin's messages (GET /v1/test/deliveries).
-    test_deliveries: SimulatorDeliveries = field(default_factory=NoDeliveries)
+    # What the simulator accepted for a test twin's messages (GET /v1/test/deliveries), built on
+    # first use (`test_deliveries`): a send never needs it.
+    build_test_deliveries: Callable[[], SimulatorDeliveries] = _no_test_deliveries
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -68,6 +75,10 @@ class ApiDependencies:
     @cached_property
     def webhooks(self) -> WebhookService:
         return self.build_webhooks()
+
+    @cached_property
+    def test_deliveries(self) -> SimulatorDeliveries:
+        return self.build_test_deliveries()
 
 
 # Built by the API function's entry point (`sendonce.entrypoints.api.build`), which gives it its

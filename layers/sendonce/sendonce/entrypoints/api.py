@@ -16,7 +16,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
-from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
@@ -37,7 +36,8 @@ from sendonce.observability import logger, metrics
 from sendonce.settings import ApiSettings
 from sendonce.suppressions.service import SuppressionService
 
-if TYPE_CHECKING:  # imported when the webhooks' use cases are first needed (_webhooks)
+if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries)
+    from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
 
 # A secret read must not hold a provider's webhook longer than its patience.
@@ -97,8 +97,15 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         ),
         limits=RequestLimits(limits) if limits is not None else None,
         suppressions=SuppressionService(suppressions),
-        test_deliveries=DynamoDbSimulatorStore(dynamodb, settings.messages_table),
+        build_test_deliveries=partial(_test_deliveries, settings, dynamodb),
     )
+
+
+def _test_deliveries(settings: ApiSettings, dynamodb: Any) -> SimulatorDeliveries:
+    # Loaded with the first GET /v1/test/deliveries: a send never needs the simulator's store.
+    from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore  # noqa: PLC0415
+
+    return DynamoDbSimulatorStore(dynamodb, settings.messages_table)
 
 
 def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:

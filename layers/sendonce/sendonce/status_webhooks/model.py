@@ -23,30 +23,13 @@ from typing import Any
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import ulid
 from sendonce.messages.model import Message, Status
+from sendonce.status_webhooks.rules import MAX_REPLACED_SECRETS, ROTATION_OVERLAP, EventType
 
 ENDPOINT_PREFIX = "whep_"
 EVENT_PREFIX = "evt_"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix Standard Webhooks secrets carry, not a secret)
 MAX_ENDPOINTS = 10
-# While a secret is rotated, deliveries are signed with the old one too for this long.
-ROTATION_OVERLAP = timedelta(hours=24)
-# At most this many replaced secrets sign at once; a rotation past it is refused until the oldest
-# stops. Each costs about 48 bytes of every delivery's `webhook-signature` and 90 of each of the
-# endpoint's copies, while the request rate would allow millions of rotations a day: 24 (one an
-# hour) keeps the header near 1.2 KB and every copy a few KB (docs/architecture.md).
-MAX_REPLACED_SECRETS = 24
 EVENT_RETENTION = timedelta(days=30)
-
-
-class EventType(StrEnum):
-    QUEUED = "message.queued"
-    SCHEDULED = "message.scheduled"
-    SENT = "message.sent"
-    DELIVERED = "message.delivered"
-    FAILED = "message.failed"
-    CANCELED = "message.canceled"
-    UNKNOWN = "message.unknown"
-    DUPLICATE_BLOCKED = "message.duplicate_blocked"
 
 
 # The statuses a customer is told about; `accepted` and `sending` are the service's own steps.

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.status_webhooks.model import Endpoint, Event, EventType
+from sendonce.status_webhooks.model import (
+    Endpoint,
+    Event,
+)
+from sendonce.status_webhooks.rules import (
+    EventType,
+)
 
 
 class TooManyEndpoints(Exception):

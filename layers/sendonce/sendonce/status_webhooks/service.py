@@ -26,10 +26,8 @@ from sendonce.errors import (
 from sendonce.observability import logger
 from sendonce.status_webhooks.model import (
     MAX_ENDPOINTS,
-    MAX_REPLACED_SECRETS,
     Endpoint,
     Event,
-    EventType,
     SigningSecret,
     new_endpoint_id,
     new_secret,
@@ -43,6 +41,10 @@ from sendonce.status_webhooks.ports import (
     Gone,
     Replaced,
     TooManyEndpoints,
+)
+from sendonce.status_webhooks.rules import (
+    MAX_REPLACED_SECRETS,
+    EventType,
 )
 
 # Raises an exception with a `reason` when the URL may not be a target.

@@ -6,7 +6,7 @@ Each route is declared here, right above its handler, which the router registers
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -20,7 +20,9 @@ from sendonce.api.shapes import ResponseModel, channel_names
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.modes import is_test_workspace
-from sendonce.simulator.ports import SimulatedDelivery
+
+if TYPE_CHECKING:  # what the simulator's store gives; a send's cold start never loads it
+    from sendonce.simulator.ports import SimulatedDelivery
 
 router = DeclaredRouter()
 

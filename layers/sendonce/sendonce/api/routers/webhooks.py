@@ -8,7 +8,7 @@ a send never loads them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
@@ -21,14 +21,10 @@ from sendonce.api.routes import Body as RequestBodyKind
 from sendonce.api.routes import DeclaredRouter, Route, json_answer
 from sendonce.api.shapes import MESSAGE_ID_PATTERN, Acknowledged, MessageModel, ResponseModel
 from sendonce.clock import rfc3339
-from sendonce.status_webhooks.model import (
-    MAX_REPLACED_SECRETS,
-    ROTATION_OVERLAP,
-    Delivery,
-    Endpoint,
-    Event,
-    EventType,
-)
+from sendonce.status_webhooks.rules import MAX_REPLACED_SECRETS, ROTATION_OVERLAP, EventType
+
+if TYPE_CHECKING:  # what the handlers are given; a send's cold start never loads the model
+    from sendonce.status_webhooks.model import Delivery, Endpoint, Event
 
 router = DeclaredRouter()
 
