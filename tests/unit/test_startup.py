@@ -1,16 +1,20 @@
 """A function's imports run with the collector paused, and what they built ends up frozen out of
 its reach; every function module of the template imports that way, and the local stack's fork
-server still preloads what it imports."""
+server still preloads what it imports. After a SnapStart restore, what must be unique per
+execution environment is drawn again, by the hook registered with Lambda's runtime."""
 
 from __future__ import annotations
 
 import ast
 import gc
-from collections.abc import Iterator
+import os
+import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sendonce.startup import frozen_imports
+from sendonce.composition import Root
+from sendonce.startup import after_restore, frozen_imports, register_restore_hook
 
 from sendonce_local.lambda_runtime import handler_imports
 from sendonce_local.template import load_template
@@ -95,3 +99,59 @@ def test_the_local_stacks_fork_server_preloads_what_a_function_imports_inside_th
 
     assert imported
     assert set(imported) <= set(handler_imports(spec))
+
+
+class _RuntimeHooks:
+    """Stands for `snapshot_restore_py`, the module Lambda's Python runtimes bring."""
+
+    def __init__(self) -> None:
+        self.after: list[Callable[[], None]] = []
+
+    def register_after_restore(self, hook: Callable[[], None]) -> None:
+        self.after.append(hook)
+
+
+def test_the_restore_hook_is_registered_with_the_runtimes_hooks() -> None:
+    hooks = _RuntimeHooks()
+
+    assert register_restore_hook(hooks) is True
+    assert hooks.after == [after_restore]
+
+
+def test_without_the_runtimes_hooks_nothing_is_registered_and_nothing_fails() -> None:
+    assert register_restore_hook() is False  # no snapshot_restore_py outside Lambda
+
+
+def test_after_a_restore_two_environments_from_one_snapshot_draw_apart_and_build_afresh() -> None:
+    """Two environments resumed from one snapshot start with the same `random` state; the hook
+    reseeds each from the OS, and forgets every root, so nothing built before is shared."""
+    built: list[object] = []
+    root: Root[object] = Root(lambda: built.append(object()) or built[-1])
+    first = root.get()
+    random.seed(28)  # the snapshot's state, the same in every resumed environment
+    snapshot = random.getstate()
+
+    draws = []
+    for _ in range(2):  # each resumed environment
+        random.setstate(snapshot)
+        after_restore()
+        draws.append([random.random() for _ in range(4)])
+
+    assert draws[0] != draws[1]
+    assert root.get() is not first  # built again, after the restore
+
+
+def test_a_forked_child_draws_apart_from_its_parent() -> None:
+    """The standard library's own hook: `random` reseeds itself in a forked child."""
+    random.seed(28)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(write, repr(random.random()).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = float(os.read(read, 64).decode())
+    os.close(read)
+    os.close(write)
+
+    assert child != random.random()
