@@ -14,9 +14,7 @@ round differences, in wall-clock and CPU milliseconds, beside the baseline's.
 from __future__ import annotations
 
 import json
-import random
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +26,12 @@ from bench.cold_start import (
     COMPILE,
     IMPORT_BY_PATH,
     ROOT,
-    _run_shipped,
     _shipped_environment,
     interpreter,
+    median_difference,
+    median_of,
     shipped_layer,
+    shuffled_rounds,
 )
 from bench.local_stack import free_ports
 from sendonce_local.environment import function_environment
@@ -89,29 +89,19 @@ def main(argv: list[str]) -> None:
         now_env = _shipped_environment(now_env, layer)
         then_env = {**_shipped_environment(then_env, layer), "PYTHONPATH": f"{earlier}:{layer}"}
         runs = {
-            "baseline": (BASELINE_SCRIPT, now_env),
-            "now": (now_script, now_env),
-            revision: (then_script, then_env),
+            "baseline": (python, BASELINE_SCRIPT, now_env),
+            "now": (python, now_script, now_env),
+            revision: (python, then_script, then_env),
         }
-        samples: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
-        order = random.Random(seed)
-        for round_number in range(rounds + 1):
-            names = list(runs)
-            order.shuffle(names)
-            for name in names:
-                script, env = runs[name]
-                times = _run_shipped(python, script, env, ROOT)
-                if round_number > 0:
-                    samples[name].append(times)
+        samples = shuffled_rounds(runs, rounds, ROOT, seed)
     finally:
         _remove(tree)
 
     def median(name: str, unit: str) -> float:
-        return round(statistics.median(t[unit] for t in samples[name]), 1)
+        return round(median_of(samples[name], unit), 1)
 
     def difference(unit: str) -> float:
-        pairs = zip(samples["now"], samples[revision], strict=True)
-        return round(statistics.median(a[unit] - b[unit] for a, b in pairs), 1)
+        return round(median_difference(samples["now"], samples[revision], unit), 1)
 
     report = {
         "runtime": runtime,

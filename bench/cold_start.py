@@ -23,7 +23,9 @@ import statistics
 import subprocess
 import sys
 import tomllib
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from sendonce_local.template import FunctionSpec
 
@@ -269,10 +271,10 @@ def cold_starts_by_runtime(
     (`SHAPE_FLOOR`), the least any API function built on it could cost, and for the baseline
     imported as the functions import (`FROZEN_BASELINE`).
 
-    The runs go round by round (each runtime's baseline, shape and functions, once a round, in an
-    order shuffled anew each round), so a change in the machine's load weighs on all of them alike,
-    no script always runs right after another, and the runtimes' own figures compare. The first
-    round is not counted (the file system's caches warm up). A runtime whose interpreter
+    The runs go round by round (`shuffled_rounds`: every runtime's baseline, shape and functions,
+    once a round, in an order shuffled anew each round), so a change in the machine's load weighs on
+    all of them alike, no script always runs right after another, and the runtimes' own figures
+    compare. A runtime whose interpreter
     is not on this machine, or for which the layer cannot be installed, is reported so.
     """
     results: dict[str, dict[str, object]] = {}
@@ -290,23 +292,19 @@ def cold_starts_by_runtime(
             results[runtime] = {"error": f"the layer could not be installed for {runtime}: {error}"}
             continue
         ready[runtime] = (python, _shipped_environment(environment, layer))
-    samples: dict[str, dict[str, list[dict[str, float]]]] = {
-        runtime: {name: [] for name in scripts} for runtime in ready
-    }
-    order = random.Random(seed)
-    for round_number in range(runs + 1):
-        for runtime, (python, env) in ready.items():
-            names = list(scripts)
-            order.shuffle(names)
-            for name in names:
-                times = _run_shipped(python, scripts[name], env, cwd)
-                if round_number > 0:
-                    samples[runtime][name].append(times)
+    samples = shuffled_rounds(
+        {
+            (runtime, name): (python, script, env)
+            for runtime, (python, env) in ready.items()
+            for name, script in scripts.items()
+        },
+        runs,
+        cwd,
+        seed,
+    )
     for runtime, (python, _) in ready.items():
-        wall = {name: statistics.median(t["ms"] for t in taken) for name, taken in samples[runtime].items()}
-        cpu = {
-            name: statistics.median(t["cpu_ms"] for t in taken) for name, taken in samples[runtime].items()
-        }
+        wall = {name: median_of(samples[runtime, name], "ms") for name in scripts}
+        cpu = {name: median_of(samples[runtime, name], "cpu_ms") for name in scripts}
         results[runtime] = {
             "python": _full_version(python),
             "baseline_ms": round(wall["baseline"], 1),
@@ -315,6 +313,38 @@ def cold_starts_by_runtime(
             **{name: _against_baseline(name, wall, cpu) for name in REFERENCES},
         }
     return {runtime: results[runtime] for runtime in runtimes}
+
+
+Sample = dict[str, float]  # one fresh interpreter's timing: "ms" (wall clock) and "cpu_ms"
+Run = tuple[Path, str, dict[str, str]]  # an interpreter, the script it runs, its environment
+K = TypeVar("K", bound=Hashable)
+
+
+def shuffled_rounds(runs: Mapping[K, Run], rounds: int, cwd: Path, seed: int) -> dict[K, list[Sample]]:
+    """Each run once a round, in an order shuffled anew each round, `rounds` times after one round
+    that is not counted (the file system's caches warm up): the machine's load weighs on all alike,
+    and no run always follows another. Each run's samples, round by round."""
+    samples: dict[K, list[Sample]] = {key: [] for key in runs}
+    order = random.Random(seed)
+    for round_number in range(rounds + 1):
+        keys = list(runs)
+        order.shuffle(keys)
+        for key in keys:
+            python, script, environment = runs[key]
+            times = _run_shipped(python, script, environment, cwd)
+            if round_number > 0:
+                samples[key].append(times)
+    return samples
+
+
+def median_of(samples: Sequence[Sample], unit: str) -> float:
+    return statistics.median(sample[unit] for sample in samples)
+
+
+def median_difference(samples: Sequence[Sample], against: Sequence[Sample], unit: str) -> float:
+    """The median of the round-by-round differences: what one run costs more than another, with
+    each round's load on both alike."""
+    return statistics.median(a[unit] - b[unit] for a, b in zip(samples, against, strict=True))
 
 
 def _against_baseline(name: str, wall: dict[str, float], cpu: dict[str, float]) -> dict[str, float]:

@@ -11,9 +11,7 @@ medians, and each Tracer variant's median difference from the API function round
 from __future__ import annotations
 
 import json
-import random
 import shutil
-import statistics
 import subprocess
 import sys
 
@@ -22,11 +20,13 @@ from bench.cold_start import (
     BUILD_DIR,
     COMPILE,
     ROOT,
-    _run_shipped,
     _shipped_environment,
     function_script,
     interpreter,
+    median_difference,
+    median_of,
     shipped_layer,
+    shuffled_rounds,
 )
 from bench.local_stack import free_ports
 from sendonce_local.environment import function_environment
@@ -79,27 +79,19 @@ def main(rounds: int = 21, seed: int = 7) -> dict[str, dict[str, float]]:
         "api+tracer(botocore,httplib)": TRACER.format(modules=', patch_modules=["botocore", "httplib"]')
         + api,
     }
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in scripts}
-    order = random.Random(seed)
-    for round_number in range(rounds + 1):
-        names = list(scripts)
-        order.shuffle(names)
-        for name in names:
-            times = _run_shipped(python, scripts[name], env, ROOT)
-            if round_number:
-                samples[name].append(times)
-    base = {unit: statistics.median(t[unit] for t in samples["baseline"]) for unit in ("ms", "cpu_ms")}
+    samples = shuffled_rounds(
+        {name: (python, script, env) for name, script in scripts.items()}, rounds, ROOT, seed
+    )
+    base = {unit: median_of(samples["baseline"], unit) for unit in ("ms", "cpu_ms")}
     results: dict[str, dict[str, float]] = {}
     for name, taken in samples.items():
         figures = {}
         for unit in ("ms", "cpu_ms"):
-            median = statistics.median(t[unit] for t in taken)
+            median = median_of(taken, unit)
             figures[unit] = round(median, 1)
             figures[f"{unit}_ratio"] = round(median / base[unit], 2)
             if name.startswith("api+"):
-                extra = statistics.median(
-                    a[unit] - b[unit] for a, b in zip(taken, samples["api"], strict=True)
-                )
+                extra = median_difference(taken, samples["api"], unit)
                 figures[f"{unit}_more_than_api_by_round"] = round(extra, 1)
         results[name] = figures
     return results
