@@ -252,7 +252,7 @@ class CapacityProbe:
                 self.units.add(self._read(table, old, bool(params.get("ConsistentRead")), key))
                 continue
             new = old if failed else self._get(table, key)
-            self.units.add(self._write(table, action, old, new, attempted, failed, transactional))
+            self.units.add(self._write(table, action, old, new, attempted or key, failed, transactional))
 
     # ------------------------------------------------------------------ rules
     def _write(
@@ -645,7 +645,14 @@ def family_of(use: PartitionUse, rate_shards: int, quota_shards: int) -> Family:
         return Family(table, index, "<key>", None)
     if index == "ByMessage":
         return Family(table, index, "<message id>", None)
-    if table in ("MessagesTable", "WebhooksTable") and kind in ("MSG", "DEDUP", "KEYTIE", "EVENT", "EVT"):
+    if table in ("MessagesTable", "WebhooksTable") and kind in (
+        "MSG",
+        "DEDUP",
+        "KEYTIE",
+        "EVENT",
+        "EVT",
+        "SUPPRESSION",  # a recipient's own: each send's check reads its recipient's
+    ):
         return Family(table, index, f"{kind}#<id>", None)
     return Family(table, index, partition, 1)  # anything else: one partition, to be safe
 

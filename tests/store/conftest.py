@@ -251,11 +251,12 @@ class FakeEngine(Engine):
 
     name: str = FAKE
     store: InMemoryStore = field(default_factory=InMemoryStore)
-    suppressions: InMemorySuppressions = field(default_factory=InMemorySuppressions)
     simulator: InMemorySimulatorStore = field(default_factory=InMemorySimulatorStore)
+    suppressions: InMemorySuppressions = field(init=False)
     events: InMemoryProviderEvents = field(init=False)
 
     def __post_init__(self) -> None:
+        self.suppressions = self.store.suppressions  # one table: a write's checks see the list
         self.events = InMemoryProviderEvents(self.store, self.suppressions)
 
     def stores(self) -> Stores:

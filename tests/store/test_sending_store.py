@@ -300,10 +300,11 @@ class RecordingQueue:
 
 # How each engine answers the retry of a committed create with the same ClientRequestToken.
 # DynamoDB Local, like DynamoDB, recognises the token: a no-op success. moto ignores the token and
-# runs the transaction again, which its own first run cancels: the message id and the lock are taken.
+# runs the transaction again, which its own first run cancels: the message id and the lock are taken
+# (the recipient's two suppression checks pass).
 RETRY_ANSWER: dict[str, tuple[int, list[str]]] = {
     DYNAMODB_LOCAL: (200, []),
-    MOTO: (400, ["ConditionalCheckFailed", "ConditionalCheckFailed"]),
+    MOTO: (400, ["ConditionalCheckFailed", "ConditionalCheckFailed", "None", "None"]),
 }
 
 

@@ -61,9 +61,7 @@ class _NoQueue:
 
 def _send(stores: Stores, suppressions: SuppressionStore, workspace: str = "ws_a", body: str = "hi") -> str:
     """A send through the sending use case on these stores: "created", or the refusal's reason."""
-    messages = MessageService(
-        stores.sending, _NoQueue(), timedelta(minutes=15), lambda: NOW, suppressions=suppressions
-    )
+    messages = MessageService(stores.sending, _NoQueue(), timedelta(minutes=15), lambda: NOW)
     command = SendCommand(
         workspace_id=workspace,
         channel=Channel("sms"),
@@ -253,8 +251,9 @@ def test_given_10_concurrent_manual_adds_of_one_recipient_then_one_entry_created
 def test_given_sends_racing_a_stop_then_each_is_written_or_refused_and_every_later_one_refused(
     stores: Stores, suppressions: SuppressionStore
 ) -> None:
-    """However they interleave, a send is written (its read came before the STOP: the dispatcher's
-    check after its claim catches it) or refused; none fails, and every send after the STOP is refused."""
+    """However they interleave, a send is written (its write came before the STOP: the dispatcher's
+    claim checks again) or refused by its own write; none fails, and every send after the STOP is
+    refused."""
 
     def contender(i: int) -> object:
         if i == 0:

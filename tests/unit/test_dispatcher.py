@@ -13,17 +13,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sendonce import channels
+from sendonce.adapters.sqs_queue import queue_body
 from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch import retry_policy
 from sendonce.dispatch.dispatcher import EARLY_RECEIVES, Dispatcher, DispatchOutcome, DispatchRequest
 from sendonce.dispatch.ports import ClaimedMessage, ProviderThrottled
 from sendonce.dispatch.retry_policy import RetryPolicy
-from sendonce.entrypoints.dispatch import DispatcherDependencies, handle_batch
+from sendonce.entrypoints.dispatch import DispatcherDependencies, dispatch_request, handle_batch
 from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, RetryLater, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
 from sendonce.settings import DispatcherSettings
+from sendonce.suppressions.model import Reason, Suppression
 
 from sendonce_local.template import load_template
 from tests.support.lambda_context import FakeLambdaContext
@@ -572,3 +574,84 @@ def test_the_most_receives_a_record_takes_in_normal_use_stay_under_its_queues_ma
 
     assert throttled == 32
     assert receives < max_receive_count
+
+
+# ---------------------------------------------------------------------------- the record's copy
+_TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
+_MOMENT = st.datetimes(
+    min_value=datetime(2025, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(T0.tzinfo)
+).map(lambda moment: moment.replace(microsecond=moment.microsecond // 1000 * 1000))
+
+
+@given(
+    body=_TEXT,
+    subject=st.none() | _TEXT,
+    metadata=st.dictionaries(_TEXT, _TEXT, max_size=3),
+    send_at=st.none() | _MOMENT,
+    updated_at=_MOMENT,
+    key=st.none() | _TEXT,
+)
+def test_property_a_records_copy_reads_back_as_the_message_it_copied(
+    body: str,
+    subject: str | None,
+    metadata: dict[str, str],
+    send_at: datetime | None,
+    updated_at: datetime,
+    key: str | None,
+) -> None:
+    """What the claim conditions on and sends: every field a message has before its first attempt,
+    at the table's precision (milliseconds)."""
+    message = Message(
+        id=new_message_id(),
+        workspace_id="ws_a",
+        channel=Channel("email"),
+        to="ann@x.io",
+        body=body,
+        subject=subject,
+        status=Status.SCHEDULED if send_at else Status.QUEUED,
+        created_at=updated_at,
+        updated_at=updated_at,
+        send_at=send_at,
+        metadata=metadata,
+        idempotency_key=key,
+        dedup_lock_id="lock-1",
+    )
+
+    request = dispatch_request(queue_body(message))
+
+    assert request.seen == message
+    assert (request.workspace_id, request.message_id) == ("ws_a", message.id)
+
+
+@pytest.mark.parametrize(
+    "copy", [None, "nope", {}, {"channel": "sms"}, {"channel": "sms", "to": "+1", "status": "lost"}]
+)
+def test_given_a_record_without_a_readable_copy_then_it_still_names_its_message(copy: object) -> None:
+    """An outbox record carries no copy, and one this code cannot read is as good as none: the claim
+    reads the message instead."""
+    message_id = new_message_id()
+    body = {"workspaceId": "ws_a", "messageId": message_id, **({"message": copy} if copy is not None else {})}
+
+    request = dispatch_request(json.dumps(body))
+
+    assert (request.workspace_id, request.message_id, request.seen) == ("ws_a", message_id, None)
+
+
+def test_given_a_record_whose_recipient_was_suppressed_since_then_failed_without_a_provider_call(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+    store.suppressions.put("ws_a", Suppression(message.to, Reason.BOUNCED, clock.now))
+    provider = ScriptedProvider()
+    request = dispatch_request(queue_body(message))
+
+    outcome = _dispatcher(store, provider, clock).dispatch(request)
+
+    assert outcome is DispatchOutcome.FAILED
+    assert provider.calls == []
+    ended = store.messages[message.id]
+    assert ended.status is Status.FAILED
+    assert ended.error is not None
+    assert ended.error.code == "recipient_suppressed"
+    assert "bounced" in ended.error.message
+    assert message.id in store.released

@@ -60,7 +60,6 @@ from tests.unit.unit_fakes import (
     InMemoryApiKeys,
     InMemorySimulatorStore,
     InMemoryStore,
-    InMemorySuppressions,
     InMemoryWebhookStore,
     ManualClock,
     accept_any_target,
@@ -182,14 +181,9 @@ class Api:
 def api() -> Iterator[Api]:
     store, clock = InMemoryStore(), ManualClock(NOW)
     limits = FakeLimits(defaults=Limits(rate_per_second=10_000, daily_quota=100_000), store=store)
-    suppressions_store = InMemorySuppressions()
+    suppressions_store = store.suppressions
     messages = MessageService(
-        store=store,
-        queue=FakeQueue(),
-        dedup_window=timedelta(minutes=15),
-        clock=clock,
-        limits=limits,
-        suppressions=suppressions_store,
+        store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock, limits=limits
     )
     batches = BatchSender(
         store=store, dedup_window=timedelta(minutes=15), clock=clock, suppressions=suppressions_store

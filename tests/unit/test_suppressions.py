@@ -113,8 +113,9 @@ def test_given_an_address_then_ascii_case_folds_but_nothing_else() -> None:
 
 # ---------------------------------------------------------------------------- the list's rules
 @pytest.fixture
-def suppressions() -> InMemorySuppressions:
-    return InMemorySuppressions()
+def suppressions(store: InMemoryStore) -> InMemorySuppressions:
+    """The list in the store's own table: a send and a claim check it in their write."""
+    return store.suppressions
 
 
 @pytest.fixture
@@ -231,7 +232,7 @@ def test_given_a_suppressed_recipient_then_a_send_is_refused_and_nothing_is_writ
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock, suppressions: InMemorySuppressions
 ) -> None:
     suppressions.put(WS, Suppression(PHONE, Reason.OPTED_OUT, T0, "msg_0"))
-    messages = MessageService(store, queue, timedelta(minutes=15), clock, suppressions=suppressions)
+    messages = MessageService(store, queue, timedelta(minutes=15), clock)
 
     with pytest.raises(RecipientSuppressed) as refused:
         messages.send(_command(to="+1 (555) 010-0000", channel="imessage"))
@@ -239,14 +240,14 @@ def test_given_a_suppressed_recipient_then_a_send_is_refused_and_nothing_is_writ
     assert refused.value.reason == "opted_out"
     assert store.messages == {}
     assert store.locks == {}
-    assert suppressions.reads == 1  # one read, before the write that never happened
+    assert suppressions.reads == 0  # no read: checked inside the write that never happened
 
 
 def test_given_a_recipient_suppressed_only_in_another_workspace_then_the_send_goes_through(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock, suppressions: InMemorySuppressions
 ) -> None:
     suppressions.put(OTHER_WS, Suppression(PHONE, Reason.MANUAL, T0))
-    messages = MessageService(store, queue, timedelta(minutes=15), clock, suppressions=suppressions)
+    messages = MessageService(store, queue, timedelta(minutes=15), clock)
 
     result = messages.send(_command())
 
@@ -288,7 +289,7 @@ class CountingProvider:
 def test_given_a_queued_message_whose_recipient_is_suppressed_then_failed_at_its_claim_and_never_sent(
     store: InMemoryStore, queue: FakeQueue, clock: ManualClock, suppressions: InMemorySuppressions
 ) -> None:
-    messages = MessageService(store, queue, timedelta(minutes=15), clock, suppressions=suppressions)
+    messages = MessageService(store, queue, timedelta(minutes=15), clock)
     sent = messages.send(_command(send_at=T0 + timedelta(hours=1))).message
     assert sent is not None
     assert sent.status is Status.SCHEDULED
@@ -301,7 +302,6 @@ def test_given_a_queued_message_whose_recipient_is_suppressed_then_failed_at_its
         retry_policy=RetryPolicy(max_attempts=3),
         claim_seconds=70,
         clock=clock,
-        suppressions=suppressions,
     )
 
     outcome = dispatcher.dispatch(DispatchRequest(WS, sent.id))
@@ -380,9 +380,10 @@ _BASE = json.loads(
 
 
 @pytest.fixture
-def api(suppressions: InMemorySuppressions, clock: ManualClock) -> Iterator[InMemoryStore]:
-    store = InMemoryStore()
-    messages = MessageService(store, FakeQueue(), timedelta(minutes=15), clock, suppressions=suppressions)
+def api(
+    store: InMemoryStore, suppressions: InMemorySuppressions, clock: ManualClock
+) -> Iterator[InMemoryStore]:
+    messages = MessageService(store, FakeQueue(), timedelta(minutes=15), clock)
     dependencies.root.use(
         fake_api_dependencies(
             messages,

@@ -17,7 +17,14 @@ from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
 from sendonce.clock import Clock, rfc3339
-from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, OutboxEntry, Reclaim, SettleRefused
+from sendonce.dispatch.ports import (
+    ClaimedMessage,
+    ClaimRefused,
+    ClaimSuppressed,
+    OutboxEntry,
+    Reclaim,
+    SettleRefused,
+)
 from sendonce.entrypoints.handoff import hand_off_batch
 from sendonce.errors import (
     DependencyUnavailable,
@@ -47,6 +54,7 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
+    Suppressed,
     TiedToKey,
 )
 from sendonce.messages.service import MessageService
@@ -75,7 +83,7 @@ from sendonce.status_webhooks.rules import (
     EventType,
 )
 from sendonce.status_webhooks.service import WebhookService
-from sendonce.suppressions.model import Suppression, shares_opt_outs
+from sendonce.suppressions.model import Suppression, recipient_key, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -111,6 +119,81 @@ def _atomic(method: Callable[..., T]) -> Callable[..., T]:
     return alone
 
 
+class InMemorySuppressions:
+    """The suppression list as the DynamoDB adapter keeps it: a workspace's own entries, the shared
+    entries (opt-outs naming no message, `None` workspace) and a workspace's removals of those. Each
+    call runs alone; a listing resumes below its cursor, the adapter's own."""
+
+    def __init__(self) -> None:
+        self.own: dict[tuple[str, str], Suppression | datetime] = {}  # a datetime: removed then
+        self.shared: dict[str, Suppression] = {}
+        self.reads = 0
+        self.guard = threading.RLock()
+
+    @_atomic
+    def put(self, workspace_id: str | None, entry: Suppression) -> None:
+        """What an applied provider event writes (`dynamodb_suppressions.entry_update`)."""
+        if workspace_id is None:
+            self.shared[entry.key] = entry  # renewed: in force again where it was removed
+        elif not isinstance(self.own.get((workspace_id, entry.key)), Suppression):
+            self.own[(workspace_id, entry.key)] = entry
+
+    def in_force(self, workspace_id: str, key: str) -> Suppression | None:
+        """The entry that suppresses `key` for the workspace, if any (what a write's check finds)."""
+        with self.guard:
+            return self._in_force(workspace_id, key)
+
+    def _in_force(self, workspace_id: str, key: str) -> Suppression | None:
+        own = self.own.get((workspace_id, key))
+        shared = self.shared.get(key) if shares_opt_outs(workspace_id) else None
+        if isinstance(own, Suppression):
+            return own
+        if shared is None or (isinstance(own, datetime) and own >= shared.created_at):
+            return None
+        return shared
+
+    @_atomic
+    def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
+        self.reads += 1
+        found = {key: self._in_force(workspace_id, key) for key in keys}
+        return {key: entry for key, entry in found.items() if entry is not None}
+
+    @_atomic
+    def add(self, workspace_id: str, suppression: Suppression) -> tuple[Suppression, bool]:
+        existing = self._in_force(workspace_id, suppression.key)
+        if existing is not None:
+            return existing, False
+        self.own[(workspace_id, suppression.key)] = suppression
+        return suppression, True
+
+    @_atomic
+    def remove(self, workspace_id: str, key: str, now: datetime) -> bool:
+        if self._in_force(workspace_id, key) is None:
+            return False
+        if key in self.shared and shares_opt_outs(workspace_id):
+            self.own[(workspace_id, key)] = now
+        else:
+            del self.own[(workspace_id, key)]
+        return True
+
+    @_atomic
+    def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
+        below = decode_cursor(cursor) if cursor is not None else None  # InvalidCursor if never given
+        keys = {key for ws, key in self.own if ws == workspace_id}
+        if shares_opt_outs(workspace_id):
+            keys |= set(self.shared)
+        entries = [entry for key in keys if (entry := self._in_force(workspace_id, key)) is not None]
+        # Newest first by the adapter's listing id, `<createdAt>#<key>`.
+        listed = sorted(
+            ((f"{rfc3339(e.created_at)}#{e.key}", e) for e in entries), key=lambda pair: pair[0], reverse=True
+        )
+        if below is not None:
+            listed = [(listing_id, e) for listing_id, e in listed if listing_id < below]
+        page = listed[:limit]
+        more = len(listed) > limit
+        return SuppressionPage([e for _, e in page], encode_cursor(page[-1][0]) if more and page else None)
+
+
 @dataclass
 class InMemoryStore:
     """The sending, delivery and outbox stores in memory, with the same conditional rules as the
@@ -139,6 +222,8 @@ class InMemoryStore:
     quota_plans: dict[tuple[str, str], QuotaPlan] = field(default_factory=dict)
     # The table's stream of creations, as HandoffFunction reads it: the real item image of each.
     stream: list[dict[str, Any]] = field(default_factory=list)
+    # The suppression list, in the same table: a create and a claim check it in their own write.
+    suppressions: InMemorySuppressions = field(default_factory=InMemorySuppressions)
     guard: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def _created(self, message: Message, handoff_due_at: datetime) -> None:
@@ -168,12 +253,15 @@ class InMemoryStore:
         quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
         message = replace(message, dedup_lock_id=claim.lock_id)
-        if tie is not None and tie.tie_id in self.ties:
-            message_id, fingerprint = self.ties[tie.tie_id]
-            return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
         lock = self._held(claim.lock_id, now)
         if lock is not None and lock.message_id == message.id:
             return Created(message)  # this very create, written before: a retry writes nothing twice
+        entry = self.suppressions.in_force(message.workspace_id, recipient_key(message.to))
+        if entry is not None:
+            return Suppressed(entry.reason.value)  # before a tie or a lock, as the adapter explains
+        if tie is not None and tie.tie_id in self.ties:
+            message_id, fingerprint = self.ties[tie.tie_id]
+            return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
         if lock is not None:
             original = self.count_duplicate(message.workspace_id, lock.message_id)
             return DuplicateOf(original=original, locked_at=lock.locked_at)
@@ -261,13 +349,25 @@ class InMemoryStore:
 
     @_atomic
     def claim(
-        self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
-    ) -> ClaimedMessage | ClaimRefused:
+        self,
+        workspace_id: str,
+        message_id: str,
+        now: datetime,
+        claim_seconds: int,
+        *,
+        seen: Message | None = None,
+        unless_suppressed: bool = True,
+    ) -> ClaimedMessage | ClaimRefused | ClaimSuppressed:
+        """The adapter's: a copy that is no longer the message is replaced by the message as it is
+        (`seen` changes which requests are made, never what is claimed)."""
         current = self.get(workspace_id, message_id)
         if self.refuse_claims or current is None or current.status not in WAITING_STATUSES:
             return ClaimRefused(current=current)
         if current.send_at is not None and current.send_at > now:
             return ClaimRefused(current=current, not_due_until=current.send_at)
+        entry = self.suppressions.in_force(workspace_id, recipient_key(current.to))
+        if unless_suppressed and entry is not None:
+            return ClaimSuppressed(entry.reason.value)
         claimed = replace(current.with_status(Status.SENDING, now), attempts=current.attempts + 1, error=None)
         self.messages[message_id] = claimed
         self.outbox_due[message_id] = now + timedelta(seconds=claim_seconds)  # a dead claim's deadline
@@ -844,76 +944,6 @@ API_SETTINGS: dict[str, str] = {
     "IMESSAGE_QUEUE_URL": "https://queue/imessage",
     "EMAIL_QUEUE_URL": "https://queue/email",
 }
-
-
-class InMemorySuppressions:
-    """The suppression list as the DynamoDB adapter keeps it: a workspace's own entries, the shared
-    entries (opt-outs naming no message, `None` workspace) and a workspace's removals of those. Each
-    call runs alone; a listing resumes below its cursor, the adapter's own."""
-
-    def __init__(self) -> None:
-        self.own: dict[tuple[str, str], Suppression | datetime] = {}  # a datetime: removed then
-        self.shared: dict[str, Suppression] = {}
-        self.reads = 0
-        self.guard = threading.RLock()
-
-    @_atomic
-    def put(self, workspace_id: str | None, entry: Suppression) -> None:
-        """What an applied provider event writes (`dynamodb_suppressions.entry_update`)."""
-        if workspace_id is None:
-            self.shared[entry.key] = entry  # renewed: in force again where it was removed
-        elif not isinstance(self.own.get((workspace_id, entry.key)), Suppression):
-            self.own[(workspace_id, entry.key)] = entry
-
-    def _in_force(self, workspace_id: str, key: str) -> Suppression | None:
-        own = self.own.get((workspace_id, key))
-        shared = self.shared.get(key) if shares_opt_outs(workspace_id) else None
-        if isinstance(own, Suppression):
-            return own
-        if shared is None or (isinstance(own, datetime) and own >= shared.created_at):
-            return None
-        return shared
-
-    @_atomic
-    def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
-        self.reads += 1
-        found = {key: self._in_force(workspace_id, key) for key in keys}
-        return {key: entry for key, entry in found.items() if entry is not None}
-
-    @_atomic
-    def add(self, workspace_id: str, suppression: Suppression) -> tuple[Suppression, bool]:
-        existing = self._in_force(workspace_id, suppression.key)
-        if existing is not None:
-            return existing, False
-        self.own[(workspace_id, suppression.key)] = suppression
-        return suppression, True
-
-    @_atomic
-    def remove(self, workspace_id: str, key: str, now: datetime) -> bool:
-        if self._in_force(workspace_id, key) is None:
-            return False
-        if key in self.shared and shares_opt_outs(workspace_id):
-            self.own[(workspace_id, key)] = now
-        else:
-            del self.own[(workspace_id, key)]
-        return True
-
-    @_atomic
-    def list(self, workspace_id: str, limit: int, cursor: str | None) -> SuppressionPage:
-        below = decode_cursor(cursor) if cursor is not None else None  # InvalidCursor if never given
-        keys = {key for ws, key in self.own if ws == workspace_id}
-        if shares_opt_outs(workspace_id):
-            keys |= set(self.shared)
-        entries = [entry for key in keys if (entry := self._in_force(workspace_id, key)) is not None]
-        # Newest first by the adapter's listing id, `<createdAt>#<key>`.
-        listed = sorted(
-            ((f"{rfc3339(e.created_at)}#{e.key}", e) for e in entries), key=lambda pair: pair[0], reverse=True
-        )
-        if below is not None:
-            listed = [(listing_id, e) for listing_id, e in listed if listing_id < below]
-        page = listed[:limit]
-        more = len(listed) > limit
-        return SuppressionPage([e for _, e in page], encode_cursor(page[-1][0]) if more and page else None)
 
 
 def fake_api_dependencies(

@@ -1,7 +1,9 @@
 """The sending context's store on DynamoDB: create, read, list, edit and cancel messages.
 
 A new message, its dedup lock and its Idempotency-Key tie are written in one transaction, so a
-duplicate always finds the original, and a crash never leaves a lock without its message. A
+duplicate always finds the original, and a crash never leaves a lock without its message. The same
+transaction checks that the recipient is not suppressed (`SuppressionGuard`): a suppressed
+recipient's send writes nothing, in the same one call. A
 message's entries in the listing indexes are spread over LISTING_SHARDS partitions of its workspace;
 the listing merges them newest first (`dynamodb_listing`).
 """
@@ -35,6 +37,7 @@ from sendonce.adapters.dynamodb_items import (
     workspace_status,
 )
 from sendonce.adapters.dynamodb_limits import Adopt, DynamoDbLimits, NoRoom, Refusal, Replan, Replanning
+from sendonce.adapters.dynamodb_suppressions import SuppressionGuard
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     MAX_ATTEMPTS,
@@ -67,10 +70,12 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
+    Suppressed,
     TiedToKey,
 )
 from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
+from sendonce.suppressions.model import recipient_key
 
 
 class _QuotaShard(Enum):
@@ -79,7 +84,8 @@ class _QuotaShard(Enum):
     BUSY = "another transaction on it at the same moment"
 
 
-# The items of the create transaction, by position: what each cancellation reason speaks of.
+# The items of the create transaction, by position: what each cancellation reason speaks of. The
+# suppression checks follow them (`SuppressionGuard`), then the quota counter.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
 # locks in one, fewer when they are large.
@@ -156,14 +162,16 @@ class DynamoDbSendingStore:
                 }
             )
 
+        guard = SuppressionGuard(self._table, message.workspace_id, recipient_key(message.to))
         if quota is not None:
-            return self._create_charged(message, tie, items, quota)
+            return self._create_charged(message, tie, items, quota, guard)
 
         def attempt() -> CreateOutcome:
-            canceled = self._table.transact(items, token=message.id)
+            token = message.id if not guard.stamp else _token(f"{message.id}.{guard.stamp}")
+            canceled = self._table.transact([*items, *guard.items()], token=token)
             if canceled is None:
                 return Created(message)
-            outcome = self._explain(message, tie, canceled)
+            outcome = self._explain(message, tie, canceled, guard, len(items))
             if outcome is not None:
                 return outcome
             if canceled.contended:
@@ -173,7 +181,12 @@ class DynamoDbSendingStore:
         return with_retries(attempt, "the dedup lock stayed contended")
 
     def _create_charged(
-        self, message: Message, tie: KeyTie | None, items: list[dict[str, Any]], quota: QuotaCharge
+        self,
+        message: Message,
+        tie: KeyTie | None,
+        items: list[dict[str, Any]],
+        quota: QuotaCharge,
+        guard: SuppressionGuard | None = None,
     ) -> CreateOutcome:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
         room. QuotaSpent only once every shard of the plan in force was found full; a shard busy with
@@ -191,7 +204,7 @@ class DynamoDbSendingStore:
             while to_try:
                 shard = to_try.popleft()
                 outcome = with_retries(
-                    partial(self._try_charged, message, tie, items, quota, shard),
+                    partial(self._try_charged, message, tie, items, quota, shard, guard=guard),
                     "the dedup lock stayed contended",
                 )
                 if outcome is _QuotaShard.BUSY:
@@ -229,13 +242,19 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]],
         quota: QuotaCharge,
         shard: int,
+        *,
+        guard: SuppressionGuard | None = None,
     ) -> CreateOutcome | Refusal | _QuotaShard:
-        counter = len(items)
-        charged = [*items, self._require_quota().charge_item(quota, shard, 1)]
-        canceled = self._table.transact(charged, token=_token(f"{message.id}.{shard}.{quota.plan.stamp}"))
+        checks = guard.items() if guard is not None else []
+        counter = len(items) + len(checks)
+        charged = [*items, *checks, self._require_quota().charge_item(quota, shard, 1)]
+        stamp = guard.stamp if guard is not None else ""
+        canceled = self._table.transact(
+            charged, token=_token(f"{message.id}.{shard}.{quota.plan.stamp}{'.' + stamp if stamp else ''}")
+        )
         if canceled is None:
             return Created(message)
-        outcome = self._explain(message, tie, canceled)
+        outcome = self._explain(message, tie, canceled, guard, len(items))
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
@@ -251,7 +270,23 @@ class DynamoDbSendingStore:
             raise ValueError("a charged create needs the store built with its quota's table")
         return self._quota
 
-    def _explain(self, message: Message, tie: KeyTie | None, canceled: Cancellation) -> CreateOutcome | None:
+    def _explain(
+        self,
+        message: Message,
+        tie: KeyTie | None,
+        canceled: Cancellation,
+        guard: SuppressionGuard | None = None,
+        checks_at: int = 0,
+    ) -> CreateOutcome | None:
+        """What a canceled create met: its own earlier write, a suppressed recipient (before a tie or
+        a lock: a suppressed send is refused, whatever it duplicates), its key's tie, a held lock."""
+        lock_item = canceled.item(_LOCK) if canceled.failed(_LOCK) else None
+        if lock_item is not None and lock_item["messageId"]["S"] == message.id:
+            return Created(message)  # our own committed write, met again by a retry
+        if guard is not None:
+            entry = guard.refusal(canceled, checks_at)
+            if entry is not None:
+                return Suppressed(entry.reason.value)
         if tie is not None and canceled.failed(_TIE):
             tie_item = canceled.item(_TIE) or self._table.get(tie_key(tie.tie_id))
             if tie_item is None:
@@ -394,8 +429,8 @@ class DynamoDbSendingStore:
         """In order, each entry as `create` writes it with its unit of quota."""
         for index, message, pair in pending:
             outcome = self._create_charged(message, None, pair, quota)
-            if isinstance(outcome, TiedToKey):  # no tie is written in bulk: never met
-                raise DependencyUnavailable("a bulk entry met a key tie")
+            if isinstance(outcome, TiedToKey | Suppressed):  # no tie nor check in bulk: never met
+                raise DependencyUnavailable("a bulk entry met a key tie or a suppression check")
             outcomes[index] = outcome
 
     def _explain_bulk(self, message: Message, canceled: Cancellation, first: int) -> CreateManyOutcome | None:

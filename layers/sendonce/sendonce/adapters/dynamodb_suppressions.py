@@ -8,10 +8,13 @@ workspace's checks spread over as many partitions as it has recipients:
 - a workspace's removal of the shared entry: `clearedAt`, and no `reason`. The shared entry is in
   force for that workspace again only once it is newer than the removal (a new STOP).
 
-A send, a batch and a dispatcher read a recipient's two items (the workspace's, the shared one) in
-one strongly consistent BatchGetItem (up to 50 recipients a call). Reads, not ConditionChecks in
-the send's transaction: a ConditionCheck takes part in transaction conflicts, so every concurrent
-send to one recipient, of any workspace (the shared item), would conflict with the others.
+A new send and a dispatcher's claim check a recipient inside their own transaction: a ConditionCheck
+that each of its two items holds no entry in force (`SuppressionGuard`), so the check and the write
+are one call and nothing slips between them. A ConditionCheck takes part in transaction conflicts:
+concurrent writes to one recipient (of any workspace, through the shared item) are serialised on
+these items, each conflict tried again (`with_retries`). A batch reads its recipients' items in one
+strongly consistent BatchGetItem (up to 50 recipients a call) before its transactions: the claim's
+check still stops whatever it let through.
 Entries (not removals) are in the ByWorkspace index under `<workspace>#suppressions` (the shared
 ones under `#suppressions`, a name no workspace's partition can take: a messages' partition ends in
 a shard number), sorted by `id` = `<createdAt>#<key>`, so a listing merges the two newest first.
@@ -24,12 +27,20 @@ import binascii
 import hashlib
 import json
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import parse_datetime
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item, TryAgain, with_retries
+from sendonce.adapters.dynamodb_writes import (
+    Cancellation,
+    ConditionFailed,
+    DynamoDbTable,
+    Item,
+    TryAgain,
+    with_retries,
+)
 from sendonce.clock import rfc3339
 from sendonce.errors import InvalidCursor
 from sendonce.suppressions.model import Reason, Suppression, shares_opt_outs
@@ -111,6 +122,68 @@ def in_force(own: Item | None, shared: Item | None) -> Item | None:
         return None
     cleared = own.get("clearedAt", {}).get("S") if own is not None else None
     return shared if cleared is None or cleared < shared["createdAt"]["S"] else None
+
+
+@dataclass(slots=True)
+class SuppressionGuard:
+    """The ConditionChecks, for a transaction, that a recipient is on no list its workspace is subject
+    to: no entry on the workspace's own item, and none on the shared item (live workspaces only), or
+    one no newer than the workspace's removal of it. A refusal that turns out to be a shared entry the
+    workspace removed teaches the guard that removal (`cleared`): the transaction is tried again."""
+
+    table: DynamoDbTable
+    workspace_id: str
+    key: str
+    cleared: str | None = None  # the workspace's removal of the shared entry, once met
+
+    def items(self) -> list[dict[str, Any]]:
+        checks = [_absent(suppression_key(self.workspace_id, self.key))]
+        if shares_opt_outs(self.workspace_id):
+            checks.append(_absent(suppression_key(None, self.key), self.cleared))
+        return checks
+
+    @property
+    def stamp(self) -> str:
+        """What tells one version of the checks from another (a transaction's token changes with it)."""
+        return self.cleared or ""
+
+    def refusal(self, canceled: Cancellation, first: int) -> Suppression | None:
+        """The entry that refused the transaction whose checks are its items from `first` on; None
+        when neither check failed. TryAgain when the item changed since, or when the shared entry
+        turns out to be one the workspace removed (the checks now allow for the removal)."""
+        own_key = suppression_key(self.workspace_id, self.key)
+        if canceled.failed(first):
+            own = canceled.item(first) or self.table.get(own_key)
+            if own is None or not _is_entry(own):
+                raise TryAgain  # removed since
+            return _entry(own)
+        if not shares_opt_outs(self.workspace_id) or not canceled.failed(first + 1):
+            return None
+        shared = canceled.item(first + 1) or self.table.get(suppression_key(None, self.key))
+        if shared is None or not _is_entry(shared):
+            raise TryAgain
+        own = self.table.get(own_key)  # the removal the check could not see: one read, only here
+        in_force_now = in_force(own, shared)
+        if in_force_now is not None:
+            return _entry(in_force_now)
+        if own is None or "clearedAt" not in own:
+            raise TryAgain
+        self.cleared = own["clearedAt"]["S"]
+        raise TryAgain
+
+
+def _absent(key: Item, cleared: str | None = None) -> dict[str, Any]:
+    """A ConditionCheck that the item holds no entry (a removal is no entry), or none newer than
+    `cleared`: `in_force`'s rule, as a condition."""
+    check: dict[str, Any] = {
+        "Key": key,
+        "ConditionExpression": "attribute_not_exists(reason)",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if cleared is not None:
+        check["ConditionExpression"] = "attribute_not_exists(reason) OR createdAt <= :cleared"
+        check["ExpressionAttributeValues"] = {":cleared": {"S": cleared}}
+    return {"ConditionCheck": check}
 
 
 def encode_cursor(listing_id: str) -> str:

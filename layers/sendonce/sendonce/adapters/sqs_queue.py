@@ -1,13 +1,17 @@
-"""The channel queues on SQS: one queue per channel, a small JSON body naming the message."""
+"""The channel queues on SQS: one queue per channel, a small JSON body naming the message and
+carrying a copy of it (what the dispatcher's claim sends, while the message is still as copied)."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
+from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Deliverable, Handoff
 
 if TYPE_CHECKING:  # only the events queue publishes them; the API's cold start needs no event model
@@ -20,7 +24,53 @@ MAX_DELAY_SECONDS = 900
 
 
 def queue_body(message: Deliverable) -> str:
-    return json.dumps({"messageId": message.id, "workspaceId": message.workspace_id}, separators=(",", ":"))
+    """The record: the message's id and workspace, and, for a message (not an outbox entry), a copy
+    of it that the dispatcher's claim sends while the message is still as copied (`copy_of`)."""
+    body: dict[str, Any] = {"messageId": message.id, "workspaceId": message.workspace_id}
+    if isinstance(message, Message):
+        body["message"] = {
+            "channel": message.channel.value,
+            "to": message.to,
+            "body": message.body,
+            "subject": message.subject,
+            "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
+            "metadata": message.metadata,
+            "status": message.status.value,
+            "attempts": message.attempts,
+            "createdAt": rfc3339(message.created_at),
+            "updatedAt": rfc3339(message.updated_at),
+            "idempotencyKey": message.idempotency_key,
+            "dedupLockId": message.dedup_lock_id,
+        }
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def copy_of(body: Mapping[str, Any]) -> Message | None:
+    """The message a record's body carries (`queue_body`), or None when it carries none or one this
+    code cannot read (the claim then reads the message itself)."""
+    copy = body.get("message")
+    if not isinstance(copy, dict):
+        return None
+    try:
+        send_at = copy.get("sendAt")
+        return Message(
+            id=body["messageId"],
+            workspace_id=body["workspaceId"],
+            channel=Channel(copy["channel"]),
+            to=copy["to"],
+            body=copy["body"],
+            subject=copy.get("subject"),
+            send_at=datetime.fromisoformat(send_at) if send_at is not None else None,
+            metadata=dict(copy.get("metadata") or {}),
+            status=Status(copy["status"]),
+            attempts=int(copy["attempts"]),
+            created_at=datetime.fromisoformat(copy["createdAt"]),
+            updated_at=datetime.fromisoformat(copy["updatedAt"]),
+            idempotency_key=copy.get("idempotencyKey"),
+            dedup_lock_id=copy.get("dedupLockId"),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _delay(seconds: int) -> int:

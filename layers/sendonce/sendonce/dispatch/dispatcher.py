@@ -8,9 +8,11 @@ Throttling is retried on time (the retry policy's budget from the first attempt)
 transient failure on the count of attempts that were not throttled. The provider is chosen from the
 claimed message itself, so a test message's mode decides it (the simulator, and nothing else).
 
-A claimed message whose recipient is suppressed fails with `recipient_suppressed`, and no provider
-is called. The check reads after the claim, so a suppression committed before the attempt started
-(the claim) is always seen, whatever raced the send's own check.
+A message whose recipient is suppressed fails with `recipient_suppressed`, and no provider is
+called. The check is a condition of the claim's own write, so a suppression committed before the
+attempt started (the claim) is always seen, whatever raced the send's own check. The claim sends
+the message as its queue record carried it while the message is still as it was then; a record that
+carries none (the outbox's) costs one read more.
 
 The claim is never made before the message's `sendAt`, and it fixes what is sent: a scheduled
 message stays editable until then, so the content is the claimed item's, never the record's. A record
@@ -29,11 +31,17 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sendonce.clock import Clock, utc_now
-from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, DispatchStore, Provider, ProviderThrottled
+from sendonce.dispatch.ports import (
+    ClaimedMessage,
+    ClaimRefused,
+    ClaimSuppressed,
+    DispatchStore,
+    Provider,
+    ProviderThrottled,
+)
 from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.errors import (
     AmbiguousOutcome,
-    DependencyUnavailable,
     DispatchFailure,
     PermanentFailure,
     RetryLater,
@@ -43,8 +51,6 @@ from sendonce.messages.handoff import MAX_QUEUE_DELAY
 from sendonce.messages.model import Message, MessageFailure, Status
 from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
-from sendonce.suppressions.model import recipient_key
-from sendonce.suppressions.ports import SuppressionCheck, find
 
 
 class DispatchOutcome(StrEnum):
@@ -65,6 +71,7 @@ class DispatchRequest:
     workspace_id: str
     message_id: str
     receive_count: int = 1  # how often the queue has handed this record over, this time included
+    seen: Message | None = None  # the message as the record carried it, if it did
 
 
 class Dispatcher:
@@ -75,20 +82,20 @@ class Dispatcher:
         retry_policy: RetryPolicy,
         claim_seconds: int,
         clock: Clock = utc_now,
-        *,
-        suppressions: SuppressionCheck | None = None,
     ) -> None:
-        """`suppressions`: the recipients never to send to; None checks none."""
         self._store = store
         self._provider_for = provider_for
         self._retry = retry_policy
         self._claim_seconds = claim_seconds
         self._clock = clock
-        self._suppressions = suppressions
 
     def dispatch(self, request: DispatchRequest) -> DispatchOutcome:
         now = self._clock()
-        claimed = self._store.claim(request.workspace_id, request.message_id, now, self._claim_seconds)
+        claimed = self._store.claim(
+            request.workspace_id, request.message_id, now, self._claim_seconds, seen=request.seen
+        )
+        if isinstance(claimed, ClaimSuppressed):
+            return self._end_suppressed(request, claimed, now)
         if isinstance(claimed, ClaimRefused):
             if claimed.not_due_until is not None:
                 return self._not_due(request, claimed.not_due_until, now)
@@ -101,11 +108,6 @@ class Dispatcher:
                 },
             )
             return DispatchOutcome.SKIPPED
-        refusal = self._suppressed(claimed)
-        if refusal is not None:
-            if isinstance(refusal, PermanentFailure):
-                return self._finish(claimed, Status.FAILED, refusal)
-            return self._retry_or_fail(claimed, refusal)
         provider = self._provider_for(claimed)
         try:
             provider_id = provider.send(claimed)
@@ -142,23 +144,21 @@ class Dispatcher:
         )
         return DispatchOutcome.SKIPPED
 
-    def _suppressed(self, message: ClaimedMessage) -> DispatchFailure | None:
-        """Why the claimed message must not go out: its recipient is suppressed (permanent), or the
-        list could not be read (transient: never sent unchecked). None: send it."""
-        if self._suppressions is None:
-            return None
-        try:
-            entry = find(self._suppressions, message.workspace_id, recipient_key(message.to))
-        except DependencyUnavailable as error:
-            return TransientFailure(
-                "suppressions_unavailable", f"the suppression list could not be read: {error}"
-            )
-        if entry is None:
-            return None
-        return PermanentFailure(
-            "recipient_suppressed",
-            f"the recipient is on the workspace's suppression list ({entry.reason.value})",
+    def _end_suppressed(
+        self, request: DispatchRequest, refused: ClaimSuppressed, now: datetime
+    ) -> DispatchOutcome:
+        """The claim found the recipient suppressed: the message is claimed regardless, to end it
+        `failed` (its lock released, as any failure's), and no provider is called."""
+        claimed = self._store.claim(
+            request.workspace_id, request.message_id, now, self._claim_seconds, unless_suppressed=False
         )
+        if not isinstance(claimed, ClaimedMessage):
+            return DispatchOutcome.SKIPPED  # another dispatcher, or a cancel, got there first
+        failure = PermanentFailure(
+            "recipient_suppressed",
+            f"the recipient is on the workspace's suppression list ({refused.reason})",
+        )
+        return self._finish(claimed, Status.FAILED, failure)
 
     def _retry_or_fail(
         self, message: ClaimedMessage, failure: DispatchFailure, *, throttled: bool = False

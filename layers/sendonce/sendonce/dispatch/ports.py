@@ -41,6 +41,14 @@ class ClaimRefused:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimSuppressed:
+    """The message's recipient is on a suppression list its workspace is subject to (`reason`): not
+    claimed, found in the same write that would have claimed it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SettleRefused:
     """Why a message could not be settled: there is no such message (None), or it is not `unknown`."""
 
@@ -61,9 +69,19 @@ class OutboxEntry:
 
 class DispatchStore(DedupLocks, Protocol):
     def claim(
-        self, workspace_id: str, message_id: str, now: datetime, claim_seconds: int
-    ) -> ClaimedMessage | ClaimRefused:
-        """Move a due, waiting message to `sending` and count the attempt, or say why not."""
+        self,
+        workspace_id: str,
+        message_id: str,
+        now: datetime,
+        claim_seconds: int,
+        *,
+        seen: Message | None = None,
+        unless_suppressed: bool = True,
+    ) -> ClaimedMessage | ClaimRefused | ClaimSuppressed:
+        """Move a due, waiting message to `sending` and count the attempt, or say why not; in the same
+        write, unless its recipient is suppressed (`unless_suppressed`; False claims it regardless,
+        to end it). `seen`: the message as its queue record carried it, what the claim sends when the
+        message is still as it was then (its `updatedAt` and attempts); otherwise it is read."""
         ...
 
     def finish_attempt(

@@ -65,9 +65,7 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
     suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
-    messages = MessageService(
-        store=store, queue=queue, dedup_window=dedup_window, limits=limits, suppressions=suppressions
-    )
+    messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
     batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
     config = idempotency_config(settings.idempotency_ttl_seconds)
     api_keys = CachedApiKeyStore(

@@ -26,8 +26,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sendonce import channels
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
-from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
-from sendonce.adapters.sqs_queue import SqsRedelivery
+from sendonce.adapters.sqs_queue import SqsRedelivery, copy_of
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
 from sendonce.dispatch.dispatcher import Dispatcher, DispatchRequest
@@ -74,7 +73,6 @@ def build(
         settings=settings,
         dispatcher=Dispatcher(
             store=DynamoDbDispatchStore(dynamodb, settings.messages_table),
-            suppressions=DynamoDbSuppressionStore(dynamodb, settings.messages_table),
             provider_for=providers,
             retry_policy=RetryPolicy(max_attempts=settings.max_dispatch_attempts),
             claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
@@ -107,7 +105,7 @@ def dispatch_request(body: str) -> DispatchRequest:
         raise UnreadableRecord("the record does not name a message")
     if not looks_like_message_id(message_id):
         raise UnreadableRecord("the record does not name a message")
-    return DispatchRequest(workspace_id=workspace_id, message_id=message_id)
+    return DispatchRequest(workspace_id=workspace_id, message_id=message_id, seen=copy_of(parsed))
 
 
 def handle_batch(dependencies: DispatcherDependencies, event: Any, context: LambdaContext) -> dict[str, Any]:

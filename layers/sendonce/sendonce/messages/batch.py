@@ -6,7 +6,10 @@ written message is handed to its queue from the table's stream or, failing that,
 Identical commands are one message: the later is a duplicate of the earlier, as if it had been sent
 after it, and is counted on the original as a caught duplicate is. A command whose write failed is
 NotWritten: sending it again is safe, because its lock answers a copy that was written after all.
-A command to a suppressed recipient is Suppressed and written not at all (one read for the batch).
+A command to a suppressed recipient is Suppressed and written not at all: one read for the batch
+before its transactions (checks inside them would halve the entries a transaction holds, and one
+suppressed entry would cancel its 25 neighbours' write), and the dispatcher's claim checks again
+inside its own write, so a suppression that lands in between still stops the delivery.
 """
 
 from __future__ import annotations
@@ -36,12 +39,27 @@ from sendonce.messages.service import (
     lock_of,
     new_message,
     quota_charge,
-    suppressed,
+    refused,
 )
 from sendonce.observability import logger, metrics
+from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.ports import SuppressionCheck
 
 BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed
+
+
+def suppressed(
+    suppressions: SuppressionCheck | None, commands: Sequence[SendCommand]
+) -> dict[str, Suppression]:
+    """The entries in force for the commands' recipients (one read for up to 50 of them), by key."""
+    if suppressions is None or not commands:
+        return {}
+    found = suppressions.find_many(
+        commands[0].workspace_id, {command.recipient.dedup_form for command in commands}
+    )
+    if found:
+        refused(commands[0].workspace_id, [entry.reason.value for entry in found.values()])
+    return found
 
 
 class BatchSender:

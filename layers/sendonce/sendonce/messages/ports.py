@@ -56,12 +56,13 @@ class QuotaSpent:
 
 @dataclass(frozen=True, slots=True)
 class Suppressed:
-    """A batch entry whose recipient is on the workspace's suppression list (`reason`): not written."""
+    """The recipient is on a suppression list the workspace is subject to (`reason`): nothing was
+    written. A create's own transaction tells it; a batch's entries learn it from the batch's read."""
 
     reason: str
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent
+CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +155,9 @@ class SendingStore(DedupLocks, Protocol):
         quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
         """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
-        of them. A held lock or tie is answered before the quota: a duplicate or a replay is never
-        QuotaSpent.
+        of them, while its recipient is on no suppression list its workspace is subject to (checked in
+        the same write: Suppressed, before a tie or a held lock). A held lock or tie is answered
+        before the quota: a duplicate or a replay is never QuotaSpent.
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
         """

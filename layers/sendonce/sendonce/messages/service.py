@@ -1,14 +1,12 @@
 """The message use cases: send, read, list, edit, cancel. Pure domain; it speaks only to ports.
 
 A new send is one write: the message with its dedup lock (and key tie, and quota), all or
-nothing. Its hand-off to the queue follows from that write's record in the table's stream
-(`sendonce.messages.handoff`), so the request makes no second call for it. Before it, one read
-asks whether the recipient is on the workspace's suppression list (`sendonce.suppressions`): then
-nothing is written, and the refusal is raised inside the key's record, so it is never stored under
-an Idempotency-Key. A read, not a check inside the write: a ConditionCheck takes part in DynamoDB's
-transaction conflicts, so concurrent sends to one recipient (of any workspace, through the shared
-opt-out) would conflict; reads never do. A suppression that lands between the read and the write is
-caught by the dispatcher, which checks again after its claim.
+nothing, on the condition that its recipient is on no suppression list its workspace is subject to
+(`sendonce.suppressions`). Its hand-off to the queue follows from that write's record in the table's
+stream (`sendonce.messages.handoff`), so the request makes no second call for either. A refused
+recipient has nothing written, and the refusal is raised inside the key's record, so it is never
+stored under an Idempotency-Key. A suppression that lands after the write is caught by the
+dispatcher, whose claim checks again in its own write.
 """
 
 from __future__ import annotations
@@ -44,11 +42,10 @@ from sendonce.messages.ports import (
     Page,
     QuotaSpent,
     SendingStore,
+    Suppressed,
 )
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
-from sendonce.suppressions.model import Suppression
-from sendonce.suppressions.ports import SuppressionCheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,20 +80,6 @@ def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -
     if limits is None:
         return None
     return QuotaCharge.of(workspace_id, limits.timeline(workspace_id), now)
-
-
-def suppressed(
-    suppressions: SuppressionCheck | None, commands: Sequence[SendCommand]
-) -> dict[str, Suppression]:
-    """The entries in force for the commands' recipients (one read for up to 50 of them), by key."""
-    if suppressions is None or not commands:
-        return {}
-    found = suppressions.find_many(
-        commands[0].workspace_id, {command.recipient.dedup_form for command in commands}
-    )
-    if found:
-        refused(commands[0].workspace_id, [entry.reason.value for entry in found.values()])
-    return found
 
 
 def refused(workspace_id: str, reasons: Sequence[str]) -> None:
@@ -139,22 +122,15 @@ class MessageService:
         dedup_window: timedelta,
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
-        *,
-        suppressions: SuppressionCheck | None = None,
     ) -> None:
-        """`limits`: where a workspace's daily quota is read; None counts no quota. `suppressions`:
-        the recipients never to send to; None checks none."""
+        """`limits`: where a workspace's daily quota is read; None counts no quota."""
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
-        self._suppressions = suppressions
 
     def send(self, command: SendCommand) -> SendResult:
-        entry = suppressed(self._suppressions, [command]).get(command.recipient.dedup_form)
-        if entry is not None:
-            raise RecipientSuppressed(entry.reason.value)
         now = self._clock()
         message = new_message(command, now)
         claim = DedupClaim(lock_id=lock_of(command), expires_at=now + self._dedup_window)
@@ -186,6 +162,9 @@ class MessageService:
         if isinstance(outcome, Created):
             # Handed to its queue from the table's stream once the write committed: no second call.
             return SendResult(message=outcome.message, created=True)
+        if isinstance(outcome, Suppressed):
+            refused(command.workspace_id, [outcome.reason])
+            raise RecipientSuppressed(outcome.reason)
         if isinstance(outcome, QuotaSpent):
             # Raised inside the key's record, so no 429 is ever stored under a key.
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
