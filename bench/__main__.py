@@ -1,7 +1,10 @@
 """`python -m bench [--quick] [--no-storm] [--no-outbox-peak]`: measure, write bench/results.json,
 print the table.
 
-The exit code is 0 whatever the figures: target checks are reported, never enforced.
+The exit code is 0 whatever the figures: target checks are reported, never enforced. A ratio that
+decides a target is the median of ROUNDS rounds of one run: the API's paths run in rounds that
+alternate moto, the limits off and DynamoDB Local, and results.json keeps each ratio's rounds
+(`spread`, by the figure's path).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import re
 import sys
 import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +28,21 @@ from sendonce import composition  # noqa: E402
 from bench.auth_lookup import fresh_key_store, look_up, measure_key_lookups  # noqa: E402
 from bench.baseline import BaselineHandler  # noqa: E402
 from bench.batch import run_batch_bench  # noqa: E402
-from bench.capacity import CapacityProbe, Units, one_workspace  # noqa: E402
+from bench.capacity import CapacityProbe, Units, expiry_of, message_life, one_workspace, scaled  # noqa: E402
 from bench.cold_start import cold_starts, cold_starts_by_runtime, import_time_top  # noqa: E402
-from bench.cost import PRICES_READ_ON, SQS_BATCH_SIZE, LambdaUse, SendCost  # noqa: E402
-from bench.latency import run_latency  # noqa: E402
+from bench.cost import (  # noqa: E402
+    PRICES_READ_ON,
+    SQS_BATCH_SIZE,
+    LambdaUse,
+    SendCost,
+    delivery_queue_requests,
+)
+from bench.latency import LatencyRun, merged, run_latency  # noqa: E402
 from bench.local_stack import DYNAMODB_LOCAL, ROOT, BenchStack, dynamodb_engine, start_stack  # noqa: E402
 from bench.outbox_peak import PEAK, run_outbox_peak  # noqa: E402
 from bench.paths import Workload  # noqa: E402
 from bench.probes import (  # noqa: E402
+    Invocations,
     StreamReaders,
     apply_delivery_reports,
     dispatch,
@@ -40,7 +51,9 @@ from bench.probes import (  # noqa: E402
 )
 from bench.quiet import silenced_stdout  # noqa: E402
 from bench.report import checks, cold_start_ratios, ratios, table  # noqa: E402
-from bench.stats import mode, percentile, summary_ms  # noqa: E402
+from bench.stats import ROUNDS, median_of_rounds, mode, percentile, spread, summary_ms  # noqa: E402
+from bench.status_events import MESSAGES as EVENT_MESSAGES  # noqa: E402
+from bench.status_events import Telling, measure_events, plain_messages  # noqa: E402
 from bench.storm import run_storm  # noqa: E402
 from bench.webhooks import run_webhook_bench  # noqa: E402
 from sendonce_local.environment import function_environment  # noqa: E402
@@ -55,8 +68,9 @@ def _ms(seconds: list[float]) -> float:
     return round(percentile(seconds, 0.5) * 1000, 2)
 
 
-def _capacity(stack: BenchStack, probe: CapacityProbe) -> dict[str, Units]:
-    """DynamoDB units of one request of each path, by the billing rules."""
+def _capacity(stack: BenchStack, probe: CapacityProbe) -> tuple[dict[str, Units], dict[str, Telling]]:
+    """DynamoDB units of one request of each path, by the billing rules; and of a message's status
+    events, with no endpoint and with one (`bench.status_events`)."""
     api = stack.functions["ApiFunction"]
     handler, context = api.load(), LambdaContext(api.spec)
     workload = Workload()
@@ -75,20 +89,48 @@ def _capacity(stack: BenchStack, probe: CapacityProbe) -> dict[str, Units]:
                 limits += _limits_wru(one)
                 taken.add(one)
             units[f"{path}.limits"] = Units(round(limits / CAPACITY_REQUESTS, 2))
-            units[path] = Units(
-                round(taken.wru / CAPACITY_REQUESTS, 2),
-                round(taken.rru / CAPACITY_REQUESTS, 2),
-                sorted(set(taken.detail)),
-            )
+            each = scaled(taken, 1 / CAPACITY_REQUESTS)
+            units[path] = Units(round(each.wru, 2), round(each.rru, 2), sorted(set(taken.detail)), each.uses)
     # The API key check on a miss (a key this execution environment has not found yet); it resets
     # the composition roots, so it comes after the API paths.
     keys = fresh_key_store()
     with silenced_stdout():
         units["auth_miss"] = probe.measure(lambda: look_up(keys))
-    records = queued_records(stack, 1)
-    units["dispatch"] = probe.measure(lambda: dispatch(stack, records))
-    units["delivery_report"] = probe.measure(lambda: apply_delivery_reports(stack, records))
-    return units
+    # Messages whose lives are a send's alone (no duplicate caught on them): the first one's dispatch
+    # and delivery report priced, then the events of the others (`bench.status_events`).
+    records = plain_messages(stack, queued_records(stack, PLAIN_POOL))[: 1 + 2 * EVENT_MESSAGES]
+    if len(records) < 3:
+        raise RuntimeError(f"only {len(records)} queued messages caught no duplicate")
+    units["dispatch"] = probe.measure(lambda: dispatch(stack, records[:1]))
+    units["delivery_report"] = probe.measure(lambda: apply_delivery_reports(stack, records[:1]))
+    dispatch(stack, records[1:])
+    apply_delivery_reports(stack, records[1:])
+    events = measure_events(stack, probe, records[1:])
+    alone, told = events["no_endpoint"], events["one_endpoint"]
+    units["events"] = _rounded(alone.per_message(alone.units))
+    units["events.one_endpoint"] = _rounded(told.per_message(told.units))
+    units["webhook_delivery.one_endpoint"] = _rounded(told.per_message(told.delivery_units))
+    return units, events
+
+
+# Queued messages looked at for lives that are a send's alone; about half are (the keyed sends: the
+# latency run's new sends each have a duplicate caught on them).
+PLAIN_POOL = 40
+
+
+def _rounded(units: Units) -> Units:
+    return Units(round(units.wru, 2), round(units.rru, 2), sorted(set(units.detail)), units.uses)
+
+
+SUPPRESSION_PARTITION = "SUPPRESSION#"  # the suppression entries' keys (adapters/dynamodb_suppressions.py)
+
+
+def _suppression_units(units: Units) -> Units:
+    """What the suppression checks among `units` take: a read of the entries, or ConditionChecks on them."""
+    uses = [
+        use for use in units.uses if use.index is None and use.partition.startswith(SUPPRESSION_PARTITION)
+    ]
+    return Units(round(sum(use.wcu for use in uses), 2), round(sum(use.rcu for use in uses), 2))
 
 
 # Requests of each path whose DynamoDB units are averaged.
@@ -106,28 +148,79 @@ def _limits_wru(units: Units) -> float:
     return total
 
 
-def _without_limits(handlers: dict[str, Any], api: Any, args: argparse.Namespace) -> Any:
+# Each round after the first on an engine or setting starts with these unmeasured requests of each
+# path: the clients are new (the composition roots were reset on the way in).
+REWARMUP = 5
+
+
+def _without_limits(handlers: dict[str, Any], api: Any, rounds: int, seed: int) -> LatencyRun:
     """The same paths with the limits off (no LIMITS_TABLE): what the limits cost in calls and time."""
     saved = os.environ.pop("LIMITS_TABLE", None)
     composition.reset_all()
     try:
-        rounds = max(20, args.rounds // 3)
-        print(f"latency without limits: {rounds} interleaved rounds ...", file=sys.stderr, flush=True)
-        return run_latency(handlers, lambda: LambdaContext(api.spec), rounds=rounds, warmup=5)
+        return run_latency(
+            handlers, lambda: LambdaContext(api.spec), rounds=rounds, warmup=REWARMUP, seed=seed
+        )
     finally:
         if saved is not None:
             os.environ["LIMITS_TABLE"] = saved
         composition.reset_all()
 
 
-def _on_dynamodb_local(stack: BenchStack, baseline_queue: str, api: Any, args: argparse.Namespace) -> Any:
+def _on_dynamodb_local(
+    stack: BenchStack, baseline_queue: str, api: Any, rounds: int, seed: int
+) -> LatencyRun:
     """The same paths and baseline with every table on DynamoDB Local (AWS's own engine; SQS stays
     on moto): what a transaction costs against a put where the engine is DynamoDB's."""
     with dynamodb_engine(stack, DYNAMODB_LOCAL):
         handlers = {"baseline": BaselineHandler("MessagesTable", baseline_queue), "api": api.load()}
-        rounds = max(20, args.rounds // 3)
-        print(f"latency on DynamoDB Local: {rounds} interleaved rounds ...", file=sys.stderr, flush=True)
-        return run_latency(handlers, lambda: LambdaContext(api.spec), rounds=rounds, warmup=5)
+        return run_latency(
+            handlers, lambda: LambdaContext(api.spec), rounds=rounds, warmup=REWARMUP, seed=seed
+        )
+
+
+@dataclass
+class LatencyRounds:
+    """The API's paths in ROUNDS rounds, each on moto, then with the limits off, then on DynamoDB Local."""
+
+    moto: list[LatencyRun] = field(default_factory=list)
+    without_limits: list[LatencyRun] = field(default_factory=list)
+    dynamodb_local: list[LatencyRun] = field(default_factory=list)
+
+
+def _latency_rounds(
+    stack: BenchStack, baseline_queue: str, api: Any, args: argparse.Namespace
+) -> LatencyRounds:
+    handlers = {"baseline": BaselineHandler("MessagesTable", baseline_queue), "api": api.load()}
+    # The requests of the runs before the rounds (300 on moto, a third of that with the limits off
+    # and as many on DynamoDB Local), cut into rounds.
+    main, other = args.rounds // ROUNDS, max(7, args.rounds // (3 * ROUNDS))
+    out = LatencyRounds()
+    for number in range(ROUNDS):
+        print(
+            f"latency, round {number + 1} of {ROUNDS}: {main} interleaved rounds on moto, {other} with the "
+            f"limits off, {other} on DynamoDB Local ...",
+            file=sys.stderr,
+            flush=True,
+        )
+        warmup = args.warmup if number == 0 else REWARMUP
+        composition.reset_all()
+        run = run_latency(
+            handlers, lambda: LambdaContext(api.spec), rounds=main, warmup=warmup, seed=5 + number
+        )
+        out.moto.append(run)
+        out.without_limits.append(_without_limits(handlers, api, other, seed=105 + number))
+        out.dynamodb_local.append(_on_dynamodb_local(stack, baseline_queue, api, other, seed=205 + number))
+    return out
+
+
+def _ratios_of_rounds(runs: list[LatencyRun]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each ratio of `ratios` taken round by round: the medians, and each one's rounds."""
+    by_round = [
+        ratios({path: summary_ms(samples.seconds) for path, samples in run.paths.items()}) for run in runs
+    ]
+    values = {name: [one[name] for one in by_round] for name in by_round[0]}
+    return {name: median_of_rounds(rounds) for name, rounds in values.items()}, values
 
 
 def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -137,23 +230,36 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
     try:
         baseline_queue = stack.client("sqs").create_queue(QueueName="BenchBaselineQueue")["QueueUrl"]
         api = stack.functions["ApiFunction"]
-        handlers = {"baseline": BaselineHandler("MessagesTable", baseline_queue), "api": api.load()}
-        print(f"latency: {args.rounds} interleaved rounds ...", file=sys.stderr, flush=True)
-        run = run_latency(handlers, lambda: LambdaContext(api.spec), rounds=args.rounds, warmup=args.warmup)
+        rounds = _latency_rounds(stack, baseline_queue, api, args)
+        run, without_limits, on_dynamodb_local = (
+            merged(rounds.moto),
+            merged(rounds.without_limits),
+            merged(rounds.dynamodb_local),
+        )
         failures = {path: samples.failures for path, samples in run.paths.items() if samples.failures}
         if failures:
             print(f"warning: unexpected answers {failures}", file=sys.stderr)
-        without_limits = _without_limits(handlers, api, args)
-        on_dynamodb_local = _on_dynamodb_local(stack, baseline_queue, api, args)
         handed = hand_off(stack, StreamReaders(stack))
         auth = measure_key_lookups(args.invocations)
         records = queued_records(stack, args.invocations)
         dispatched = dispatch(stack, records)
         reported = apply_delivery_reports(stack, records)
-        capacity = _capacity(stack, probe)
+        capacity, events = _capacity(stack, probe)
     finally:
         stack.stop()
+    # Each item's expiry (TTL) takes nothing of its table but a write of each index it leaves:
+    # priced on a message's life on the real adapters (bench/capacity.py), with no endpoint and one.
+    capacity["expiry"] = _rounded(expiry_of(message_life(endpoints=0, keyed=False)))
+    capacity["expiry.one_endpoint"] = _rounded(expiry_of(message_life(endpoints=1, keyed=False)))
 
+    ratio, ratio_rounds = _ratios_of_rounds(rounds.moto)
+    ratio_local, ratio_local_rounds = _ratios_of_rounds(rounds.dynamodb_local)
+    off_ratio, off_rounds = _ratios_of_rounds(rounds.without_limits)
+    spreads: dict[str, Any] = {
+        **{f"ratio.{name}": spread(values, 2) for name, values in ratio_rounds.items()},
+        **{f"ratio_dynamodb_local.{name}": spread(values, 2) for name, values in ratio_local_rounds.items()},
+        "limits.send_new_p50_ratio_without_limits": spread(off_rounds["send_new_p50"], 2),
+    }
     latency = {path: summary_ms(samples.seconds) for path, samples in run.paths.items()}
     latency_local = {path: summary_ms(samples.seconds) for path, samples in on_dynamodb_local.paths.items()}
     calls = {path: mode(samples.calls) for path, samples in run.paths.items() if path != "baseline"}
@@ -167,41 +273,31 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         "calls_per_message": round(sum(handed.calls) / handed.message_bytes, 3),
         "ms_per_message": round(sum(handed.seconds) * 1000 / handed.message_bytes, 3),
     }
-    specs = stack.template.functions
-    per_send = ("send_new", "dispatch", "delivery_report")  # a message's life, one report of it
-    send_cost = SendCost(
-        wru=sum(capacity[part].wru for part in per_send),
-        rru=sum(capacity[part].rru for part in per_send),
-        sqs_message_bytes=dispatched.message_bytes,
-        api=LambdaUse(specs["ApiFunction"].memory_mb, latency["send_new"]["p50"]),
-        dispatcher=LambdaUse.in_batches(
-            specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), SQS_BATCH_SIZE
-        ),
-        handoff=LambdaUse(
-            specs["HandoffFunction"].memory_mb,
-            _ms(handed.seconds),
-            len(handed.seconds) / handed.message_bytes,
-        ),
-        status=LambdaUse.in_batches(specs["StatusFunction"].memory_mb, _ms(reported.seconds), SQS_BATCH_SIZE),
+    send_cost, send_cost_one_endpoint = _send_costs(
+        stack, capacity, events, latency, handed, dispatched, reported
     )
     off_calls = {
         path: mode(samples.calls) for path, samples in without_limits.paths.items() if path != "baseline"
     }
-    off_p50 = {path: summary_ms(samples.seconds)["p50"] for path, samples in without_limits.paths.items()}
     limits = {
         "extra_calls": {path: calls[path] - off_calls[path] for path in off_calls},
         "calls_without_limits": off_calls,
-        # send_new p50 with limits off over that run's baseline (a shorter run than the main one).
-        "send_new_p50_ratio_without_limits": round(off_p50["send_new"] / off_p50["baseline"], 2),
+        # send_new p50 with limits off over the same runs' baseline (shorter runs than the main ones).
+        "send_new_p50_ratio_without_limits": off_ratio["send_new_p50"],
         "wru_of_limits_per_send": capacity["send_new.limits"].wru,
     }
+    suppression = {part: _suppression_units(capacity[part]) for part in ("send_new", "dispatch")}
     figures = {
         "calls": calls,
         "latency_ms": latency,
+        "ratio": ratio,
         "latency_ms_dynamodb_local": latency_local,
+        "ratio_dynamodb_local": ratio_local,
         "handoff": handoff,
         "cost": round(send_cost.usd_per_million(), 2),
+        "cost_one_endpoint": round(send_cost_one_endpoint.usd_per_million(), 2),
         "limits": limits,
+        "spread": spreads,
     }
     details = {
         "samples": {path: len(samples.seconds) for path, samples in run.paths.items()},
@@ -226,12 +322,84 @@ def measure_in_process(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
             for path, units in capacity.items()
         },
         "sqs_message_bytes": dispatched.message_bytes,
+        "status_events": {name: telling.figures() for name, telling in events.items()},
         "cost_usd_per_million_sends": {
             "prices_read_on": PRICES_READ_ON,
             "lines": {name: round(value, 4) for name, value in send_cost.lines().items()},
+            "lines_one_endpoint": {
+                name: round(value, 4) for name, value in send_cost_one_endpoint.lines().items()
+            },
+            "wru": round(send_cost.wru, 2),
+            "rru": round(send_cost.rru, 2),
+            "wru_one_endpoint": round(send_cost_one_endpoint.wru, 2),
+            "rru_one_endpoint": round(send_cost_one_endpoint.rru, 2),
+            "wru_by_part": {part: capacity[part].wru for part in (*LIFE, *EVENTS_ONE_ENDPOINT)},
+            "rru_by_part": {part: capacity[part].rru for part in (*LIFE, *EVENTS_ONE_ENDPOINT)},
+            "suppression_checks": {
+                "wru": round(sum(units.wru for units in suppression.values()), 2),
+                "rru": round(sum(units.rru for units in suppression.values()), 2),
+                "by_part": {
+                    part: {"wru": units.wru, "rru": units.rru} for part, units in suppression.items()
+                },
+            },
         },
     }
     return figures, details
+
+
+# A message's life, one delivery report of it, its status events and every item's expiry, with no
+# endpoint; with one endpoint its events are larger and each is delivered.
+LIFE = ("send_new", "dispatch", "delivery_report", "events", "expiry")
+EVENTS_ONE_ENDPOINT = ("events.one_endpoint", "webhook_delivery.one_endpoint", "expiry.one_endpoint")
+
+
+def _send_costs(
+    stack: BenchStack,
+    capacity: dict[str, Units],
+    events: dict[str, Telling],
+    latency: dict[str, dict[str, float]],
+    handed: Invocations,
+    dispatched: Invocations,
+    reported: Invocations,
+) -> tuple[SendCost, SendCost]:
+    """What a million sends cost: with no status-webhook endpoint, and with one taking every event."""
+    specs = stack.template.functions
+    alone, told = events["no_endpoint"], events["one_endpoint"]
+
+    def changes(telling: Telling) -> LambdaUse:
+        memory = specs["MessageChangesFunction"].memory_mb
+        return LambdaUse.stream_share(memory, telling.ms_per_record(), telling.records_per_message())
+
+    without = SendCost(
+        wru=sum(capacity[part].wru for part in LIFE),
+        rru=sum(capacity[part].rru for part in LIFE),
+        sqs_message_bytes=dispatched.message_bytes,
+        api=LambdaUse(specs["ApiFunction"].memory_mb, latency["send_new"]["p50"]),
+        dispatcher=LambdaUse.in_batches(
+            specs["DispatchSmsFunction"].memory_mb, _ms(dispatched.seconds), SQS_BATCH_SIZE
+        ),
+        handoff=LambdaUse(
+            specs["HandoffFunction"].memory_mb,
+            _ms(handed.seconds),
+            len(handed.seconds) / handed.message_bytes,
+        ),
+        status=LambdaUse.in_batches(specs["StatusFunction"].memory_mb, _ms(reported.seconds), SQS_BATCH_SIZE),
+        changes=changes(alone),
+    )
+    with_parts = (*(part for part in LIFE if part not in ("events", "expiry")), *EVENTS_ONE_ENDPOINT)
+    one_endpoint = replace(
+        without,
+        wru=sum(capacity[part].wru for part in with_parts),
+        rru=sum(capacity[part].rru for part in with_parts),
+        changes=changes(told),
+        deliveries=LambdaUse.in_batches(
+            specs["WebhookDeliveryFunction"].memory_mb, _ms(told.delivered.seconds), SQS_BATCH_SIZE
+        ).times(told.deliveries_per_message()),
+        webhook_sqs_requests=delivery_queue_requests(
+            told.queue_calls_per_message(), told.deliveries_per_message()
+        ),
+    )
+    return without, one_endpoint
 
 
 def measure_cold_starts(
@@ -248,6 +416,16 @@ def measure_cold_starts(
     by_runtime = cold_starts_by_runtime(template.functions, environment, ROOT, args.cold_runs)
     by_runtime["deployed"] = str(template.globals.get("Function", {}).get("Runtime", ""))
     return cold, by_runtime, import_time_top(template.functions["ApiFunction"], environment, ROOT)
+
+
+def _lift_spread(section: str, figures: dict[str, Any], into: dict[str, Any]) -> None:
+    """A part's rounds (its figures' `spread`, at any depth) into results.json's one `spread`, each
+    under its figure's path."""
+    for name, kept in (figures.pop("spread", None) or {}).items():
+        into[f"{section}.{name}"] = kept
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            _lift_spread(f"{section}.{name}", value, into)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,12 +509,16 @@ def main(argv: list[str] | None = None) -> int:
         outbox_peak = peak.figures()
         details["outbox_peak"] = peak.details()
 
+    spreads = figures["spread"]
+    for section, figures_of in (("webhooks", webhooks), ("batch", batch)):
+        if figures_of:
+            _lift_spread(section, figures_of, spreads)
     results: dict[str, Any] = {
         "calls": figures["calls"],
         "latency_ms": figures["latency_ms"],
-        "ratio": ratios(figures["latency_ms"]),
+        "ratio": figures["ratio"],
         "latency_ms_dynamodb_local": figures["latency_ms_dynamodb_local"],
-        "ratio_dynamodb_local": ratios(figures["latency_ms_dynamodb_local"]),
+        "ratio_dynamodb_local": figures["ratio_dynamodb_local"],
         "handoff": figures["handoff"],
         "cold_start_ms": cold,
         "cold_start_ratio": cold_start_ratios(cold),
@@ -346,8 +528,10 @@ def main(argv: list[str] | None = None) -> int:
         "webhooks": webhooks,
         "batch": batch,
         "cost_usd_per_million_sends": figures["cost"],
+        "cost_usd_per_million_sends_one_endpoint": figures["cost_one_endpoint"],
         "limits": figures["limits"],
         "partitions_at_10k_sends_per_second": partitions,
+        "spread": spreads,
     }
     details["checks"] = [vars(check) for check in checks(results)]
     details["mode"] = "quick" if args.quick else "full"

@@ -2,8 +2,9 @@
 
 Rounds alternate in a shuffled order between one batch of 100 new messages and 100 single sends
 of 100 other new messages (the same shape of message), so a noisy neighbour slows both alike.
-AWS calls are counted on the API function's real handler. A 500-item batch is measured once per
-round too, for its calls and latency.
+The batch's share of the singles is taken round by round, and its figure is the median of the
+rounds (kept in `spread`). AWS calls are counted on the API function's real handler. A 500-item
+batch is measured once per round too, for its calls and latency.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bench.local_stack import (
     start_stack,
 )
 from bench.quiet import silenced_stdout
-from bench.stats import mode, percentile
+from bench.stats import median_of_rounds, mode, percentile, spread
 from sendonce_local import dynamodb_local
 from sendonce_local.lambda_runtime import LambdaContext
 
@@ -81,6 +82,7 @@ def _drain(sqs: Any, queue: str) -> None:
 def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
     batches = {size: Samples() for size in SIZES}
     singles = Samples()  # the time of 100 single sends, one sample a round
+    shares: list[float] = []  # each round's 100-item batch over its 100 single sends
     numbers = iter(range(10**9))
     api = stack.functions["ApiFunction"]
     handler, context = api.load(), LambdaContext(api.spec)
@@ -91,6 +93,7 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
             measured = round_number >= 2  # the first two rounds warm up
             steps = ["batch100", "singles", "batch500"]
             shuffle.shuffle(steps)
+            this_round: dict[str, float] = {}
             for step in steps:
                 # moto's SQS slows down as a queue grows, and no dispatcher drains it here: start each
                 # step empty (PurgeQueue is allowed once a minute).
@@ -102,8 +105,9 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
                         answer = handler(event, context)
                         if answer.get("statusCode") != 201:
                             raise RuntimeError(f"a single send failed: {answer}")
+                    this_round["singles"] = time.perf_counter() - started
                     if measured:
-                        singles.seconds.append(time.perf_counter() - started)
+                        singles.seconds.append(this_round["singles"])
                     continue
                 size = 100 if step == "batch100" else 500
                 event = _batch_event([_item(next(numbers)) for _ in range(size)])
@@ -113,19 +117,23 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
                     elapsed = time.perf_counter() - started
                 if not _created(answer, size):
                     raise RuntimeError(f"the {size}-item batch did not create every message: {answer}")
+                this_round[step] = elapsed
                 if measured:
                     batches[size].seconds.append(elapsed)
                     batches[size].calls.append(len(log))
                     batches[size].operations = log.operations()
+            if measured:
+                shares.append(this_round["batch100"] / this_round["singles"])
     p50 = {size: percentile(samples.seconds, 0.5) for size, samples in batches.items()}
     singles_p50 = percentile(singles.seconds, 0.5)
     figures = {
         "batch100_calls": mode(batches[100].calls),
         "batch100_p50_ms": round(p50[100] * 1000, 1),
         "singles100_p50_ms": round(singles_p50 * 1000, 1),
-        "batch100_share_of_singles": round(p50[100] / singles_p50, 3),
+        "batch100_share_of_singles": median_of_rounds(shares, 3),
         "batch500_calls": mode(batches[500].calls),
         "batch500_p50_ms": round(p50[500] * 1000, 1),
+        "spread": {"batch100_share_of_singles": spread(shares)},
     }
     details = {
         "batch100_operation_counts": {

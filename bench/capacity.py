@@ -7,7 +7,9 @@ client of its own, which is neither hooked nor counted) and applies the rules:
 - item size: attribute names plus values (UTF-8 strings, numbers ~1 byte per 2 digits + 1,
   3 bytes of overhead per map or list), as in the DynamoDB developer guide;
 - a write: 1 WRU per started 1 KB of the larger of the old and new item; a failed condition and a
-  canceled transaction are charged as if written (conservative); in a transaction, 2x;
+  canceled transaction are charged as if written (conservative); in a transaction, 2x. Every item
+  of a `TransactWriteItems` is such a write, a `ConditionCheck` included (2 WRU for an absent item,
+  as a suppression check mostly finds), on the partition of its key;
 - each GSI: an item entering or leaving it is 1 write of its projected size; a change of the
   index's key is 2 (delete + put); a change of a projected attribute is 1;
 - a read: 1 RRU per started 4 KB (strongly consistent), half of that eventually consistent
@@ -252,7 +254,7 @@ class CapacityProbe:
                 self.units.add(self._read(table, old, bool(params.get("ConsistentRead")), key))
                 continue
             new = old if failed else self._get(table, key)
-            self.units.add(self._write(table, action, old, new, attempted or key, failed, transactional))
+            self.units.add(self._write(table, action, old, new, attempted, failed, transactional, key))
 
     # ------------------------------------------------------------------ rules
     def _write(
@@ -264,11 +266,14 @@ class CapacityProbe:
         attempted: Item | None,
         failed: bool,
         transactional: bool,
+        key: Item | None = None,
     ) -> Units:
         shape = self._shape(table)
         size = max(item_size(old), item_size(new), item_size(attempted) if failed else 0, 1)
         base = math.ceil(size / WRITE_UNIT) * (2 if transactional else 1)
-        where = new or old or attempted or {}
+        # An item that is not there before or after (a ConditionCheck that it is absent) still
+        # takes its capacity on the partition of its key.
+        where = new or old or attempted or key or {}
         uses = [PartitionUse(table, None, _partition(shape.keys, where) if where else "?", wcu=base)]
         if not failed:
             uses += [
@@ -503,6 +508,15 @@ def message_life(
 
 
 Step = Callable[[float, Callable[[], object]], None]
+# The line `CapacityProbe.expired` writes for an item's expiry.
+EXPIRY_LINE = re.compile(r"^(?P<table>\S+) TTL delete: 0 WRU \+ (?P<gsi>[\d.]+) GSI$")
+
+
+def expiry_of(life: Units) -> Units:
+    """What the expiry (TTL) of a `message_life`'s items takes: a write of each index they leave."""
+    lines = [line for line in life.detail if EXPIRY_LINE.match(line)]
+    wru = sum(float(match["gsi"]) for line in lines if (match := EXPIRY_LINE.match(line)))
+    return Units(wru=wru, detail=lines)
 
 
 def _limits_at(sends_per_second: int) -> Limits:
@@ -641,18 +655,13 @@ def family_of(use: PartitionUse, rate_shards: int, quota_shards: int) -> Family:
         return Family(table, index, partition.rsplit("#", 1)[0] + "#<copy>", ENDPOINT_COPIES)
     if table == "ApiKeysTable":
         return Family(table, index, "<the workspace's API key>", 1)
+    if table == "MessagesTable" and kind == "SUPPRESSION":  # a hash of (workspace or none, recipient)
+        return Family(table, index, "SUPPRESSION#<recipient>", None)
     if table == "IdempotencyTable":
         return Family(table, index, "<key>", None)
     if index == "ByMessage":
         return Family(table, index, "<message id>", None)
-    if table in ("MessagesTable", "WebhooksTable") and kind in (
-        "MSG",
-        "DEDUP",
-        "KEYTIE",
-        "EVENT",
-        "EVT",
-        "SUPPRESSION",  # a recipient's own: each send's check reads its recipient's
-    ):
+    if table in ("MessagesTable", "WebhooksTable") and kind in ("MSG", "DEDUP", "KEYTIE", "EVENT", "EVT"):
         return Family(table, index, f"{kind}#<id>", None)
     return Family(table, index, partition, 1)  # anything else: one partition, to be safe
 

@@ -2,14 +2,16 @@
 
 Every round builds one request of each path (replays and duplicates refer to the round before,
 so their originals have completed), then runs the five in a shuffled order: a noisy neighbour
-slows all of them alike, and the ratios hold.
+slows all of them alike, and the ratios hold. `python -m bench` runs it in several rounds,
+alternating with the same paths on DynamoDB Local and with the limits off; `merged` pools a
+path's rounds for its percentiles.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,3 +78,18 @@ def run_latency(
                 handler = handlers[BASELINE] if path == BASELINE else handlers["api"]
                 _timed(handler, context, requests[path], target[path])
     return LatencyRun(paths=measured, rounds=rounds)
+
+
+def merged(runs: Sequence[LatencyRun]) -> LatencyRun:
+    """Every round's samples of each path, in the rounds' order (the last request's operations)."""
+    paths: dict[str, PathSamples] = {}
+    for run in runs:
+        for path, samples in run.paths.items():
+            into = paths.setdefault(path, PathSamples())
+            into.seconds += samples.seconds
+            into.calls += samples.calls
+            into.aws_seconds += samples.aws_seconds
+            into.operations = samples.operations or into.operations
+            into.failures += samples.failures
+            into.unexpected += samples.unexpected[: max(0, 3 - len(into.unexpected))]
+    return LatencyRun(paths=paths, rounds=sum(run.rounds for run in runs))

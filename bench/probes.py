@@ -37,7 +37,8 @@ class Invocations:
     message_bytes: int = 0
 
 
-def _invoke(stack: BenchStack, name: str, event: dict[str, Any], into: Invocations) -> Any:
+def invoke(stack: BenchStack, name: str, event: dict[str, Any], into: Invocations) -> Any:
+    """The function `name` on `event`, counted and timed into `into`; its answer."""
     function = stack.functions[name]
     handler = function.load()
     context = LambdaContext(function.spec)
@@ -80,7 +81,7 @@ def hand_off(stack: BenchStack, readers: StreamReaders, batch_size: int = 100) -
     out = Invocations()
     with silenced_stdout():
         for start in range(0, len(records), batch_size):
-            result = _invoke(stack, "HandoffFunction", {"Records": records[start : start + batch_size]}, out)
+            result = invoke(stack, "HandoffFunction", {"Records": records[start : start + batch_size]}, out)
             if result.get("batchItemFailures"):
                 raise RuntimeError(f"the hand-off failed records: {result}")
     out.message_bytes = len(records)  # here: the creations handed over
@@ -109,7 +110,7 @@ def dispatch(stack: BenchStack, records: list[dict[str, Any]]) -> Invocations:
     arn = queue_arn(QUEUE)
     with silenced_stdout():
         for record in records:
-            result = _invoke(stack, DISPATCHER, sqs_event([record], arn), out)
+            result = invoke(stack, DISPATCHER, sqs_event([record], arn), out)
             if result.get("batchItemFailures"):
                 raise RuntimeError(f"the dispatcher failed a record: {result}")
             out.message_bytes = max(out.message_bytes, len(record["Body"].encode()))
@@ -136,7 +137,7 @@ def apply_delivery_reports(stack: BenchStack, records: list[dict[str, Any]]) -> 
                 occurred_at=rfc3339(utc_now()),
             )
             queued = {"MessageId": str(uuid.uuid4()), "ReceiptHandle": "bench", "Body": report.to_json()}
-            result = _invoke(stack, STATUS, sqs_event([queued], arn), out)
+            result = invoke(stack, STATUS, sqs_event([queued], arn), out)
             if result.get("batchItemFailures"):
                 raise RuntimeError(f"the status function failed a report: {result}")
     return out

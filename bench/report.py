@@ -7,17 +7,26 @@ from typing import Any
 
 from bench.cold_start import FROZEN_BASELINE, SHAPE_FLOOR
 
-# The physical limit (issue 15): a new send is its one transaction (the hand-off follows from the
-# stream, the quota rides in the transaction, the rate's tokens come in leases, most requests none).
-# Issue 17: a send reads its recipient's suppression entries once before its transaction (a replay
-# is answered before it), and a dispatch once after its claim.
-CALL_TARGETS = {"send_new": 2, "send_new_with_key": 4, "replay": 1, "duplicate": 3, "dispatch": 4}
+# The physical limit: a new send is its one transaction. The hand-off follows from the stream, the
+# quota rides in the transaction, the rate's tokens come in leases (most requests take none), and
+# the recipient's suppression check rides in it too, as ConditionChecks that the workspace's entry
+# and (for a live workspace) the shared opt-out are absent. A keyed send adds the Idempotency-Key
+# record's put and update around it; a replay is that record's answer alone; a caught duplicate is
+# its canceled transaction and the catch counted on the original. A dispatch claims the message
+# in one transaction (its update and the same ConditionChecks), calls the provider, and records
+# the attempt's end.
+CALL_TARGETS = {"send_new": 1, "send_new_with_key": 3, "replay": 1, "duplicate": 2, "dispatch": 3}
 LIMITS_EXTRA_CALLS_TARGET = 1
 RATIO_TARGETS = {"send_new_p50": 1.1, "replay_p50": 1.0, "duplicate_p99_vs_send_new_p99": 1.0}
+# Checked on DynamoDB Local too (AWS's own engine, the same run's paths).
+RATIO_TARGETS_DYNAMODB_LOCAL = ("send_new_p50", "duplicate_p99_vs_send_new_p99")
 # From a new message's 201 to its provider call, through the local stack's stream and queues.
 TO_PROVIDER_TARGETS_MS = {"p50": 1000, "p99": 3000}
 COLD_START_TARGET = 1.5
-OUTBOX_LATE_TARGET_S = 60  # every message of the peak handed over within a minute of its sendAt
+# Every message of a peak of 10,000 due at once handed over within a minute of its sendAt, on AWS:
+# projected from the sweeper's calls and CPU per message (bench/outbox_peak.py); the emulator run
+# that measures them checks that each is handed over, and none twice.
+OUTBOX_LATE_TARGET_S = 60
 # Status webhooks: 10 endpoints cost a send nothing measurable (issue 12).
 WEBHOOK_ENDPOINTS_RATIO_TARGET = 1.05
 # No endpoint waits behind another (issue 27): beside three endpoints that hang, the delivery
@@ -34,6 +43,7 @@ class Check:
     value: Any
     target: str
     passed: bool
+    rounds: list[float] | None = None  # a ratio's value in each round of the run (`value`: their median)
 
 
 def ratios(latency: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -50,19 +60,33 @@ def cold_start_ratios(cold: dict[str, float]) -> dict[str, float]:
     return {name: round(ms / cold["baseline"], 2) for name, ms in cold.items() if name != "baseline"}
 
 
-def at_most(name: str, value: Any, limit: float) -> Check:
+def at_most(name: str, value: Any, limit: float, rounds: list[float] | None = None) -> Check:
     """A figure against its ceiling; a missing figure fails."""
-    return Check(name, value, f"<= {limit}", value is not None and value <= limit)
+    return Check(name, value, f"<= {limit}", value is not None and value <= limit, rounds)
+
+
+def rounds_of(results: dict[str, Any], figure: str) -> list[float] | None:
+    """The rounds of a ratio (`figure`: its path in results.json), as `spread` keeps them."""
+    kept = (results.get("spread") or {}).get(figure)
+    return list(kept["rounds"]) if kept else None
+
+
+def _ratio(results: dict[str, Any], figure: str, limit: float) -> Check:
+    """A ratio, by its path in results.json, against its ceiling, with its rounds."""
+    value: Any = results
+    for part in figure.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return at_most(figure, value, limit, rounds_of(results, figure))
 
 
 def checks(results: dict[str, Any]) -> list[Check]:
     out = [at_most(f"calls.{path}", results["calls"][path], limit) for path, limit in CALL_TARGETS.items()]
-    out += [at_most(f"ratio.{name}", results["ratio"][name], limit) for name, limit in RATIO_TARGETS.items()]
-    local = results.get("ratio_dynamodb_local")  # the same run's paths on DynamoDB's own engine
-    if local:
-        out.append(
-            at_most("ratio_dynamodb_local.send_new_p50", local["send_new_p50"], RATIO_TARGETS["send_new_p50"])
-        )
+    out += [_ratio(results, f"ratio.{name}", limit) for name, limit in RATIO_TARGETS.items()]
+    if results.get("ratio_dynamodb_local"):  # the same run's paths on DynamoDB's own engine
+        out += [
+            _ratio(results, f"ratio_dynamodb_local.{name}", RATIO_TARGETS[name])
+            for name in RATIO_TARGETS_DYNAMODB_LOCAL
+        ]
     # The cold start is checked as the layer ships, on the template's runtime (issue 15); the
     # development environment's figures (`cold_start_ratio`) are reported, not checked. The API's
     # shape alone is checked beside the functions: whether the target is within reach of it at all.
@@ -100,12 +124,15 @@ def checks(results: dict[str, Any]) -> list[Check]:
     if batch:
         out.append(at_most("batch.batch100_calls", batch["batch100_calls"], BATCH_CALLS_TARGET))
         out += [
-            at_most(
-                f"batch.share_of_singles[{engine}]", figures["batch100_share_of_singles"], BATCH_SHARE_TARGET
-            )
-            for engine, figures in (("moto", batch), ("dynamodb-local", batch.get("dynamodb-local")))
+            _ratio(results, f"batch.{prefix}batch100_share_of_singles", BATCH_SHARE_TARGET)
+            for prefix, figures in (("", batch), ("dynamodb-local.", batch.get("dynamodb-local")))
             if figures
         ]
+    webhooks = results.get("webhooks")
+    if webhooks and "send_new_p50_ratio_10_endpoints" in webhooks:
+        out.append(
+            _ratio(results, "webhooks.send_new_p50_ratio_10_endpoints", WEBHOOK_ENDPOINTS_RATIO_TARGET)
+        )
     partitions = results.get("partitions_at_10k_sends_per_second")
     if partitions:
         out.append(
@@ -134,12 +161,20 @@ def checks(results: dict[str, Any]) -> list[Check]:
     if peak:
         out.append(
             Check(
-                "outbox_peak.max_late_s",
-                f"{peak['max_late_s']} ({peak['handed_off']} / {peak['messages']} handed off)",
+                "outbox_peak.handed_off",
+                f"{peak['handed_off']} / {peak['messages']} ({peak['records']} records, on the emulators)",
+                "all, none twice",
+                peak["handed_off"] == peak["messages"] == peak["records"],
+            )
+        )
+        projected = peak.get("projected_aws_seconds")
+        out.append(
+            Check(
+                "outbox_peak.projected_aws_seconds",
+                f"{projected} (bound by {peak.get('projected_aws_bound')}; "
+                f"{peak.get('calls_per_message')} calls, {peak.get('cpu_ms_per_message')} ms CPU a message)",
                 f"<= {OUTBOX_LATE_TARGET_S}",
-                peak["handed_off"] == peak["messages"]
-                and peak["max_late_s"] is not None
-                and peak["max_late_s"] <= OUTBOX_LATE_TARGET_S,
+                projected is not None and projected <= OUTBOX_LATE_TARGET_S,
             )
         )
     return out
@@ -219,14 +254,31 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         _section("webhooks", results.get("webhooks"), "not run"),
         _section("batch", results.get("batch"), "not run"),
         _section("limits", results.get("limits"), "off"),
-        f"cost on AWS per million sends (infrastructure, excluding provider charges): "
-        f"${results['cost_usd_per_million_sends']:.2f}",
+        _cost_line(results),
         _rows(
-            ["target", "value", "target", "result"],
-            [[c.name, c.value, c.target, "PASS" if c.passed else "FAIL"] for c in checks(results)],
+            ["target", "value", "rounds", "target", "result"],
+            [
+                [c.name, c.value, _rounds_cell(c.rounds), c.target, "PASS" if c.passed else "FAIL"]
+                for c in checks(results)
+            ],
         ),
     ]
     return "\n\n".join(parts)
+
+
+def _cost_line(results: dict[str, Any]) -> str:
+    line = (
+        "cost on AWS per million sends (infrastructure, excluding provider charges): "
+        f"${results['cost_usd_per_million_sends']:.2f} without status-webhook endpoints"
+    )
+    with_endpoint = results.get("cost_usd_per_million_sends_one_endpoint")
+    if with_endpoint is not None:
+        line += f", ${with_endpoint:.2f} with one endpoint taking every event"
+    return line
+
+
+def _rounds_cell(rounds: list[float] | None) -> str:
+    return " ".join(f"{value:g}" for value in rounds) if rounds else ""
 
 
 def shipped_cold_start_rows(by_runtime: dict[str, Any]) -> list[list[Any]]:

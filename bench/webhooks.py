@@ -1,7 +1,8 @@
 """Status webhooks: what they cost a send, what an event costs, and how soon an endpoint hears of it.
 
 - `send_new` p50 in a workspace with 10 endpoints against one with none, interleaved in one run on
-  the in-process stack: nothing on the request path reads endpoints, and this shows it.
+  the in-process stack: nothing on the request path reads endpoints, and this shows it. The ratio
+  is taken in ROUNDS consecutive rounds of the interleaved pairs, and is the median of the rounds.
 - AWS calls per told change (MessageChangesFunction, one stream record an invocation, 10
   endpoints) and per delivery (WebhookDeliveryFunction, one record an invocation), counted on the
   real handlers, their events built as Lambda's event sources build them.
@@ -37,7 +38,7 @@ from bench.call_counter import COUNTER
 from bench.events import send_event, sqs_event
 from bench.local_stack import API_KEY, WORKSPACE, BenchStack, start_stack
 from bench.quiet import silenced_stdout
-from bench.stats import mode, percentile
+from bench.stats import ROUNDS, in_rounds, median_of_rounds, mode, percentile, spread
 from bench.storm import LocalStackProcess, _request
 from sendonce_local.intrinsics import queue_arn
 from sendonce_local.lambda_runtime import LambdaContext
@@ -389,6 +390,12 @@ def run_webhook_bench(
     in_process = measure_in_process(rounds, told_changes)
     with_p50 = percentile(in_process.with_endpoints, 0.5)
     without_p50 = percentile(in_process.without, 0.5)
+    ratios = [
+        percentile(with_endpoints, 0.5) / percentile(without, 0.5)
+        for with_endpoints, without in zip(
+            in_rounds(in_process.with_endpoints, ROUNDS), in_rounds(in_process.without, ROUNDS), strict=True
+        )
+    ]
     print(
         f"webhooks: {messages} messages through sendonce run ...", flush=True, file=__import__("sys").stderr
     )
@@ -402,7 +409,7 @@ def run_webhook_bench(
     figures = {
         "send_new_p50_ms_10_endpoints": round(with_p50 * 1000, 2),
         "send_new_p50_ms_no_endpoints": round(without_p50 * 1000, 2),
-        "send_new_p50_ratio_10_endpoints": round(with_p50 / without_p50, 3),
+        "send_new_p50_ratio_10_endpoints": median_of_rounds(ratios, 3),
         "calls_per_told_change": mode(in_process.calls_per_change),
         "calls_per_delivery": mode(in_process.calls_per_delivery),
         "change_to_endpoint_p50_s": round(percentile(latency, 0.5), 2) if latency else None,
@@ -410,6 +417,7 @@ def run_webhook_bench(
         "events_received": len(latency),
         "events_expected": messages * len(TOLD),
         "lanes": lanes.figures(),
+        "spread": {"send_new_p50_ratio_10_endpoints": spread(ratios)},
     }
     details = {
         "rounds": rounds,

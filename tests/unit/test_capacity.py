@@ -24,6 +24,8 @@ from bench.capacity import (
     Index,
     TableShape,
     busiest_partitions,
+    expiry_of,
+    family_of,
     index_uses,
     message_life,
     one_workspace,
@@ -174,3 +176,33 @@ def test_a_batch_get_prices_every_key_it_asked_for_found_or_not() -> None:
     )
     assert units.rru == 1 + 2
     assert sorted(use.partition for use in units.uses) == ["a", "b"]
+
+
+def test_a_condition_check_in_a_transaction_is_a_transactional_write_on_its_keys_partition() -> None:
+    """The suppression check inside the create and the claim: an absent entry still takes 2 WRU (a
+    transactional write of the smallest item), on the partition of the key it names, and each
+    recipient's entry is a partition of its own."""
+    probe = CapacityProbe(endpoint="http://127.0.0.1:9", shapes={"MessagesTable": SHAPE})  # no call made
+    key = {"pk": {"S": "SUPPRESSION#abc"}, "sk": {"S": "SUPPRESSION"}}
+
+    units = probe._write(
+        "MessagesTable", "ConditionCheck", None, None, None, failed=False, transactional=True, key=key
+    )
+
+    assert (units.wru, units.rru) == (2, 0)
+    assert [(use.table, use.index, use.partition, use.wcu) for use in units.uses] == [
+        ("MessagesTable", None, "SUPPRESSION#abc", 2)
+    ]
+    family = family_of(units.uses[0], rate_shards=1, quota_shards=1)
+    assert (family.label, family.spread) == ("SUPPRESSION#<recipient>", None)
+
+
+def test_the_expiry_of_a_life_is_the_index_writes_of_its_items_leaving() -> None:
+    life = message_life(endpoints=0, keyed=False)
+
+    expiry = expiry_of(life)
+
+    # The message leaves its two listing indexes, each of its three events the two of WebhooksTable.
+    assert expiry.wru == 2 + 3 * 2
+    assert expiry.rru == 0
+    assert all("TTL delete" in line for line in expiry.detail)
