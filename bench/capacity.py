@@ -489,7 +489,8 @@ def message_life(
         claimed: list[ClaimedMessage] = []
 
         def claim() -> None:
-            answer = delivery.claim(WORKSPACE, message.id, NOW, 25)
+            # From its record's copy, as the dispatcher claims it: one transaction, no read.
+            answer = delivery.claim(WORKSPACE, message.id, NOW, 25, seen=message)
             if not isinstance(answer, ClaimedMessage):
                 raise RuntimeError(f"the life's message was not claimed: {answer}")
             claimed.append(answer)
