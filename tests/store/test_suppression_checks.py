@@ -31,7 +31,6 @@ from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, create, cr
 
 PHONE = "+15550100000"
 CLAIM_SECONDS = 60
-WRITERS = 10
 
 
 def _suppress(stores: Stores, workspace: str = "ws_a", reason: Reason = Reason.MANUAL) -> None:
@@ -173,37 +172,62 @@ def test_given_a_copy_of_another_workspace_or_no_message_then_refused_with_nothi
 
 
 # ---------------------------------------------------------------------------- the race
+WRITES_AFTER = 2  # each writer's writes once the suppression is in place
+
+
 def test_given_a_suppression_added_while_sends_and_claims_run_then_every_later_write_is_refused(
     engine: Engine, stores: Stores
 ) -> None:
-    """Writes race one suppression: each is written, or refused by its own check; and every write
-    that started once the suppression was in place is refused (none slips between a check and its
-    write, as a read before the write would let one)."""
-    accepted = [created(stores, body=f"accepted {i}") for i in range(WRITERS)]
+    """Writers send and claim, one write after another, while one suppression is added among them:
+    it is added once each writer has written, and each keeps writing until it has written twice
+    after it. Every write is written or refused by its own check, and every one that started once
+    the suppression was in place is refused: none slips between a check and its write, as one would
+    past a read made before the write."""
+    claims_each = 12
+    pools = {i: [created(stores, body=f"accepted {i}.{n}") for n in range(claims_each)] for i in (2, 4, 6)}
+    first_writes = threading.Barrier(len(pools) + 3 + 1)  # every writer, and the suppression
+    added = threading.Event()
     added_at: list[float] = []
-    started: dict[int, float] = {}
-    lock = threading.Lock()
+
+    def write(i: int, n: int) -> object:
+        if n < len(pools.get(i, [])):
+            message = pools[i][n]
+            return _claim(stores, message, seen=_copy(message))
+        return create(stores, draft(body=f"new {i}.{n}"))  # a claimer past its pool sends
 
     def contender(i: int) -> object:
         if i == 0:
+            first_writes.wait(30)
             _suppress(stores)
             added_at.append(time.monotonic())
+            added.set()
             return "added"
-        time.sleep(0.002 * (i % 5))  # spread the writes on both sides of the suppression
-        with lock:
-            started[i] = time.monotonic()
-        if i <= WRITERS:
-            message = accepted[i - 1]
-            return _claim(stores, message, seen=_copy(message))
-        return create(stores, draft(body=f"new {i}"))
+        writes: list[tuple[float, object]] = []
+        after, n, deadline = 0, -1, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            n += 1
+            began = time.monotonic()
+            writes.append((began, write(i, n)))
+            if n == 0:
+                first_writes.wait(30)
+            if added.is_set():
+                after += 1
+                if after == WRITES_AFTER:
+                    break
+        return writes
 
-    answers = race(2 * WRITERS + 1, contender)
+    answers = race(len(pools) + 3 + 1, contender)
 
     assert answers[0] == "added", answers
-    for i, answer in enumerate(answers[1:], start=1):
-        assert isinstance(answer, ClaimedMessage | ClaimSuppressed | Created | Suppressed), answers
-        if started[i] > added_at[0]:
-            assert isinstance(answer, ClaimSuppressed | Suppressed), (i, answer)
+    writes = [write for answer in answers[1:] for write in answer]  # type: ignore[union-attr]
+    for began, outcome in writes:
+        assert isinstance(outcome, ClaimedMessage | ClaimSuppressed | Created | Suppressed), writes
+        if began > added_at[0]:
+            assert isinstance(outcome, ClaimSuppressed | Suppressed), (began - added_at[0], outcome)
+    written = [outcome for _, outcome in writes if isinstance(outcome, ClaimedMessage | Created)]
+    refused = [outcome for _, outcome in writes if isinstance(outcome, ClaimSuppressed | Suppressed)]
+    assert len(written) >= 6, writes  # each writer's first, made before the suppression began
+    assert len(refused) >= 6, writes  # each writer's last, made once it was in place
     assert create(stores, draft(body="late")) == Suppressed("manual")
 
 
