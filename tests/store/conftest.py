@@ -55,6 +55,7 @@ from sendonce.limits.ports import LimitsStore
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, CreateOutcome, DedupClaim, KeyTie, SendingStore
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.simulator.ports import SimulatorDeliveries, SimulatorStore
 from sendonce.suppressions.ports import SuppressionStore
@@ -442,6 +443,18 @@ def created(stores: Stores, now: datetime = NOW, **changes: Any) -> Message:
     outcome = create(stores, draft(now=now, **changes), now)
     assert isinstance(outcome, Created), outcome
     return outcome.message
+
+
+def opt_out(event_id: str, to: str = "+15550100000", message_id: str | None = None) -> ProviderEvent:
+    """The HTTP provider's `opted_out` event: naming no message, a STOP to the shared sending number."""
+    return ProviderEvent(
+        provider="http",
+        event_id=event_id,
+        message_id=message_id,
+        type=ProviderEventType.OPTED_OUT,
+        occurred_at="2026-11-30T12:00:00Z",
+        to=to,
+    )
 
 
 # ---------------------------------------------------------------------------- injected conflicts

@@ -23,11 +23,10 @@ from sendonce.adapters.sqs_queue import copy_of, queue_body
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, ClaimSuppressed
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import Created, MessageEdit, Suppressed
-from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
 
-from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, create, created, draft, race
+from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, create, created, draft, opt_out, race
 
 PHONE = "+15550100000"
 CLAIM_SECONDS = 60
@@ -39,15 +38,7 @@ def _suppress(stores: Stores, workspace: str = "ws_a", reason: Reason = Reason.M
 
 def _stop(stores: Stores, event_id: str, at: Any = NOW) -> None:
     """A STOP to the shared number: an opt-out naming no message, in force for every live workspace."""
-    event = ProviderEvent(
-        provider="http",
-        event_id=event_id,
-        message_id=None,
-        type=ProviderEventType.OPTED_OUT,
-        occurred_at="2026-11-30T12:00:00Z",
-        to=PHONE,
-    )
-    assert stores.events.apply_provider_event(event, at)[0] is EventOutcome.APPLIED
+    assert stores.events.apply_provider_event(opt_out(event_id, PHONE), at)[0] is EventOutcome.APPLIED
 
 
 def _copy(message: Message) -> Message:

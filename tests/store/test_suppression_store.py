@@ -19,7 +19,7 @@ from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
 from sendonce.suppressions.ports import SuppressionStore
 
-from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, race
+from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, opt_out, race
 
 PHONE = "+15550100000"
 COPIES = 10
@@ -35,17 +35,6 @@ def _entry(
 ) -> Suppression:
     return Suppression(
         to=to, reason=reason, created_at=NOW + timedelta(minutes=minutes), message_id=message_id
-    )
-
-
-def _opt_out(event_id: str, to: str = PHONE, message_id: str | None = None) -> ProviderEvent:
-    return ProviderEvent(
-        provider="http",
-        event_id=event_id,
-        message_id=message_id,
-        type=ProviderEventType.OPTED_OUT,
-        occurred_at="2026-11-30T12:00:00Z",
-        to=to,
     )
 
 
@@ -101,7 +90,7 @@ def test_given_an_entry_removed_then_gone_and_not_found_a_second_time(
 def test_given_a_shared_opt_out_then_every_workspace_until_it_removes_it_and_a_new_stop_renews_it(
     stores: Stores, suppressions: SuppressionStore
 ) -> None:
-    assert stores.events.apply_provider_event(_opt_out("stop-1"), NOW)[0] is EventOutcome.APPLIED
+    assert stores.events.apply_provider_event(opt_out("stop-1"), NOW)[0] is EventOutcome.APPLIED
 
     for workspace in ("ws_a", "ws_b"):
         assert suppressions.find_many(workspace, [PHONE])[PHONE].reason is Reason.OPTED_OUT
@@ -114,7 +103,7 @@ def test_given_a_shared_opt_out_then_every_workspace_until_it_removes_it_and_a_n
     assert _send(stores, suppressions, "ws_b", body="other") == "opted_out"
 
     later = NOW + timedelta(minutes=2)
-    assert stores.events.apply_provider_event(_opt_out("stop-2"), later)[0] is EventOutcome.APPLIED
+    assert stores.events.apply_provider_event(opt_out("stop-2"), later)[0] is EventOutcome.APPLIED
     assert suppressions.find_many("ws_a", [PHONE])[PHONE].created_at == later
     assert _send(stores, suppressions, "ws_a", body="again") == "opted_out"
 
@@ -123,7 +112,7 @@ def test_given_a_shared_opt_out_then_a_test_twin_is_not_subject_to_it(
     stores: Stores, suppressions: SuppressionStore
 ) -> None:
     """A STOP to the shared number silences every live workspace; a twin's messages never use it."""
-    assert stores.events.apply_provider_event(_opt_out("stop-twin"), NOW)[0] is EventOutcome.APPLIED
+    assert stores.events.apply_provider_event(opt_out("stop-twin"), NOW)[0] is EventOutcome.APPLIED
 
     assert PHONE in suppressions.find_many("ws_a", [PHONE])
     assert suppressions.find_many("ws_a:test", [PHONE]) == {}
@@ -148,7 +137,7 @@ def test_given_an_opt_out_naming_a_message_then_only_its_workspace_and_applied_o
     stores: Stores, suppressions: SuppressionStore
 ) -> None:
     message = created(stores, workspace="ws_a", to=PHONE)
-    event = _opt_out("stop-m", message_id=message.id)
+    event = opt_out("stop-m", message_id=message.id)
 
     answers = race(COPIES, lambda _: stores.events.apply_provider_event(event, NOW))
 
@@ -192,7 +181,7 @@ def test_given_a_permanent_bounce_then_the_message_fails_and_its_recipient_is_su
 def test_given_an_opt_out_naming_an_unknown_message_then_nobody_is_silenced(
     stores: Stores, suppressions: SuppressionStore
 ) -> None:
-    event = _opt_out("stop-x", message_id="msg_01JAAAAAAAAAAAAAAAAAAAAAAA")
+    event = opt_out("stop-x", message_id="msg_01JAAAAAAAAAAAAAAAAAAAAAAA")
 
     assert stores.events.apply_provider_event(event, NOW)[0] is EventOutcome.IGNORED
     assert suppressions.find_many("ws_a", [PHONE]) == {}
@@ -204,8 +193,8 @@ def test_the_list_is_newest_first_over_own_and_shared_entries_and_pages_reach_ea
     for minute in range(5):
         suppressions.add("ws_a", _entry(f"+1555010000{minute}", minutes=minute))
     suppressions.add("ws_b", _entry("+15550100009", minutes=9))  # another workspace's: never listed
-    stores.events.apply_provider_event(_opt_out("stop-l", to="+15550100007"), NOW + timedelta(minutes=7))
-    stores.events.apply_provider_event(_opt_out("stop-r", to="+15550100008"), NOW + timedelta(minutes=8))
+    stores.events.apply_provider_event(opt_out("stop-l", to="+15550100007"), NOW + timedelta(minutes=7))
+    stores.events.apply_provider_event(opt_out("stop-r", to="+15550100008"), NOW + timedelta(minutes=8))
     suppressions.remove("ws_a", "+15550100008", NOW + timedelta(minutes=8, seconds=1))
 
     seen: list[str] = []
@@ -257,7 +246,7 @@ def test_given_sends_racing_a_stop_then_each_is_written_or_refused_and_every_lat
 
     def contender(i: int) -> object:
         if i == 0:
-            return stores.events.apply_provider_event(_opt_out("stop-race"), NOW)
+            return stores.events.apply_provider_event(opt_out("stop-race"), NOW)
         return _send(stores, suppressions, body=f"race {i}")
 
     answers = race(COPIES, contender)
@@ -271,7 +260,7 @@ def test_entries_and_removals_carry_no_expiry_so_they_outlive_message_retention(
     dynamodb_engine: DynamoDbEngine, stores: Stores, suppressions: SuppressionStore
 ) -> None:
     suppressions.add("ws_a", _entry("ann@x.io"))
-    stores.events.apply_provider_event(_opt_out("stop-ttl"), NOW)
+    stores.events.apply_provider_event(opt_out("stop-ttl"), NOW)
     suppressions.remove("ws_b", PHONE, NOW + timedelta(minutes=1))
 
     kept = [item for item in dynamodb_engine.items() if item["sk"]["S"] == "SUPPRESSION"]
