@@ -3,11 +3,12 @@ message is still as read and still scheduled, so an edit racing a cancel, anothe
 dispatcher's claim either wins completely or loses.
 
 A message stays editable until its delivery is claimed, whether or not it was already handed to its
-queue: a queue record names the message, never its content, and the claim (one conditional write
-that moves it from `scheduled` to `sending` and returns the item as it then stands) is the one moment
-that fixes what is sent. The edit is one conditional write on the same item, so one of the two comes
-first: an edit after the claim is refused (`409 message_not_editable`), and the provider gets the
-content of the last edit before it, never a mix.
+queue: the claim (one conditional write that moves it from `scheduled` to `sending`, sending a queue
+record's copy only while the message is still as copied) is the one moment that fixes what is sent.
+Every edit moves `updatedAt` on, so a copy from before an edit is never what is sent. The edit is
+one conditional write on the same item, so one of the two comes first: an edit after the claim is
+refused (`409 message_not_editable`), and the provider gets the content of the last edit before
+it, never a mix.
 
 An edit that keeps `sendAt` leaves the message's hand-off as it is: whatever record or outbox entry
 covered it still does. A new `sendAt` moves the outbox due time (`handoff_due_at`) and, within SQS's

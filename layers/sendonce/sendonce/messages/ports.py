@@ -88,8 +88,8 @@ CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent
 @dataclass(frozen=True, slots=True)
 class MessageEdit:
     """An edit planned on the message as it was read (`seen`). The store writes it only while the
-    message is as read and still scheduled, whether or not it was handed to its queue: a record
-    names the message, and its content is read when the dispatcher claims it."""
+    message is as read and still scheduled, whether or not it was handed to its queue: the claim
+    sends a record's copy only while the message is still as copied."""
 
     seen: Message
     edited: Message
