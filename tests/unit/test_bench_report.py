@@ -3,7 +3,8 @@
 A function that takes its queue's records one after another is billed for the whole batch's time;
 a provider's delivery report costs its events queue requests and its status function's share; the
 cold start is checked as the layer ships, with the API's shape alone checked beside it and the
-baseline imported as the functions import shown beside the baseline.
+baseline imported as the functions import shown beside the baseline, and on every runtime the API
+function against its shape and every other function against the baseline.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ import pytest
 
 from bench.cold_start import FROZEN_BASELINE, SHAPE_FLOOR
 from bench.cost import SQS_USD_PER_MILLION_REQUESTS, LambdaUse, SendCost
-from bench.report import COLD_START_TARGET, checks, shipped_cold_start_rows
+from bench.report import (
+    API_OVER_SHAPE_TARGET,
+    COLD_START_TARGET,
+    OTHER_FUNCTIONS_TARGET,
+    checks,
+    shipped_cold_start_rows,
+)
 
 
 def test_a_batch_of_records_taken_one_after_another_is_billed_for_all_of_them() -> None:
@@ -110,3 +117,36 @@ def test_a_healthy_endpoint_beside_hanging_ones_is_checked_against_the_issues_5_
     assert check.passed is passed
     assert check.target == "<= 5.0"
     assert "alone 0.4" in check.value
+
+
+def _by_runtime(api_ms: float, shape_ms: float, status_ratio: float) -> dict[str, Any]:
+    figures = {"ms": 300.0, "ratio": 1.0, "cpu_ms": 300.0, "cpu_ratio": 1.0}
+    return {
+        "functions": {
+            "ApiFunction": {**figures, "ms": api_ms, "ratio": api_ms / 300.0},
+            "StatusFunction": {**figures, "ratio": status_ratio},
+        },
+        SHAPE_FLOOR: {**figures, "ms": shape_ms},
+    }
+
+
+def test_on_every_runtime_the_api_is_checked_against_its_shape_and_the_others_against_the_baseline() -> None:
+    results = _results(api_ratio=1.0, floor_ratio=1.0)
+    results["cold_start_by_runtime"] = {
+        "deployed": "python3.13",
+        "python3.11": _by_runtime(api_ms=440.0, shape_ms=400.0, status_ratio=1.35),
+        "python3.12": _by_runtime(api_ms=441.0, shape_ms=400.0, status_ratio=1.36),
+        "python3.13": {"error": "no python3.13 interpreter on this machine"},
+    }
+
+    found = {check.name: check for check in checks(results)}
+
+    api = found[f"cold_start_by_runtime[python3.11].ApiFunction/{SHAPE_FLOOR}"]
+    assert (api.value, api.target, api.passed) == (1.1, f"<= {API_OVER_SHAPE_TARGET}", True)
+    assert not found[f"cold_start_by_runtime[python3.12].ApiFunction/{SHAPE_FLOOR}"].passed  # 1.103
+    status = found["cold_start_by_runtime[python3.11].StatusFunction/baseline"]
+    assert (status.target, status.passed) == (f"<= {OTHER_FUNCTIONS_TARGET}", True)
+    assert not found["cold_start_by_runtime[python3.12].StatusFunction/baseline"].passed
+    # A runtime that was not measured fails: the target holds on every runtime.
+    missing = found["cold_start_by_runtime[python3.13]"]
+    assert (missing.value, missing.passed) == ("no python3.13 interpreter on this machine", False)
