@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.cold_start import FROZEN_BASELINE, SHAPE_FLOOR
+from bench.cold_start import FROZEN_BASELINE, RUNTIMES, SHAPE_FLOOR
 
 # The physical limit: a new send is its one transaction. The hand-off follows from the stream, the
 # quota rides in the transaction, the rate's tokens come in leases (most requests take none), and
@@ -23,6 +23,10 @@ RATIO_TARGETS_DYNAMODB_LOCAL = ("send_new_p50", "duplicate_p99_vs_send_new_p99")
 # From a new message's 201 to its provider call, through the local stack's stream and queues.
 TO_PROVIDER_TARGETS_MS = {"p50": 1000, "p99": 3000}
 COLD_START_TARGET = 1.5
+# Issue 29, on every runtime the layer is measured on: the API function at most 10% over its shape
+# alone (what its own code costs), and every other function within 1.35x of the baseline.
+API_OVER_SHAPE_TARGET = 1.1
+OTHER_FUNCTIONS_TARGET = 1.35
 # Every message of a peak of 10,000 due at once handed over within a minute of its sendAt, on AWS:
 # projected from the sweeper's calls and CPU per message (bench/outbox_peak.py); the emulator run
 # that measures them checks that each is handed over, and none twice.
@@ -99,6 +103,8 @@ def checks(results: dict[str, Any]) -> list[Check]:
             )
             for name, figures in _shipped(deployed).items()
         ]
+    if by_runtime:
+        out += cold_start_by_runtime_checks(by_runtime)
     storm = results.get("storm")
     if storm:
         out.append(
@@ -264,6 +270,29 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         ),
     ]
     return "\n\n".join(parts)
+
+
+def cold_start_by_runtime_checks(by_runtime: dict[str, Any]) -> list[Check]:
+    """On every runtime: the API function against its shape alone, measured in the same rounds, and
+    every other function against the baseline; a runtime that was not measured fails both."""
+    out: list[Check] = []
+    for runtime in RUNTIMES:
+        figures = by_runtime.get(runtime)
+        if not isinstance(figures, dict) or "functions" not in figures:
+            error = figures.get("error") if isinstance(figures, dict) else None
+            out.append(Check(f"cold_start_by_runtime[{runtime}]", error or "not measured", "measured", False))
+            continue
+        functions, shape = figures["functions"], figures.get(SHAPE_FLOOR)
+        api = functions.get("ApiFunction")
+        over_shape = round(api["ms"] / shape["ms"], 3) if api and shape else None
+        api_check = f"cold_start_by_runtime[{runtime}].ApiFunction/{SHAPE_FLOOR}"
+        out.append(at_most(api_check, over_shape, API_OVER_SHAPE_TARGET))
+        out += [
+            at_most(f"cold_start_by_runtime[{runtime}].{name}/baseline", one["ratio"], OTHER_FUNCTIONS_TARGET)
+            for name, one in functions.items()
+            if name != "ApiFunction"
+        ]
+    return out
 
 
 def _cost_line(results: dict[str, Any]) -> str:

@@ -31,10 +31,9 @@ Schema = dict[str, Any]
 
 def current_document() -> dict[str, Any]:
     """The OpenAPI document the API serves at `GET /openapi.json` (built without any AWS call)."""
-    from sendonce.api.app import app  # noqa: PLC0415
     from sendonce.api.openapi import openapi_document  # noqa: PLC0415
 
-    document: dict[str, Any] = json.loads(openapi_document(app))
+    document: dict[str, Any] = json.loads(openapi_document())
     return document
 
 

@@ -8,7 +8,8 @@ checked as the layer ships, with the API's shape alone checked beside it and the
 as the functions import shown beside the baseline. A ratio that decides a target is the median of
 its rounds, which the check carries. The outbox peak is checked on AWS by its projection from the
 sweeper's calls and CPU (tests/unit/test_bench_outbox.py), and on the emulators for every message
-handed over once. The README's cost figures are the committed run's.
+handed over once. The README's cost figures are the committed run's. On every runtime the API
+function is checked against its shape, and every other function against the baseline.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from bench.cost import (
     delivery_queue_requests,
 )
 from bench.report import (
+    API_OVER_SHAPE_TARGET,
     CALL_TARGETS,
     COLD_START_TARGET,
+    OTHER_FUNCTIONS_TARGET,
     OUTBOX_LATE_TARGET_S,
     checks,
     shipped_cold_start_rows,
@@ -275,3 +278,36 @@ def test_the_readmes_cost_figures_are_the_committed_runs() -> None:
     one_endpoint = results.get("cost_usd_per_million_sends_one_endpoint")
     if one_endpoint is not None:  # a run before the figure with an endpoint had none
         assert f"{one_endpoint:.2f}" in stated
+
+
+def _by_runtime(api_ms: float, shape_ms: float, status_ratio: float) -> dict[str, Any]:
+    figures = {"ms": 300.0, "ratio": 1.0, "cpu_ms": 300.0, "cpu_ratio": 1.0}
+    return {
+        "functions": {
+            "ApiFunction": {**figures, "ms": api_ms, "ratio": api_ms / 300.0},
+            "StatusFunction": {**figures, "ratio": status_ratio},
+        },
+        SHAPE_FLOOR: {**figures, "ms": shape_ms},
+    }
+
+
+def test_on_every_runtime_the_api_is_checked_against_its_shape_and_the_others_against_the_baseline() -> None:
+    results = _results(api_ratio=1.0, floor_ratio=1.0)
+    results["cold_start_by_runtime"] = {
+        "deployed": "python3.13",
+        "python3.11": _by_runtime(api_ms=440.0, shape_ms=400.0, status_ratio=1.35),
+        "python3.12": _by_runtime(api_ms=441.0, shape_ms=400.0, status_ratio=1.36),
+        "python3.13": {"error": "no python3.13 interpreter on this machine"},
+    }
+
+    found = {check.name: check for check in checks(results)}
+
+    api = found[f"cold_start_by_runtime[python3.11].ApiFunction/{SHAPE_FLOOR}"]
+    assert (api.value, api.target, api.passed) == (1.1, f"<= {API_OVER_SHAPE_TARGET}", True)
+    assert not found[f"cold_start_by_runtime[python3.12].ApiFunction/{SHAPE_FLOOR}"].passed  # 1.103
+    status = found["cold_start_by_runtime[python3.11].StatusFunction/baseline"]
+    assert (status.target, status.passed) == (f"<= {OTHER_FUNCTIONS_TARGET}", True)
+    assert not found["cold_start_by_runtime[python3.12].StatusFunction/baseline"].passed
+    # A runtime that was not measured fails: the target holds on every runtime.
+    missing = found["cold_start_by_runtime[python3.13]"]
+    assert (missing.value, missing.passed) == ("no python3.13 interpreter on this machine", False)

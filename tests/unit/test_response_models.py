@@ -134,6 +134,7 @@ def test_any_message_shows_as_its_webhook_payload_and_back(message: Message) -> 
 
     assert MessageModel.model_validate(shown) == MessageModel.of(message)
     assert json.loads(to_json(MessageModel.of(message))) == shown
+    assert list(MessageModel.of(message).model_dump(mode="json")) == list(shown)  # field for field, in order
 
 
 @given(messages, st.sampled_from(EventType), maybe(st.none(), st.integers(1, 9)))

@@ -26,12 +26,12 @@ from jsonschema import Draft202012Validator
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.answers import send_answer
-from sendonce.api.app import app, handle
+from sendonce.api.app import handle
 from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.openapi import openapi_document
-from sendonce.api.routers import ROUTES, provider_events, service, suppressions, usage, webhooks
-from sendonce.api.routers import messages as messages_router
-from sendonce.api.routes import Body, Route
+from sendonce.api.routers import ROUTES
+from sendonce.api.routes import Body, Route, provider_events, service, suppressions, usage, webhooks
+from sendonce.api.routes import messages as messages_router
 from sendonce.auth.api_keys import hash_api_key
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
@@ -77,7 +77,7 @@ UNKNOWN_MESSAGE = "msg_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_ENDPOINT = "whep_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_EVENT = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
 
-DOCUMENT: dict[str, Any] = json.loads(openapi_document(app))
+DOCUMENT: dict[str, Any] = json.loads(openapi_document())
 Answer = dict[str, Any]
 
 

@@ -1,5 +1,5 @@
-"""Each route is declared once, in its router (`sendonce.api.routers`): template.yaml and the app agree
-with the table of them all.
+"""Each route is declared once (`sendonce.api.routes`): template.yaml and the app agree with the table
+of them all (`sendonce.api.routers`).
 
 template.yaml tells API Gateway which routes reach the function, with no authorizer on any (the
 function checks the API key itself); the declaration tells the app which take a key. These tests
@@ -31,11 +31,11 @@ from sendonce.api.errors import ApiError
 from sendonce.api.json_body import decode_json as _decode_json
 from sendonce.api.preflight import check_request
 from sendonce.api.routers import ROUTES
-from sendonce.api.routers.messages import EDIT_MESSAGE, SEND_BATCH, SEND_MESSAGE
-from sendonce.api.routers.provider_events import PROVIDER_WEBHOOK
-from sendonce.api.routers.suppressions import ADD_SUPPRESSION
-from sendonce.api.routers.webhooks import ADD_WEBHOOK_ENDPOINT, REDELIVER_EVENT
 from sendonce.api.routes import Body, Route
+from sendonce.api.routes.messages import EDIT_MESSAGE, SEND_BATCH, SEND_MESSAGE
+from sendonce.api.routes.provider_events import PROVIDER_WEBHOOK
+from sendonce.api.routes.suppressions import ADD_SUPPRESSION
+from sendonce.api.routes.webhooks import ADD_WEBHOOK_ENDPOINT, REDELIVER_EVENT
 from sendonce.auth.api_keys import resolve_workspace
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits

@@ -200,3 +200,14 @@ def test_a_webhook_endpoint_gets_the_contracts_15_seconds_whatever_the_environme
     assert isinstance(built.deliverer, WebhookDeliverer)
     assert built.deliverer.timeout_seconds == 15.0
     assert "SENDONCE_WEBHOOK_TIMEOUT_SECONDS" not in WebhookDeliverySettings.variables()
+
+
+def test_a_function_builds_its_own_settings_class_only() -> None:
+    """Each class is in a module of its own, imported when first named: the API function never
+    builds the dispatchers' class, nor they the API's."""
+    script = (
+        "import sys; from sendonce.settings import ApiSettings;"
+        "print(sorted(m for m in sys.modules if m.startswith('sendonce.settings.')))"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "['sendonce.settings.api']"

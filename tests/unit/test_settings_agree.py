@@ -151,15 +151,8 @@ def _same(stated: str, value: Any) -> bool:
 # ---------------------------------------------------------------------------- classes and template
 def test_every_function_names_its_settings_class(template: Template) -> None:
     assert set(FUNCTION_SETTINGS) == set(template.functions)
-    # Every settings class of the module is some function's.
-    assert set(CLASSES) == {
-        value
-        for name, value in vars(settings).items()
-        if isinstance(value, type)
-        and value.__module__ == settings.__name__
-        and not name.startswith("_")
-        and hasattr(value, "variables")
-    }
+    # Every settings class of the package is some function's.
+    assert set(CLASSES) == {getattr(settings, name) for name in settings.CLASSES}
 
 
 @pytest.mark.parametrize("function_id", sorted(FUNCTION_SETTINGS))

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,8 +24,9 @@ import pytest
 from sendonce.adapters.dynamodb_items import lock_key, tie_key, to_item
 from sendonce.adapters.dynamodb_message_stream import POSITION_DIGITS, change_of
 from sendonce.api.shapes import message_shape
-from sendonce.entrypoints.message_changes import handle_stream_batch
+from sendonce.entrypoints.message_changes import build, handle_stream_batch
 from sendonce.messages.model import Channel, Message, Status
+from sendonce.settings import MessageChangesSettings
 from sendonce.status_webhooks.events import ChangeNotRecorded, EventRecorder
 from sendonce.status_webhooks.model import (
     STATUS_EVENTS,
@@ -632,3 +635,33 @@ def test_a_status_event_payload_is_the_message_right_after_its_change() -> None:
         "data": {"message": message_shape(sent), "sequence": 2},
     }
     assert event.payload()["data"]["message"]["metadata"] == {"order": "A-17"}  # echoed for joins
+
+
+# ---------------------------------------------------------------------------- the function's cold start
+class _Client:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def send_message_batch(self, **request: Any) -> dict[str, Any]:
+        self.calls.append(request["QueueUrl"])
+        return {"Successful": [{"Id": entry["Id"]} for entry in request["Entries"]]}
+
+
+def test_the_functions_root_builds_sqs_with_the_first_delivery_it_queues() -> None:
+    built: list[str] = []
+
+    def clients(service: str, **_: Any) -> _Client:
+        built.append(service)
+        return _Client()
+
+    recorder = build(MessageChangesSettings(webhooks_table="Webhooks", webhook_queue_url="q"), clients)
+    assert built == ["dynamodb"]  # a change that no endpoint wants queues nothing
+
+    recorder.queue.enqueue([DeliveryTask("ws", "evt_1", "whep_1")])
+    assert built == ["dynamodb", "sqs"]
+
+
+def test_the_function_shows_a_message_without_importing_pydantic() -> None:
+    script = "import sys, sendonce.entrypoints.message_changes; print('pydantic' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "False"

@@ -19,9 +19,10 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 _ROOTS: list[Root[Any]] = []
 
@@ -62,3 +63,20 @@ class Root(Generic[T]):
 def reset_all() -> None:
     for root in _ROOTS:
         root.reset()
+
+
+def on_first_call(build: Callable[[], F]) -> F:
+    """Stands for the callable `build()` returns, which it builds (once, whichever thread calls
+    first) on its first call: what a function's first request may never need (a batch's sender,
+    and the modules it imports) stays off its cold start."""
+    built: list[F] = []
+    lock = threading.Lock()
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not built:
+            with lock:
+                if not built:
+                    built.append(build())
+        return built[0](*args, **kwargs)
+
+    return cast(F, call)

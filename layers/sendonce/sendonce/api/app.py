@@ -2,14 +2,16 @@
 
 `handle` runs the preflight (`sendonce.api.preflight`) on each request, then hands it to the
 resolver, which takes it to its route's handler in one of the routers (`sendonce.api.routers`, one
-per context), each included here. A JSON body is decoded once, by the preflight; the resolver's
-validation (its `json_body`) and every handler take that value (`sendonce.api.exchange`), and none
-parses the body's text again. Every failure becomes the one error body of
-`sendonce.api.errors`; nothing, however malformed, answers 500.
+per context). A router is included here with the first request for one of its routes (its module,
+its models and its context load then), a send's when this module is imported. A JSON body is
+decoded once, by the preflight; the resolver's validation (its `json_body`) and every handler take
+that value (`sendonce.api.exchange`), and none parses the body's text again. Every failure becomes
+the one error body of `sendonce.api.errors`; nothing, however malformed, answers 500.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -17,7 +19,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sendonce.api import dependencies
+from sendonce.api import dependencies, routers
 from sendonce.api.errors import (
     ApiError,
     details_from_pydantic,
@@ -29,7 +31,8 @@ from sendonce.api.errors import (
 )
 from sendonce.api.exchange import json_body, json_text, remember
 from sendonce.api.preflight import check_request
-from sendonce.api.routers import ROUTES, messages, provider_events, service, suppressions, usage, webhooks
+from sendonce.api.routers import ROUTES
+from sendonce.api.routes import Route
 from sendonce.auth.api_keys import bearer_token, resolve_workspace
 from sendonce.errors import RateLimited, SendonceError
 from sendonce.limits.model import RateDecision
@@ -42,12 +45,27 @@ def _preflight_body(_text: str) -> Any:
 
 
 app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_preflight_body)
-app.include_router(messages.router)
-app.include_router(webhooks.router)
-app.include_router(provider_events.router)
-app.include_router(suppressions.router)
-app.include_router(usage.router)
-app.include_router(service.router)
+_included: set[str] = set()
+_including = threading.Lock()
+
+
+def _include(name: str) -> None:
+    """The router of that name in the resolver, once (its module imported then)."""
+    if name in _included:
+        return
+    with _including:
+        if name not in _included:
+            app.include_router(routers.load(name))
+            _included.add(name)
+
+
+def include_router_of(route: Route) -> None:
+    """The router that handles `route` in the resolver: before the first request for it is resolved."""
+    _include(ROUTES.router_of(route))
+
+
+for _name in routers.AT_IMPORT:
+    _include(_name)
 
 
 # ---------------------------------------------------------------------------- errors, in one place
@@ -107,6 +125,7 @@ def handle(event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             raise validation_error([{"field": "event", "message": "is not an API Gateway event"}])
         checked = check_request(event, _find_workspace, check_rate)
+        include_router_of(checked.route)
         # Set before every resolve (which clears it after), so no request sees another's caller or body.
         remember(app.context, checked.workspace, checked.body)
         response: dict[str, Any] = app.resolve(checked.event, context)

@@ -10,24 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 from sendonce.api.answers import send_answer
-from sendonce.api.batch import SendMany, run_once
 from sendonce.api.idempotency import SendOnce, StoredAnswer
 from sendonce.auth.api_keys import ApiKeyStore
 from sendonce.composition import Root
 from sendonce.errors import DependencyUnavailable
 from sendonce.limits.service import RequestLimits
-from sendonce.messages.batch import BatchOutcome
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.secret_values import Secret, no_secret
 from sendonce.settings import ApiSettings
 from sendonce.suppressions.service import SuppressionService
 
-if TYPE_CHECKING:  # imported when the webhooks' use cases, or a provider event, first need them
+if TYPE_CHECKING:  # imported when a batch, the webhooks' use cases, or a provider event first need them
+    from sendonce.api.batch import SendMany
+    from sendonce.messages.batch import BatchOutcome
     from sendonce.provider_events.ports import EventQueue
     from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
@@ -41,6 +41,13 @@ def _no_test_deliveries() -> SimulatorDeliveries:
 
 def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
     raise DependencyUnavailable("no batch sender is configured")
+
+
+def _run_once(**arguments: Any) -> StoredAnswer:
+    """`sendonce.api.batch.run_once`, its module loaded with the first batch."""
+    from sendonce.api.batch import run_once  # noqa: PLC0415
+
+    return run_once(**arguments)
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,7 @@ class ApiDependencies:
     provider_events_secret: Secret = no_secret
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
     send_many: SendMany = _no_batches
-    send_batch_once: SendOnce = run_once
+    send_batch_once: SendOnce = _run_once
     # The request rate (checked right after the API key) and usage; None: nothing is limited. It
     # holds this execution environment's rate leases (sendonce.limits.service).
     limits: RequestLimits | None = None

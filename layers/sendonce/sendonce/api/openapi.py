@@ -1,7 +1,10 @@
 """The API's OpenAPI document and its browsable page, built on first request.
 
 Their models and Swagger UI stay off the cold start: a function that never serves
-`/openapi.json` or `/docs` never builds them.
+`/openapi.json` or `/docs` never builds them. The document is built on a resolver of its own, which
+takes every route of the table (`sendonce.api.routers.ROUTERS`), with its handler, in the table's
+order: whichever routers the API function's resolver has included so far, in whichever order its
+requests came, the document is the same.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
-from sendonce.api.routers import ROUTES
-from sendonce.api.routers.provider_events import PROVIDER_WEBHOOK
+from sendonce.api import routers
+from sendonce.api.routers import ROUTERS, ROUTES
+from sendonce.api.routes import register_route
+from sendonce.api.routes.provider_events import PROVIDER_WEBHOOK
 from sendonce.provider_events.http_body import HttpProviderEvent
 
 # Shown at the top of /docs: what the service promises, and test mode walked through.
@@ -48,13 +53,23 @@ which retries under the message id.
 """
 
 
+def _every_route() -> APIGatewayHttpResolver:
+    """A resolver that only describes: every declared route, with its handler, in the table's order."""
+    resolver = APIGatewayHttpResolver(enable_validation=True)
+    for name, routes in ROUTERS.items():
+        router = routers.load(name)
+        for route in routes:
+            register_route(resolver, route, router.handlers[route.key])
+    return resolver
+
+
 @cache
-def openapi_document(app: APIGatewayHttpResolver) -> str:
+def openapi_document() -> str:
     """The OpenAPI description, built on first request: its models stay off the cold start."""
     from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer  # noqa: PLC0415
 
     document = json.loads(
-        app.get_openapi_json_schema(
+        _every_route().get_openapi_json_schema(
             title="sendonce",
             version="1.0.0",
             description=DESCRIPTION,
@@ -103,7 +118,7 @@ def _describe_webhook(operation: dict[str, Any], schemas: dict[str, Any]) -> Non
 
 
 @cache
-def docs_page(app: APIGatewayHttpResolver) -> str:
+def docs_page() -> str:
     """Swagger UI with its script and styles inlined from Powertools: it works with no CDN."""
     from aws_lambda_powertools import event_handler  # noqa: PLC0415
     from aws_lambda_powertools.event_handler.openapi.swagger_ui.html import (  # noqa: PLC0415
@@ -112,7 +127,7 @@ def docs_page(app: APIGatewayHttpResolver) -> str:
 
     assets = Path(event_handler.__file__).parent / "openapi" / "swagger_ui"
     return generate_swagger_html(
-        spec=openapi_document(app).replace("</", "<\\/"),
+        spec=openapi_document().replace("</", "<\\/"),
         swagger_js=(assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
         swagger_css=(assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
         swagger_base_url="",

@@ -41,7 +41,7 @@ from sendonce.api.errors import (
 from sendonce.api.exchange import RequestBody, header, raw_body
 from sendonce.api.json_body import decode_json
 from sendonce.api.routers import ROUTES
-from sendonce.api.routes import MAX_BODY_BYTES, Body, size_text
+from sendonce.api.routes import MAX_BODY_BYTES, Body, Route, size_text
 from sendonce.observability import logger
 
 __all__ = ["MAX_BODY_BYTES", "Checked", "FindWorkspace", "RequestBody", "check_request", "header", "raw_body"]
@@ -52,8 +52,9 @@ FindWorkspace = Callable[[str | None], str | None]
 
 
 class Checked(NamedTuple):
-    """A request that may reach its route: the event, the caller and the decoded body."""
+    """A request that may reach its route: the route, the event, the caller and the decoded body."""
 
+    route: Route
     event: dict[str, Any]
     workspace: str | None  # on a route that takes an API key, always set; elsewhere, a good key's
     body: RequestBody | None = None  # None: the route reads no JSON, or none was sent (optional)
@@ -140,15 +141,15 @@ def check_request(
         raise not_found("Nothing has this id: no id holds a slash.")
     # Only the routes that take a body read one.
     if route.body is Body.NONE:
-        return Checked(event, workspace)
+        return Checked(route, event, workspace)
     body = raw_body(event)
     limit = route.max_body_bytes  # the route's own: 1 MiB for a batch, 256 KiB for one message
     if len(body) > limit:
         raise ApiError(413, "payload_too_large", f"The body is over {size_text(limit)}.")
-    if route.body is Body.SIGNED:
-        return Checked(event, workspace, _decoded(body))  # the route checks the signature on the raw bytes
+    if route.body is Body.SIGNED:  # the route checks the signature on the raw bytes
+        return Checked(route, event, workspace, _decoded(body))
     if route.body is Body.OPTIONAL_JSON and not body.strip():
-        return Checked(event, workspace)
+        return Checked(route, event, workspace)
     if not _is_json_media_type(header(event, "content-type")):
         raise ApiError(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
     try:
@@ -159,4 +160,4 @@ def check_request(
     # The router's own body check compares the media type case-sensitively: hand it the checked one.
     headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
     checked = {**event, "headers": {**headers, "content-type": JSON}, "body": text, "isBase64Encoded": False}
-    return Checked(checked, workspace, RequestBody(value))
+    return Checked(route, checked, workspace, RequestBody(value))

@@ -3,8 +3,10 @@
 Each router's own request and response models are in its module (`sendonce.api.routers.*`);
 here are those several share: a message as the API shows it, a suppression entry, the bare
 acknowledgement, and a request's recipient, metadata and RFC 3339 instants. This module imports no
-router, nor Powertools: what shows a message outside the API (a status webhook's `data.message`)
-reads it from here (import-linter's `api-shapes-alone` contract keeps it so).
+router, nor Powertools (import-linter's `api-shapes-alone` contract keeps it so). A message's values
+as the API shows them are `sendonce.api.message_view`'s, from which `MessageModel` validates: what
+shows a message outside the API (a status webhook's `data.message`) reads them there, without
+pydantic.
 
 Response models are the only serializer of the API's answers: a handler builds one from domain
 values (`of`), and `to_json` writes it. The domain carries no API shape.
@@ -22,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from sendonce import channels
+from sendonce.api.message_view import message_shape
 from sendonce.clock import rfc3339
 from sendonce.messages.model import Message, Status
 from sendonce.messages.recipients import InvalidRecipient
@@ -149,28 +152,8 @@ class MessageModel(ResponseModel):
 
     @classmethod
     def of(cls, message: Message) -> MessageModel:
-        return cls(
-            id=message.id,
-            channel=message.channel.value,
-            to=message.to,
-            subject=message.subject,
-            body=message.body,
-            status=message.status,
-            sendAt=rfc3339(message.send_at) if message.send_at is not None else None,
-            metadata=dict(message.metadata),
-            idempotencyKey=message.idempotency_key,
-            attempts=message.attempts,
-            error=MessageError(code=message.error.code, message=message.error.message)
-            if message.error is not None
-            else None,
-            createdAt=rfc3339(message.created_at),
-            updatedAt=rfc3339(message.updated_at),
-        )
-
-
-def message_shape(message: Message) -> dict[str, Any]:
-    """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
-    return MessageModel.of(message).model_dump(mode="json")
+        """The message as the API shows it: validated from its one mapping to JSON values."""
+        return cls.model_validate(message_shape(message))
 
 
 class SuppressionModel(ResponseModel):

@@ -22,21 +22,24 @@ from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
 from sendonce.api import dependencies
 from sendonce.api.answers import send_answer
 from sendonce.api.app import handle
-from sendonce.api.batch import BATCH_KEY_PREFIX, run_once
 from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.idempotency import StoredAnswer, idempotency_config, make_idempotent
 from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.aws_clients import Clients, client, client_on_first_use
-from sendonce.composition import Root
+from sendonce.composition import Root, on_first_call
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
-from sendonce.messages.batch import BatchSender
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.observability import logger, metrics
 from sendonce.settings import ApiSettings
 from sendonce.suppressions.service import SuppressionService
 
-if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries)
+if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _send_many, _batch_once)
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    from sendonce.api.batch import SendMany
+    from sendonce.api.idempotency import SendOnce
+    from sendonce.messages.ports import SendingStore
     from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
 
@@ -66,7 +69,6 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
     suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
     messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
-    batches = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
     config = idempotency_config(settings.idempotency_ttl_seconds)
     api_keys = CachedApiKeyStore(
         DynamoDbApiKeyStore(dynamodb, settings.api_keys_table),
@@ -89,13 +91,32 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
             settings.provider_events_secret_arn,
             partial(clients, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
         ),
-        send_many=batches.send_many,
-        send_batch_once=make_idempotent(
-            run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
-        ),
+        # A batch's sender and its modules load with the first batch: a send never needs them.
+        send_many=on_first_call(partial(_send_many, store, dedup_window, limits, suppressions)),
+        send_batch_once=on_first_call(partial(_batch_once, settings, dynamodb, config)),
         limits=RequestLimits(limits) if limits is not None else None,
         suppressions=SuppressionService(suppressions),
         build_test_deliveries=partial(_test_deliveries, settings, dynamodb),
+    )
+
+
+def _send_many(
+    store: SendingStore,
+    dedup_window: timedelta,
+    limits: DynamoDbLimits | None,
+    suppressions: DynamoDbSuppressionStore,
+) -> SendMany:
+    from sendonce.messages.batch import BatchSender  # noqa: PLC0415
+
+    sender = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
+    return sender.send_many
+
+
+def _batch_once(settings: ApiSettings, dynamodb: Any, config: IdempotencyConfig) -> SendOnce:
+    from sendonce.api.batch import BATCH_KEY_PREFIX, run_once  # noqa: PLC0415
+
+    return make_idempotent(
+        run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
     )
 
 

@@ -24,8 +24,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
-from sendonce.api.shapes import message_shape
-from sendonce.aws_clients import Clients, client
+from sendonce.api.message_view import message_shape
+from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
 from sendonce.entrypoints.shared.stream_records import sequence_number
 from sendonce.observability import logger, metrics
@@ -39,10 +39,12 @@ STREAM_WORKERS = 8
 
 def build(settings: MessageChangesSettings, clients: Clients) -> EventRecorder:
     store = DynamoDbWebhookStore(clients("dynamodb"), settings.webhooks_table)
+    # A change that no endpoint wants queues nothing: SQS is built by the first delivery queued.
+    sqs = client_on_first_use("sqs", build=clients)
     return EventRecorder(
         events=store,
         endpoints=store,
-        queue=SqsDeliveryQueue(clients("sqs"), settings.webhook_queue_url),
+        queue=SqsDeliveryQueue(sqs, settings.webhook_queue_url),
         show_message=message_shape,
     )
 

@@ -39,7 +39,7 @@ class EventRecorder:
     endpoints: EndpointStore
     queue: DeliveryQueue
     # The message as an event shows it (its payload's `data.message`): given by the composition
-    # root (the API's Message, `sendonce.api.shapes.message_shape`), so the domain holds no API shape.
+    # root (the API's Message, `sendonce.api.message_view.message_shape`), so the domain holds no API shape.
     show_message: Callable[[Message], Mapping[str, Any]]
     # Endpoints read once per workspace per batch: an endpoint added mid-batch gets later batches.
     _endpoints: dict[str, list[Endpoint]] = field(default_factory=dict)

@@ -1,9 +1,6 @@
-"""Messages: send one or a batch, get, list, edit and cancel.
+"""Messages: get, list, edit and cancel (a send is `sending`'s, a batch `batches`').
 
-Each route is declared here, right above its handler, which the router registers from it. A
-handler validates, calls one use case of `sendonce.messages`, and answers with its response model.
-A send's answer, stored for Idempotency-Key replays, is `sendonce.api.answers`'; a batch's,
-`sendonce.api.batch`'s.
+A handler validates, calls one use case of `sendonce.messages`, and answers with its response model.
 """
 
 from __future__ import annotations
@@ -12,21 +9,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sendonce.api import dependencies
-from sendonce.api.answers import DuplicateCaught, SendAccepted
-from sendonce.api.batch import BatchRequest, BatchResults, answer_batch
-from sendonce.api.commands import SendMessageRequest, command_of
-from sendonce.api.errors import ApiError, from_domain_error, idempotency_in_progress, validation_error
-from sendonce.api.exchange import answer, caller, json_body, json_text
-from sendonce.api.routes import Body as RequestBodyKind
-from sendonce.api.routes import DeclaredRouter, Route, json_answer
+from sendonce.api.errors import validation_error
+from sendonce.api.exchange import answer, caller
+from sendonce.api.routes import DeclaredRouter
+from sendonce.api.routes.messages import CANCEL_MESSAGE, EDIT_MESSAGE, GET_MESSAGE, LIST_MESSAGES
 from sendonce.api.shapes import (
     MESSAGE_ID_PATTERN,
     MessageModel,
@@ -36,8 +26,6 @@ from sendonce.api.shapes import (
     send_at_within_window,
     to_json,
 )
-from sendonce.errors import IdempotencyKeyReused
-from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.messages.edits import MessageChanges
 from sendonce.messages.model import Status
 from sendonce.messages.ports import Page
@@ -90,150 +78,10 @@ class MessagePage(ResponseModel):
     nextCursor: str | None
 
 
-def _key(header_value: str | None, required: bool) -> str | None:
-    """The Idempotency-Key a header names; a missing one refused where the settings require it."""
-    if header_value is not None:
-        try:
-            return parse_idempotency_key(header_value)
-        except InvalidIdempotencyKey as error:
-            raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
-    if required:
-        raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
-    return None
-
-
-# ---------------------------------------------------------------------------- POST /v1/messages
-SEND_MESSAGE = Route(
-    "POST",
-    "/v1/messages",
-    summary="Send one message",
-    description=(
-        "Accepts a message for delivery. An identical message to the same recipient within the dedup "
-        "window is answered 200 with duplicateOnly: true and the original. With an Idempotency-Key, "
-        "a retry replays the first answer with Idempotency-Replayed: true."
-    ),
-    answers={
-        201: json_answer(
-            "Accepted: queued, scheduled, or accepted (hand-off to the queue still owed)", SendAccepted
-        ),
-        200: json_answer("The dedup guard caught a duplicate; nothing was sent", DuplicateCaught),
-    },
-    errors=(400, 409, 422, 503),
-    body=RequestBodyKind.JSON,
-    tags=("messages",),
-)
-
-
-@router.handles(SEND_MESSAGE)
-def send_message(
-    message: Annotated[SendMessageRequest, Body(embed=False)],
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="idempotency-key",
-            description="1-255 visible ASCII characters; a retry with the same key never sends twice",
-        ),
-    ] = None,
-) -> Response[Any]:
-    workspace = caller(router.context)
-    deps = dependencies.root.get()
-    key = _key(idempotency_key, deps.settings.require_idempotency_key)
-    if key is None:
-        stored = deps.send(command_of(message, workspace, None))
-    else:
-        # Compared on the parsed body (the very value the model was validated from): key order and
-        # white space never make two requests differ.
-        payload = json_body(router.context)
-        command = command_of(message, workspace, key, payload=payload)
-        # An in-progress record expires with this invocation's time, should it die mid-request.
-        deps.idempotency_config.register_lambda_context(router.lambda_context)
-        try:
-            stored = deps.send_once(
-                request={"workspace": workspace, "key": key, "payload": payload}, command=command
-            )
-        except IdempotencyAlreadyInProgressError:
-            raise idempotency_in_progress() from None
-        except IdempotencyValidationError:
-            raise from_domain_error(IdempotencyKeyReused()) from None
-    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
-    return json_text(stored["statusCode"], stored["body"], headers)
-
-
-# ---------------------------------------------------------------------------- POST /v1/messages/batch
-SEND_BATCH = Route(
-    "POST",
-    "/v1/messages/batch",
-    summary="Send 1 to 500 messages, each answered as if sent alone",
-    description=(
-        'Body {"messages": [...]}, at most 1 MiB: each item is the body of POST /v1/messages plus an '
-        "optional idempotencyKey, and gets the Result POST /v1/messages would answer it alone (its "
-        "status code, duplicateOnly, replayed, message or error), in the items' order. Identical items "
-        "are one message. ?validation=strict: any item that is not valid makes the whole request a 400 "
-        "and nothing is written. An Idempotency-Key header covers the whole request."
-    ),
-    answers={200: json_answer("One Result per item, in order", BatchResults)},
-    errors=(400, 409, 422, 503),
-    body=RequestBodyKind.JSON,
-    tags=("messages",),
-    max_body_bytes=1024 * 1024,
-)
-
-
-@router.handles(SEND_BATCH)
-def send_batch(
-    batch: Annotated[BatchRequest, Body(embed=False)],
-    validation: Annotated[
-        Literal["permissive", "strict"],
-        Query(description="strict: any item that is not valid fails the whole request, nothing written"),
-    ] = "permissive",
-    idempotency_key: Annotated[
-        str | None,
-        Header(alias="idempotency-key", description="Covers the whole request; a retry replays its 200"),
-    ] = None,
-) -> Response[Any]:
-    workspace = caller(router.context)
-    deps = dependencies.root.get()
-    # An in-progress record expires with this invocation's time, should it die mid-request.
-    deps.idempotency_config.register_lambda_context(router.lambda_context)
-    stored = answer_batch(
-        workspace=workspace,
-        body=json_body(router.context),
-        strict=validation == "strict",
-        header_key=idempotency_key,
-        key_required=deps.settings.require_idempotency_key,
-        send_many=deps.send_many,
-        send_once=deps.send_once,
-        send_batch_once=deps.send_batch_once,
-    )
-    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
-    return json_text(stored["statusCode"], stored["body"], headers)
-
-
-# ---------------------------------------------------------------------------- reads, edits, cancels
-GET_MESSAGE = Route(
-    "GET",
-    "/v1/messages/{id}",
-    summary="Get one message",
-    answers={200: json_answer("The message", MessageEnvelope)},
-    errors=(404, 503),
-    tags=("messages",),
-)
-
-
 @router.handles(GET_MESSAGE)
 def get_message(id: str) -> Response[Any]:
     message = dependencies.root.get().messages.get(caller(router.context), id)
     return answer(200, MessageEnvelope(success=True, message=MessageModel.of(message)))
-
-
-LIST_MESSAGES = Route(
-    "GET",
-    "/v1/messages",
-    summary="List messages, newest first",
-    answers={200: json_answer("A page of messages", MessagePage)},
-    errors=(400, 503),
-    tags=("messages",),
-)
 
 
 @router.handles(LIST_MESSAGES)
@@ -262,39 +110,10 @@ def within_answer_size(page: Page) -> MessagePage:
     return MessagePage(success=True, messages=shown, nextCursor=page.next_cursor)
 
 
-CANCEL_MESSAGE = Route(
-    "DELETE",
-    "/v1/messages/{id}",
-    summary="Cancel a message that has not started its delivery",
-    answers={200: json_answer("Canceled", MessageEnvelope)},
-    errors=(404, 409, 503),
-    tags=("messages",),
-)
-
-
 @router.handles(CANCEL_MESSAGE)
 def cancel_message(id: str) -> Response[Any]:
     message = dependencies.root.get().messages.cancel(caller(router.context), id)
     return answer(200, MessageEnvelope(success=True, message=MessageModel.of(message)))
-
-
-EDIT_MESSAGE = Route(
-    "PATCH",
-    "/v1/messages/{id}",
-    summary="Edit a scheduled message until its delivery starts",
-    description=(
-        "One or more of body, subject, sendAt, metadata (metadata replaces the old one). Allowed while "
-        "the message is scheduled, whether or not it was already handed to its queue, up to the moment "
-        "its delivery is claimed (at its sendAt); otherwise 409 message_not_editable. What is sent is "
-        "the message as it stands at that moment: an edit answered 200 before it is always sent whole, "
-        "an edit after it is refused. The dedup lock follows the content: a new content another message "
-        "holds in the dedup window is 409 duplicate_content with details.messageId, and nothing changes."
-    ),
-    answers={200: json_answer("Edited", MessageEnvelope)},
-    errors=(400, 404, 409, 503),
-    body=RequestBodyKind.JSON,
-    tags=("messages",),
-)
 
 
 @router.handles(EDIT_MESSAGE)

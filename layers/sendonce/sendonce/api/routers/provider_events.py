@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from sendonce.api import dependencies
 from sendonce.api.errors import ApiError, details_from_pydantic, not_found, unavailable, validation_error
 from sendonce.api.exchange import answer, header, json_body, raw_body
-from sendonce.api.routes import Body, DeclaredRouter, Route, json_answer
+from sendonce.api.routes import DeclaredRouter
+from sendonce.api.routes.provider_events import PROVIDER_WEBHOOK
 from sendonce.api.shapes import Acknowledged
 from sendonce.observability import logger
 from sendonce.provider_events.signature import InvalidSignature
@@ -23,22 +24,6 @@ from sendonce.provider_events.signature import verify as verify_signature
 from sendonce.secret_values import SecretUnavailable
 
 router = DeclaredRouter()
-
-PROVIDER_WEBHOOK = Route(
-    "POST",
-    "/v1/webhooks/{provider}",
-    summary="Delivery events from a provider (signed)",
-    description=(
-        "For the HTTP provider (`http`): header `X-Sendonce-Signature: t=<unix seconds>,v1=<hex "
-        'HMAC-SHA256(secret, "<t>.<raw body>")>`, at most 5 minutes old. Each eventId takes effect '
-        "once; status never moves backwards. Acknowledged as soon as the event is safely queued."
-    ),
-    answers={200: json_answer("Acknowledged", Acknowledged)},
-    errors=(400, 401, 404, 503),  # 401: a signature that is not valid
-    public=True,  # the provider signs the body instead
-    body=Body.SIGNED,
-    tags=("provider events",),
-)
 
 
 @router.handles(PROVIDER_WEBHOOK)

@@ -15,8 +15,13 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from sendonce.api import dependencies
 from sendonce.api.errors import ApiError, unavailable, validation_error
 from sendonce.api.exchange import answer, caller
-from sendonce.api.routes import Body as RequestBodyKind
-from sendonce.api.routes import DeclaredRouter, Route, json_answer
+from sendonce.api.routes import DeclaredRouter
+from sendonce.api.routes.suppressions import (
+    ADD_SUPPRESSION,
+    DELETE_SUPPRESSION,
+    GET_SUPPRESSION,
+    LIST_SUPPRESSIONS,
+)
 from sendonce.api.shapes import Acknowledged, RecipientRequest, ResponseModel, SuppressionModel
 from sendonce.messages.recipients import InvalidRecipient
 from sendonce.suppressions.service import SuppressionService
@@ -55,46 +60,11 @@ def _invalid_recipient(error: InvalidRecipient) -> ApiError:
     return validation_error([{"field": "to", "message": str(error)}])
 
 
-ADD_SUPPRESSION = Route(
-    "POST",
-    "/v1/suppressions",
-    summary="Put a recipient on the suppression list",
-    description=(
-        "Body {channel, to}: the recipient as that channel reads it. One entry covers every channel that "
-        "reaches the recipient (a phone number: sms and iMessage; an address: email and iMessage). "
-        "201 with the new entry (reason manual); 200 with the existing one if the recipient is on the "
-        "list already, whatever its reason."
-    ),
-    answers={
-        201: json_answer("Added", SuppressionEnvelope),
-        200: json_answer("Already on the list: the existing entry", SuppressionEnvelope),
-    },
-    errors=(400, 503),
-    body=RequestBodyKind.JSON,
-    tags=("suppressions",),
-)
-
-
 @router.handles(ADD_SUPPRESSION)
 def add_suppression(request: Annotated[AddSuppressionRequest, Body(embed=False)]) -> Response[Any]:
     entry, created = _suppressions().add(caller(router.context), request.channel, request.to)
     shown = SuppressionEnvelope(success=True, suppression=SuppressionModel.of(entry))
     return answer(201 if created else 200, shown)
-
-
-LIST_SUPPRESSIONS = Route(
-    "GET",
-    "/v1/suppressions",
-    summary="List the suppression list, newest first",
-    description=(
-        "Entries come from STOP replies (opted_out), permanent SES bounces (bounced), complaints "
-        "(complained) and this API (manual). A STOP to the shared sending number that names no message "
-        "is on every workspace's list."
-    ),
-    answers={200: json_answer("A page of entries", SuppressionPageModel)},
-    errors=(400, 503),
-    tags=("suppressions",),
-)
 
 
 @router.handles(LIST_SUPPRESSIONS)
@@ -110,19 +80,6 @@ def list_suppressions(
     return answer(200, SuppressionPageModel(success=True, suppressions=shown, nextCursor=page.next_cursor))
 
 
-GET_SUPPRESSION = Route(
-    "GET",
-    "/v1/suppressions/{to}",
-    summary="Get a recipient's entry",
-    description=(
-        "`to` URL-encoded, in any form that normalises to the entry (`%2B15550100000`, `ann%40x.io`)."
-    ),
-    answers={200: json_answer("The entry", SuppressionEnvelope)},
-    errors=(400, 404, 503),
-    tags=("suppressions",),
-)
-
-
 @router.handles(GET_SUPPRESSION)
 def get_suppression(to: str) -> Response[Any]:
     try:
@@ -130,17 +87,6 @@ def get_suppression(to: str) -> Response[Any]:
     except InvalidRecipient as error:
         raise _invalid_recipient(error) from None
     return answer(200, SuppressionEnvelope(success=True, suppression=SuppressionModel.of(entry)))
-
-
-DELETE_SUPPRESSION = Route(
-    "DELETE",
-    "/v1/suppressions/{to}",
-    summary="Take a recipient off the suppression list (after they opted back in)",
-    description="Sends to the recipient work again at once. `to` as for GET; 404 when not on the list.",
-    answers={200: json_answer("Removed", Acknowledged)},
-    errors=(400, 404, 503),
-    tags=("suppressions",),
-)
 
 
 @router.handles(DELETE_SUPPRESSION)

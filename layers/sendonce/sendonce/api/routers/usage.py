@@ -15,7 +15,8 @@ from pydantic import Field
 from sendonce.api import dependencies
 from sendonce.api.errors import not_found, unavailable, validation_error
 from sendonce.api.exchange import answer, caller
-from sendonce.api.routes import DeclaredRouter, Route, json_answer
+from sendonce.api.routes import DeclaredRouter
+from sendonce.api.routes.usage import TEST_DELIVERIES, USAGE
 from sendonce.api.shapes import ResponseModel, channel_names
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import looks_like_message_id
@@ -70,16 +71,6 @@ class SimulatedDeliveries(ResponseModel):
     )
 
 
-USAGE = Route(
-    "GET",
-    "/v1/usage",
-    summary="The workspace's limits and today's use of its send quota",
-    answers={200: json_answer("Limits and usage", UsageReport)},
-    errors=(503,),
-    tags=("usage",),
-)
-
-
 @router.handles(USAGE)
 def usage() -> Response[Any]:
     limits = dependencies.root.get().limits
@@ -98,22 +89,6 @@ def usage() -> Response[Any]:
             ),
         ),
     )
-
-
-TEST_DELIVERIES = Route(
-    "GET",
-    "/v1/test/deliveries",
-    summary="Test mode: what the simulator accepted",
-    description=(
-        "Test keys (sk_test_…) only: a live key gets 404. The calls the simulator accepted for the test "
-        "twin's messages, one entry per accepted call (a retry under the same Idempotency-Key adds none), "
-        "so a CI run can assert that a message was delivered exactly once. ?messageId=: that message's "
-        "(404 for a message that is not this twin's); without it, the newest 100. Kept 7 days."
-    ),
-    answers={200: json_answer("The simulator's deliveries", SimulatedDeliveries)},
-    errors=(400, 404, 503),
-    tags=("test mode",),
-)
 
 
 @router.handles(TEST_DELIVERIES)

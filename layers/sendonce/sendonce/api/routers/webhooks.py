@@ -17,11 +17,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sendonce.api import dependencies
 from sendonce.api.errors import details_from_pydantic, validation_error
 from sendonce.api.exchange import answer, caller, sent_body
-from sendonce.api.routes import Body as RequestBodyKind
-from sendonce.api.routes import DeclaredRouter, Route, json_answer
+from sendonce.api.routes import DeclaredRouter
+from sendonce.api.routes.webhooks import (
+    ADD_WEBHOOK_ENDPOINT,
+    DELETE_WEBHOOK_ENDPOINT,
+    GET_EVENT,
+    GET_WEBHOOK_ENDPOINT,
+    LIST_EVENTS,
+    LIST_WEBHOOK_ENDPOINTS,
+    REDELIVER_EVENT,
+    ROTATE_WEBHOOK_SECRET,
+)
 from sendonce.api.shapes import MESSAGE_ID_PATTERN, Acknowledged, MessageModel, ResponseModel
 from sendonce.clock import rfc3339
-from sendonce.status_webhooks.rules import MAX_REPLACED_SECRETS, ROTATION_OVERLAP, EventType
+from sendonce.status_webhooks.rules import EventType
 
 if TYPE_CHECKING:  # what the handlers are given; a send's cold start never loads the model
     from sendonce.status_webhooks.model import Delivery, Endpoint, Event
@@ -29,7 +38,6 @@ if TYPE_CHECKING:  # what the handlers are given; a send's cold start never load
 router = DeclaredRouter()
 
 EVENT_CURSOR_PATTERN = r"^evt_[0-9A-HJKMNP-TV-Z]{26}$"  # nextCursor: the last event id of a page
-_OVERLAP_HOURS = int(ROTATION_OVERLAP.total_seconds()) // 3600
 
 
 class AddWebhookEndpointRequest(BaseModel):
@@ -155,20 +163,6 @@ class EventPageModel(ResponseModel):
 
 
 # ---------------------------------------------------------------------------- endpoints
-ADD_WEBHOOK_ENDPOINT = Route(
-    "POST",
-    "/v1/webhook-endpoints",
-    summary="Add an endpoint for status webhooks",
-    description=(
-        "At most 10 a workspace. The url must be https:// and must not resolve to a loopback, private, "
-        "link-local or metadata address. The answer carries the endpoint's signing secret, shown only "
-        "here and on rotation."
-    ),
-    answers={201: json_answer("Added; `secret` is shown this once", WebhookEndpointEnvelope)},
-    errors=(400, 503),
-    body=RequestBodyKind.JSON,
-    tags=("webhooks",),
-)
 
 
 @router.handles(ADD_WEBHOOK_ENDPOINT)
@@ -182,31 +176,11 @@ def add_webhook_endpoint(request: Annotated[AddWebhookEndpointRequest, Body(embe
     )
 
 
-LIST_WEBHOOK_ENDPOINTS = Route(
-    "GET",
-    "/v1/webhook-endpoints",
-    summary="List the endpoints (no secrets)",
-    answers={200: json_answer("The endpoints", WebhookEndpointList)},
-    errors=(503,),
-    tags=("webhooks",),
-)
-
-
 @router.handles(LIST_WEBHOOK_ENDPOINTS)
 def list_webhook_endpoints() -> Response[Any]:
     endpoints = dependencies.root.get().webhooks.list_endpoints(caller(router.context))
     shown = [WebhookEndpointModel.of(endpoint) for endpoint in endpoints]
     return answer(200, WebhookEndpointList(success=True, endpoints=shown))
-
-
-GET_WEBHOOK_ENDPOINT = Route(
-    "GET",
-    "/v1/webhook-endpoints/{id}",
-    summary="Get one endpoint (no secret)",
-    answers={200: json_answer("The endpoint", WebhookEndpointEnvelope)},
-    errors=(404, 503),
-    tags=("webhooks",),
-)
 
 
 @router.handles(GET_WEBHOOK_ENDPOINT)
@@ -215,48 +189,10 @@ def get_webhook_endpoint(id: str) -> Response[Any]:
     return answer(200, WebhookEndpointEnvelope(success=True, endpoint=WebhookEndpointModel.of(endpoint)))
 
 
-DELETE_WEBHOOK_ENDPOINT = Route(
-    "DELETE",
-    "/v1/webhook-endpoints/{id}",
-    summary="Delete an endpoint: nothing is delivered to it afterwards, pending retries included",
-    answers={200: json_answer("Deleted", Acknowledged)},
-    errors=(404, 503),
-    tags=("webhooks",),
-)
-
-
 @router.handles(DELETE_WEBHOOK_ENDPOINT)
 def delete_webhook_endpoint(id: str) -> Response[Any]:
     dependencies.root.get().webhooks.delete_endpoint(caller(router.context), id)
     return answer(200, Acknowledged(success=True))
-
-
-ROTATE_WEBHOOK_SECRET = Route(
-    "POST",
-    "/v1/webhook-endpoints/{id}/rotate-secret",
-    summary="Rotate an endpoint's signing secret",
-    description=(
-        "Every delivery is signed with the current secret and with each secret it replaced within "
-        f"the last {_OVERLAP_HOURS} hours. Rotations asked at once apply one after another: every "
-        f"`secret` answered with a 200 is stored and signs. At most {MAX_REPLACED_SECRETS} replaced "
-        "secrets sign at once: a rotation past them is refused (429 too_many_rotations) until the "
-        "oldest stops signing, `Retry-After` seconds later."
-    ),
-    answers={200: json_answer("Rotated; the new `secret` is shown this once", WebhookEndpointEnvelope)},
-    errors=(404, 409, 503),
-    tags=("webhooks",),
-    error_descriptions={
-        409: (
-            "rotation_conflict (with Retry-After: 1): other rotations of this endpoint were written "
-            "first on each of its tries; nothing was rotated by this one"
-        ),
-        429: (
-            "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields) or "
-            f"too_many_rotations ({MAX_REPLACED_SECRETS} replaced secrets still sign; Retry-After: "
-            "seconds until the oldest stops)"
-        ),
-    },
-)
 
 
 @router.handles(ROTATE_WEBHOOK_SECRET)
@@ -269,14 +205,6 @@ def rotate_webhook_secret(id: str) -> Response[Any]:
 
 
 # ---------------------------------------------------------------------------- events
-LIST_EVENTS = Route(
-    "GET",
-    "/v1/events",
-    summary="List events, newest first",
-    answers={200: json_answer("A page of events", EventPageModel)},
-    errors=(400, 503),
-    tags=("webhooks",),
-)
 
 
 @router.handles(LIST_EVENTS)
@@ -297,32 +225,10 @@ def list_events(
     return answer(200, EventPageModel(success=True, events=shown, nextCursor=page.next_cursor))
 
 
-GET_EVENT = Route(
-    "GET",
-    "/v1/events/{id}",
-    summary="Get one event and its deliveries",
-    answers={200: json_answer("The event", EventEnvelope)},
-    errors=(404, 503),
-    tags=("webhooks",),
-)
-
-
 @router.handles(GET_EVENT)
 def get_event(id: str) -> Response[Any]:
     event = dependencies.root.get().webhooks.event(caller(router.context), id)
     return answer(200, EventEnvelope(success=True, event=EventModel.of(event)))
-
-
-REDELIVER_EVENT = Route(
-    "POST",
-    "/v1/events/{id}/redeliver",
-    summary="Deliver an event again, with the same webhook-id",
-    description="To the endpoint named by `endpointId`, or to every endpoint the event was for.",
-    answers={202: json_answer("Queued for delivery", Acknowledged)},
-    errors=(400, 404, 503),
-    body=RequestBodyKind.OPTIONAL_JSON,
-    tags=("webhooks",),
-)
 
 
 @router.handles(REDELIVER_EVENT)

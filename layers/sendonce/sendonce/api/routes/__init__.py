@@ -1,26 +1,31 @@
 """A route of the HTTP API, declared once, and the table of them all.
 
 A route's method, path, caller (an API key, or nobody), body and OpenAPI description are its
-`Route`, declared in its router's module (`sendonce.api.routers.*`) right above its handler, and
-nowhere else: the router registers the handler from the declaration and keeps it
-(`DeclaredRouter`), the table of every router's declarations (`RouteTable`,
-`sendonce.api.routers.ROUTES`) tells the preflight which requests need a key and which bodies to
-check, a 405 which methods a path takes, and the OpenAPI document which routes are public.
-template.yaml declares the same routes to API Gateway; `tests/unit/test_routes.py` fails when the
-two disagree.
+`Route`, declared in its context's module here (`sendonce.api.routes.messages`, `.webhooks`, ...)
+and nowhere else. A declaration names the models of its documented answers rather than holding
+them: a model lives in the module of its route's handler (`sendonce.api.routers.*`), which is
+imported only when that route is first resolved, and `DeclaredRouter.handles` takes the model from
+there when it registers the handler. The table of every route (`RouteTable`,
+`sendonce.api.routers.ROUTES`) says which router handles each, tells the preflight which requests
+need a key and which bodies to check, a 405 which methods a path takes, and the OpenAPI document
+which routes are public and in which order they come. template.yaml declares the same routes to
+API Gateway; `tests/unit/test_routes.py` fails when the two disagree.
+
+The declarations import no handler and none of their answers' models: the preflight reads them on
+every cold start.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote
 
-from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Router
 
 from sendonce.api.errors import ErrorBody
 
@@ -66,7 +71,8 @@ class Route:
     method: str
     path: str  # API Gateway's form, as in template.yaml: `/v1/messages/{id}`
     summary: str
-    answers: Mapping[int, Any]  # the documented success answers
+    # The documented success answers (`json_answer`): each model by its name in the handler's module.
+    answers: Mapping[int, Any]
     # The errors the route itself answers; those its preflight answers are added (see error_statuses).
     errors: tuple[int, ...] = ()
     public: bool = False  # no API key: the preflight looks none up
@@ -110,6 +116,8 @@ class Route:
 
     @property
     def responses(self) -> dict[int, Any]:
+        """Every documented answer, the errors' with their body's model, the success answers' naming
+        theirs (`documented` puts the models in)."""
         errors = {
             status: {
                 "description": self.error_descriptions.get(status, _ERRORS[status]),
@@ -136,31 +144,59 @@ def _pattern(path: str) -> re.Pattern[str]:
     return re.compile(f"^{regex}$")
 
 
-def json_answer(description: str, model: Any = None) -> dict[str, Any]:
-    """A documented answer: its description, and the model of its JSON body."""
+def json_answer(description: str, model: str | None = None) -> dict[str, Any]:
+    """A documented answer: its description, and the name of its JSON body's model in the module of
+    the route's handler (which is imported with the route's router, not with the declaration)."""
     return {"description": description, "content": {"application/json": {"model": model} if model else {}}}
+
+
+def documented(route: Route, namespace: Mapping[str, Any]) -> dict[int, Any]:
+    """The route's documented answers, each model named by a success answer taken from `namespace`
+    (its handler's module): what the resolver and the OpenAPI document take."""
+    answers: dict[int, Any] = {}
+    for status, answer in route.responses.items():
+        content = {
+            media_type: {**body, "model": namespace[body["model"]]}
+            if isinstance(body.get("model"), str)
+            else body
+            for media_type, body in answer.get("content", {}).items()
+        }
+        answers[status] = {**answer, "content": content} if "content" in answer else answer
+    return answers
 
 
 class DeclaredRouter(Router):
     """Powertools' router for one context of the API, whose handlers are each registered from their
-    route's declaration; it keeps the declarations (`declared`), in the order of registration."""
+    route's declaration; it keeps each handler by its route's key (`handlers`), in the order of
+    registration."""
 
     def __init__(self) -> None:
         # Powertools' own, unannotated.
         super().__init__()  # type: ignore[no-untyped-call]
-        self.declared: list[Route] = []
+        self.handlers: dict[str, Callable[..., Any]] = {}
 
     def handles(self, route: Route) -> Callable[[Handler], Handler]:
         """The decorator of the handler of a declared route."""
-        self.declared.append(route)
-        return self.route(
-            route.rule,
-            route.method,
-            summary=route.summary,
-            description=route.description,
-            responses=route.responses,
-            tags=list(route.tags),
-        )
+
+        def register(handler: Handler) -> Handler:
+            self.handlers[route.key] = handler
+            return register_route(self, route, handler)
+
+        return register
+
+
+def register_route(resolver: Router | ApiGatewayResolver, route: Route, handler: Handler) -> Handler:
+    """`handler` registered for `route` on a router, or straight on a resolver (the OpenAPI
+    document's, which takes every route in the table's order), with the route's declaration."""
+    registered: Handler = resolver.route(
+        route.rule,
+        route.method,
+        summary=route.summary,
+        description=route.description,
+        responses=documented(route, handler.__globals__),
+        tags=list(route.tags),
+    )(handler)
+    return registered
 
 
 def decoded_path(raw_path: str) -> str:
@@ -176,11 +212,12 @@ class Found(NamedTuple):
 
 
 class RouteTable:
-    """Every declared route, in the order of its routers: what the preflight, a 405 and the OpenAPI
-    document read."""
+    """Every declared route, in the order of its routers, and the router that handles each: what the
+    preflight, a 405, the resolver and the OpenAPI document read."""
 
-    def __init__(self, routers: Iterable[DeclaredRouter]) -> None:
-        self.routes: tuple[Route, ...] = tuple(route for router in routers for route in router.declared)
+    def __init__(self, routers: Mapping[str, Sequence[Route]]) -> None:
+        self.routes: tuple[Route, ...] = tuple(route for routes in routers.values() for route in routes)
+        self._routers = {route.key: name for name, routes in routers.items() for route in routes}
         keys = [route.key for route in self.routes]
         duplicated = sorted({key for key in keys if keys.count(key) > 1})
         if duplicated:
@@ -192,6 +229,10 @@ class RouteTable:
 
     def __iter__(self) -> Iterator[Route]:
         return iter(self.routes)
+
+    def router_of(self, route: Route) -> str:
+        """The name of the router that handles a declared route (its module in `sendonce.api.routers`)."""
+        return self._routers[route.key]
 
     def find(self, method: str, raw_path: str) -> Found | None:
         """The declared route a request is for; None: no route takes its method on its path (404 or 405)."""

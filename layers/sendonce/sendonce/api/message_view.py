@@ -1,0 +1,35 @@
+"""A message as the API shows it, as JSON values: the one mapping from a domain `Message` to the
+fields of `sendonce.api.shapes.MessageModel`, in their order.
+
+Plain values and no validation library: a status webhook's `data.message` is this, so the function
+that records the events (MessageChangesFunction) never imports pydantic, and the API's answers are
+`MessageModel`s validated from it (`MessageModel.of`), so the two never differ
+(`tests/unit/test_response_models.py` holds the model's dump to it, field for field and in order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sendonce.clock import rfc3339
+from sendonce.messages.model import Message
+
+
+def message_shape(message: Message) -> dict[str, Any]:
+    """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
+    error = message.error
+    return {
+        "id": message.id,
+        "channel": message.channel.value,
+        "to": message.to,
+        "subject": message.subject,
+        "body": message.body,
+        "status": message.status.value,
+        "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
+        "metadata": dict(message.metadata),
+        "idempotencyKey": message.idempotency_key,
+        "attempts": message.attempts,
+        "error": {"code": error.code, "message": error.message} if error is not None else None,
+        "createdAt": rfc3339(message.created_at),
+        "updatedAt": rfc3339(message.updated_at),
+    }
