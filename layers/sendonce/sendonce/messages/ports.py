@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from sendonce.limits.model import QuotaCharge
 from sendonce.messages.model import Channel, Message, Status
+
+if TYPE_CHECKING:  # only the API charges a quota: the other functions' cold start needs no limits model
+    from sendonce.limits.model import QuotaCharge
 
 
 @dataclass(frozen=True, slots=True)
