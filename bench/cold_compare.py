@@ -51,14 +51,16 @@ from sendonce_local.template import load_template
 WORK = BUILD_DIR.parent / "cold_compare"
 
 
-def _remove(tree: Path) -> None:
+def remove_tree(tree: Path) -> None:
+    """Take a checked-out earlier tree away again (its git worktree too)."""
     command = ["git", "worktree", "remove", "--force", str(tree)]
     subprocess.run(command, check=False, cwd=ROOT, capture_output=True)
 
 
-def _checkout(revision: str) -> Path:
-    tree = WORK / "tree"
-    _remove(tree)
+def checkout(revision: str, work: Path = WORK) -> Path:
+    """`revision`'s tree, checked out afresh (a detached git worktree) under `work`."""
+    tree = work / "tree"
+    remove_tree(tree)
     shutil.rmtree(tree, ignore_errors=True)
     command = ["git", "worktree", "add", "--quiet", "--detach", str(tree), revision]
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
@@ -123,7 +125,7 @@ def main(argv: list[str]) -> None:
     if missing:
         sys.exit(f"no interpreter on this machine for {', '.join(missing)}")
     names = ["baseline", SHAPE_FLOOR, "now", revision]
-    tree = _checkout(revision)
+    tree = checkout(revision)
     try:
         now_script, now_environment = _script(ROOT, function)
         then_script, then_environment = _script(tree, function)
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> None:
             runs[runtime, revision] = (python, then_script, then_env)
         samples = shuffled_rounds(runs, rounds, ROOT, seed)
     finally:
-        _remove(tree)
+        remove_tree(tree)
 
     reports = {runtime: _report(samples, runtime, names, revision) for runtime in runtimes}
     header = {"function": function, "rounds": rounds}

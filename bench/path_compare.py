@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+from bench.cold_compare import checkout, remove_tree
 from bench.local_stack import ROOT, start_stack
 from bench.paths import API_PATHS, BASELINE
 from bench.stats import mode, percentile
@@ -54,20 +54,6 @@ for line in sys.stdin:
     }
     print(json.dumps(answer), flush=True)
 """
-
-
-def _remove(tree: Path) -> None:
-    command = ["git", "worktree", "remove", "--force", str(tree)]
-    subprocess.run(command, check=False, cwd=ROOT, capture_output=True)
-
-
-def _checkout(revision: str) -> Path:
-    tree = WORK / "tree"
-    _remove(tree)
-    shutil.rmtree(tree, ignore_errors=True)
-    command = ["git", "worktree", "add", "--quiet", "--detach", str(tree), revision]
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return tree
 
 
 def _worker(tree: Path, baseline_queue: str) -> subprocess.Popen[str]:
@@ -140,7 +126,7 @@ def main(argv: list[str]) -> None:
     count = int(argv[1]) if len(argv) > 1 else 5
     rounds = int(argv[2]) if len(argv) > 2 else 60
     shuffle = random.Random(int(argv[3]) if len(argv) > 3 else 7)
-    tree = _checkout(revision)
+    tree = checkout(revision, WORK)
     stack = start_stack()
     workers: dict[str, subprocess.Popen[str]] = {}
     try:
@@ -158,7 +144,7 @@ def main(argv: list[str]) -> None:
         for worker in workers.values():
             worker.kill()
         stack.stop()
-        _remove(tree)
+        remove_tree(tree)
 
 
 if __name__ == "__main__":
