@@ -129,42 +129,41 @@ class DynamoDbDispatchStore:
             return self._claim_regardless(workspace_id, message_id, now, claim_seconds)
         # A record's copy is of a message never attempted (a creation's, an edit's): what earlier
         # attempts left on the item is not in it, so a later copy is not relied on.
-        usable = seen is not None and seen.attempts == 0 and seen.id == message_id
-        state: dict[str, Any] = {"seen": _Seen(seen) if usable and seen is not None else None, "guard": None}
+        held = None
+        if (
+            seen is not None
+            and seen.attempts == 0
+            and (seen.id, seen.workspace_id) == (message_id, workspace_id)
+        ):
+            held = _Seen(seen)
+        guard: SuppressionGuard | None = None
 
-        def read() -> _Seen | ClaimRefused:
-            item = self._table.get(message_key(message_id))
+        def as_found(item: Item | None) -> _Seen | ClaimRefused:
+            """The item as a claim may take it, or why it may not."""
             if item is None or item["workspaceId"]["S"] != workspace_id:
                 return ClaimRefused(current=None)
             fresh = _Seen.of_item(item)
             return _not_claimable(fresh.message, now) or fresh
 
         def attempt() -> ClaimedMessage | ClaimRefused | ClaimSuppressed:
-            current: _Seen | None = state["seen"]
-            if current is None or current.message.workspace_id != workspace_id:
-                found = read()
+            nonlocal held, guard
+            if held is None:
+                found = as_found(self._table.get(message_key(message_id)))
                 if isinstance(found, ClaimRefused):
                     return found
-                current = state["seen"] = found
-            guard: SuppressionGuard = state["guard"] or SuppressionGuard(
-                self._table, workspace_id, recipient_key(current.message.to)
-            )
-            state["guard"] = guard
-            update = self._claim_update(current.message, now, claim_seconds)
+                held = found
+            guard = guard or SuppressionGuard(self._table, workspace_id, recipient_key(held.message.to))
+            update = self._claim_update(held.message, now, claim_seconds)
             # A token of this attempt's own: the SDK's retry of a lost answer is then no second claim,
             # while another dispatcher's claim of the same copy is never taken for this one.
             canceled = self._table.transact([update, *guard.items()], token=uuid.uuid4().hex)
             if canceled is None:
-                return current.claimed(now)
+                return held.claimed(now)
             if canceled.failed(0):
-                item = canceled.item(0) or self._table.get(message_key(message_id))
-                if item is None or item["workspaceId"]["S"] != workspace_id:
-                    return ClaimRefused(current=None)
-                fresh = _Seen.of_item(item)
-                refused = _not_claimable(fresh.message, now)
-                if refused is not None:
-                    return refused
-                state["seen"] = fresh  # changed since the copy: claimed as it is now
+                found = as_found(canceled.item(0) or self._table.get(message_key(message_id)))
+                if isinstance(found, ClaimRefused):
+                    return found
+                held = found  # changed since it was held: claimed as it is now
                 raise TryAgain
             entry = guard.refusal(canceled, 1)
             if entry is not None:
