@@ -171,6 +171,25 @@ def test_given_a_lock_at_the_end_of_its_window_then_it_still_blocks_a_second_bef
     assert outcome.original == first
 
 
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.9])
+def test_a_lock_is_held_for_its_whole_window_whatever_the_second_it_began_in(
+    engine: Engine, stores: Stores, fraction: float
+) -> None:
+    """The lock's expiry is a whole second, rounded up: a 3-second window begun late in a second is
+    not over two seconds on (rounded down, it was), and it is over a second after it ends."""
+    began = NOW + timedelta(seconds=fraction)
+    first = created(stores, now=began, window=timedelta(seconds=3))
+
+    for later in (2.0, 2.5, 2.99):
+        at = began + timedelta(seconds=later)
+        assert isinstance(create(stores, draft(now=at), at), DuplicateOf), later
+    free = began + timedelta(seconds=4)
+    outcome = create(stores, draft(now=free), free)
+
+    assert isinstance(outcome, Created)
+    assert outcome.message.id != first.id
+
+
 # ---------------------------------------------------------------------------- releasing a lock
 def test_given_a_released_lock_then_the_same_words_make_a_new_message(engine: Engine, stores: Stores) -> None:
     first = created(stores)

@@ -4,6 +4,7 @@ tests (tests/store) run on the stores' fakes too, beside moto and DynamoDB Local
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -239,7 +240,9 @@ class InMemoryStore:
     def _held(self, lock_id: str, now: datetime) -> _Lock | None:
         """The lock, unless it expired (an expired lock the TTL sweep has not deleted never blocks)."""
         lock = self.locks.get(lock_id)
-        return lock if lock is not None and lock.expires_at > now else None
+        # The adapter's rule: its expiry rounded up to a whole second, against now's whole second.
+        held = lock is not None and math.ceil(lock.expires_at.timestamp()) > int(now.timestamp())
+        return lock if held else None
 
     @_atomic
     def create(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import zlib
 from datetime import datetime, timedelta
 
@@ -69,6 +70,13 @@ def outbox_shard(message_id: str) -> str:
 
 def epoch_seconds(moment: datetime) -> dict[str, str]:
     return {"N": str(int(moment.timestamp()))}
+
+
+def lock_expiry(moment: datetime) -> dict[str, str]:
+    """A dedup lock's `expiresAt`: the whole second at or after `moment`. Its writers compare it with
+    the whole second of now (`expiresAt <= :now`), so a lock never ends before its window does (at
+    most a second after); rounded down, a 3-second window could end after two."""
+    return {"N": str(math.ceil(moment.timestamp()))}
 
 
 def to_item(message: Message, outbox_due_at: datetime | None, expires_at: datetime | None = None) -> Item:
