@@ -44,11 +44,11 @@ def test_given_a_send_on_each_channel_then_201_queued_stored_and_one_record_on_i
             # The record names the message and carries it as written: what its claim sends.
             bodies = [json.loads(r["Body"]) for r in records]
             assert [(b["messageId"], b["workspaceId"]) for b in bodies] == [(message["id"], "ws_local")]
-            copy = bodies[0]["message"]
+            copy = bodies[0]["message"]  # the item as the table holds it
             assert (copy["body"], copy["updatedAt"], copy["attempts"]) == (
-                item["body"]["S"],
-                item["updatedAt"]["S"],
-                0,
+                item["body"],
+                item["updatedAt"],
+                {"N": "0"},
             )
         else:
             assert records == []

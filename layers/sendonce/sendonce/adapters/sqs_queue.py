@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sendonce.clock import rfc3339
+from sendonce.adapters.dynamodb_items import from_item, to_item
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
-from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.model import Message
 from sendonce.messages.ports import Deliverable, Handoff
 
 if TYPE_CHECKING:  # only the events queue publishes them; the API's cold start needs no event model
@@ -25,23 +24,11 @@ MAX_DELAY_SECONDS = 900
 
 def queue_body(message: Deliverable) -> str:
     """The record: the message's id and workspace, and, for a message (not an outbox entry), a copy
-    of it that the dispatcher's claim sends while the message is still as copied (`copy_of`)."""
+    of it as the table holds it (`to_item`), which the dispatcher's claim sends while the message is
+    still as copied (`copy_of`)."""
     body: dict[str, Any] = {"messageId": message.id, "workspaceId": message.workspace_id}
     if isinstance(message, Message):
-        body["message"] = {
-            "channel": message.channel.value,
-            "to": message.to,
-            "body": message.body,
-            "subject": message.subject,
-            "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
-            "metadata": message.metadata,
-            "status": message.status.value,
-            "attempts": message.attempts,
-            "createdAt": rfc3339(message.created_at),
-            "updatedAt": rfc3339(message.updated_at),
-            "idempotencyKey": message.idempotency_key,
-            "dedupLockId": message.dedup_lock_id,
-        }
+        body["message"] = to_item(message, outbox_due_at=None)
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -52,24 +39,8 @@ def copy_of(body: Mapping[str, Any]) -> Message | None:
     if not isinstance(copy, dict):
         return None
     try:
-        send_at = copy.get("sendAt")
-        return Message(
-            id=body["messageId"],
-            workspace_id=body["workspaceId"],
-            channel=Channel(copy["channel"]),
-            to=copy["to"],
-            body=copy["body"],
-            subject=copy.get("subject"),
-            send_at=datetime.fromisoformat(send_at) if send_at is not None else None,
-            metadata=dict(copy.get("metadata") or {}),
-            status=Status(copy["status"]),
-            attempts=int(copy["attempts"]),
-            created_at=datetime.fromisoformat(copy["createdAt"]),
-            updated_at=datetime.fromisoformat(copy["updatedAt"]),
-            idempotency_key=copy.get("idempotencyKey"),
-            dedup_lock_id=copy.get("dedupLockId"),
-        )
-    except (KeyError, TypeError, ValueError):
+        return from_item(copy)
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
