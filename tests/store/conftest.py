@@ -24,12 +24,13 @@ transaction touches), so a transaction costs what it does on DynamoDB, not the t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -39,6 +40,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from moto import mock_aws
+from msgspec import Struct
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_items import lock_key, message_key
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
@@ -101,7 +103,7 @@ def template() -> Template:
     global _TEMPLATE  # noqa: PLW0603  (parsed once per session)
     if _TEMPLATE is None:
         whole = load_template(ROOT / "template.yaml")
-        _TEMPLATE = replace(
+        _TEMPLATE = dataclasses.replace(
             whole, tables=[table for table in whole.tables if table.logical_id in STORE_TABLES]
         )
         assert _TEMPLATE.tables, f"template.yaml has no {TABLE}"
@@ -393,14 +395,13 @@ def stores(engine: Engine) -> Stores:
 
 
 # ---------------------------------------------------------------------------- messages
-@dataclass
-class Draft:
+class Draft(Struct):
     """A message about to be created, with the lock and the tie the sending use case would take."""
 
     message: Message
     claim: DedupClaim
     tie: KeyTie | None = None
-    handoff_due_at: datetime = field(default=NOW + timedelta(minutes=2))
+    handoff_due_at: datetime = NOW + timedelta(minutes=2)
 
 
 def draft(

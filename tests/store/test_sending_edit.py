@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import lock_key, message_key, tie_key
 from sendonce.clock import rfc3339
 from sendonce.dedup.identity import dedup_identity

@@ -8,9 +8,9 @@ status (an opt-out) is applied by being recorded, once.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
+from msgspec.structs import replace
 from sendonce.modes import twin_of
 from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome

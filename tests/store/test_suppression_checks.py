@@ -15,10 +15,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from msgspec.structs import replace
 from sendonce.adapters.sqs_queue import copy_of, queue_body
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, ClaimSuppressed
 from sendonce.messages.model import Message, Status

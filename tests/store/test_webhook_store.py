@@ -17,13 +17,15 @@ carries its own end.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce.adapters import dynamodb_webhooks
 from sendonce.adapters.dynamodb_items import shard_of
 from sendonce.adapters.dynamodb_webhooks import (
@@ -82,7 +84,9 @@ def _template() -> Template:
     global _TEMPLATE  # noqa: PLW0603  (parsed once per session)
     if _TEMPLATE is None:
         whole = load_template(ROOT / "template.yaml")
-        _TEMPLATE = replace(whole, tables=[table for table in whole.tables if table.logical_id == TABLE])
+        _TEMPLATE = dataclasses.replace(
+            whole, tables=[table for table in whole.tables if table.logical_id == TABLE]
+        )
         assert _TEMPLATE.tables, f"template.yaml has no {TABLE}"
     return _TEMPLATE
 

@@ -5,13 +5,14 @@ starts a call its invocation could not finish."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from sendonce import channels
 from sendonce.adapters.sqs_queue import queue_body
 from sendonce.dedup.identity import dedup_identity

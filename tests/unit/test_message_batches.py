@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
+from msgspec.structs import replace
 from sendonce.api.answers import send_answer
 from sendonce.api.batch import answer_batch, run_once
 from sendonce.api.errors import ApiError

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle

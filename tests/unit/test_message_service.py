@@ -4,11 +4,11 @@ follows a creation from the table's stream (HandoffFunction on the store's strea
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle

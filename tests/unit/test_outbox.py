@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
+from msgspec.structs import replace
 from sendonce.dispatch.outbox import CHUNK, MAX_RECLAIMS, OutboxSweeper, metric_name
 from sendonce.dispatch.ports import OutboxEntry, Reclaim
 from sendonce.errors import QueueUnavailable

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from msgspec.structs import replace
 from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id

@@ -15,13 +15,13 @@ import re
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cfn_tools import load_yaml
+from msgspec.structs import replace
 from pydantic import BaseModel
 from sendonce import composition
 from sendonce.api import dependencies, preflight

@@ -4,12 +4,12 @@ write committed; nothing else in the stream does, and a refused hand-off comes b
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import lock_key, to_item
 from sendonce.adapters.dynamodb_message_creations import CREATION_FILTER
 from sendonce.entrypoints.handoff import hand_off_batch

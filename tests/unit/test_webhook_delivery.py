@@ -23,11 +23,12 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue, parse_task, task_body
 from sendonce.entrypoints.webhook_delivery import DeliveryDependencies, handle_delivery_batch, queue_name
 from sendonce.errors import QueueUnavailable, RetryLater

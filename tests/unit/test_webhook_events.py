@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import lock_key, tie_key, to_item
 from sendonce.adapters.dynamodb_message_stream import POSITION_DIGITS, change_of
 from sendonce.api.shapes import message_shape

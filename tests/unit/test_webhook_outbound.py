@@ -816,3 +816,11 @@ def test_given_a_tls_handshake_that_never_ends_then_the_timeout_ends_it(
 
     assert (result.status, result.error, result.timed_out) == (None, "no answer within 0.5 s", True)
     assert time.monotonic() - started < 2
+
+
+def test_an_answers_body_stays_out_of_its_repr() -> None:
+    """An endpoint's body may hold anything; a log line that shows an answer never shows it."""
+    answer = HttpAnswer(status=500, error="http 500", body=b"card 4242 4242 4242 4242")
+
+    assert "4242" not in repr(answer)
+    assert repr(answer) == "HttpAnswer(status=500, error='http 500', timed_out=False)"

@@ -18,13 +18,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.app import handle

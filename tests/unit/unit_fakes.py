@@ -7,10 +7,11 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import PROVIDER_EVENT_RETENTION, outbox_shard, to_item
 from sendonce.adapters.dynamodb_suppressions import decode_cursor, encode_cursor
 from sendonce.adapters.dynamodb_webhooks import looks_like_event_id

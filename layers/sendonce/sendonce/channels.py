@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Literal
+
+from msgspec import Struct
 
 from sendonce.messages.model import Channel
 from sendonce.messages.recipients import (
@@ -29,8 +30,7 @@ class UnknownChannel(ValueError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelSpec:
+class ChannelSpec(Struct, frozen=True):
     name: str
     normalise: Callable[[str], Recipient]
     subject: Literal["required", "forbidden"]

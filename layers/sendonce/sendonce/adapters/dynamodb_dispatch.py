@@ -15,9 +15,11 @@ condition returns it, so a stale copy costs no read).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
@@ -77,8 +79,7 @@ def _claim_values(workspace_id: str, message_id: str, now: datetime, claim_secon
     }
 
 
-@dataclass(frozen=True, slots=True)
-class _Seen:
+class _Seen(Struct, frozen=True):
     """The message a claim is conditioned on, with what its earlier attempts left on the item."""
 
     message: Message

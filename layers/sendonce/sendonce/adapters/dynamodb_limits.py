@@ -28,11 +28,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters.base import BaseProvider
+from msgspec import Struct
 
 from sendonce.adapters.dynamodb_items import epoch_seconds
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
@@ -87,25 +87,21 @@ def plan_lock_key(charge: QuotaCharge) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- refusals of a charge
-@dataclass(frozen=True, slots=True)
-class NoRoom:
+class NoRoom(Struct, frozen=True):
     """The shard carries the charge's plan and has less left than the charge's units."""
 
     left: int
 
 
-@dataclass(frozen=True, slots=True)
-class Replan:
+class Replan(Struct, frozen=True):
     """The shard carries an older plan, or none while the plan is not fresh: the day needs a re-plan."""
 
 
-@dataclass(frozen=True, slots=True)
-class Replanning:
+class Replanning(Struct, frozen=True):
     """Another planner has frozen the shard: wait for its plan."""
 
 
-@dataclass(frozen=True, slots=True)
-class Adopt:
+class Adopt(Struct, frozen=True):
     """The shard carries a later plan than this environment's (or, for the stack's defaults, another
     one in force as long): charge under it."""
 

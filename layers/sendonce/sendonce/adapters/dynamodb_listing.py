@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Generic, TypeVar
+
+from msgspec import Struct, field
 
 from sendonce.adapters.dynamodb_writes import DynamoDbTable, Item
 from sendonce.side_by_side import side_by_side
@@ -31,8 +32,7 @@ MOST_READ = 1000
 SHARD_READERS = 16
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(Struct, frozen=True):
     """What one read of one shard returned: entries newest first, and where the next read starts
     (None: the shard is read to its end)."""
 
@@ -44,8 +44,7 @@ class Chunk:
 ReadShard = Callable[[S, Item | None, int], Chunk]
 
 
-@dataclass
-class _ShardReading(Generic[S]):
+class _ShardReading(Struct, Generic[S]):
     name: S
     size: int
     buffer: deque[Item] = field(default_factory=deque)

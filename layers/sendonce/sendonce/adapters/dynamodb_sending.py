@@ -16,11 +16,12 @@ import random
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import partial
 from typing import Any
+
+from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (

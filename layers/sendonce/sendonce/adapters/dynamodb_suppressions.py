@@ -27,10 +27,11 @@ import binascii
 import hashlib
 import json
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 from typing import Any
+
+from msgspec import Struct
 
 from sendonce.adapters.dynamodb_items import parse_datetime
 from sendonce.adapters.dynamodb_writes import (
@@ -124,8 +125,7 @@ def in_force(own: Item | None, shared: Item | None) -> Item | None:
     return shared if cleared is None or cleared < shared["createdAt"]["S"] else None
 
 
-@dataclass(slots=True)
-class SuppressionGuard:
+class SuppressionGuard(Struct):
     """The ConditionChecks, for a transaction, that a recipient is on no list its workspace is subject
     to: no entry on the workspace's own item, and none on the shared item (live workspaces only), or
     one no newer than the workspace's removal of it. A refusal that turns out to be a shared entry the

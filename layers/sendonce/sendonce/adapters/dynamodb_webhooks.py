@@ -31,9 +31,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+
+from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_items import epoch_seconds, parse_datetime, shard_of, workspace_shard
 from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard

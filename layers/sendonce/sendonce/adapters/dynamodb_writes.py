@@ -11,8 +11,9 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from msgspec import Struct
 
 from sendonce.errors import DependencyUnavailable
 
@@ -35,15 +36,13 @@ def error_code(error: Exception) -> str:
     return code
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionFailed:
+class ConditionFailed(Struct, frozen=True):
     """A conditional write that did not happen; `item` as it was, when ALL_OLD was asked for."""
 
     item: Item | None
 
 
-@dataclass(frozen=True, slots=True)
-class Cancellation:
+class Cancellation(Struct, frozen=True):
     """Why a transaction was canceled: one reason per item, in the order the items were given."""
 
     codes: tuple[str | None, ...]

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
+from msgspec import Struct
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sendonce.api.answers import send_answer
@@ -101,8 +101,7 @@ class BatchResults(ResponseModel):
     results: list[BatchItemResult]
 
 
-@dataclass(frozen=True, slots=True)
-class BatchItem:
+class BatchItem(Struct, frozen=True):
     """One item, parsed: a command to send, or the 400 it gets instead."""
 
     index: int

@@ -7,10 +7,10 @@ record and tie compare.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from msgspec.structs import replace
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from sendonce import channels

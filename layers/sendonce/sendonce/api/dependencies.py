@@ -8,11 +8,11 @@ gives `root` its build function. A test puts its own object in with `root.use(..
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+from msgspec import Struct
 
 from sendonce.api.answers import send_answer
 from sendonce.api.idempotency import SendOnce, StoredAnswer
@@ -50,8 +50,7 @@ def _run_once(**arguments: Any) -> StoredAnswer:
     return run_once(**arguments)
 
 
-@dataclass(frozen=True)
-class ApiDependencies:
+class ApiDependencies(Struct, frozen=True, dict=True):
     settings: ApiSettings
     messages: MessageService
     idempotency_config: IdempotencyConfig

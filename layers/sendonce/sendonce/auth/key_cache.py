@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from msgspec import Struct
 
 from sendonce.auth.api_keys import ApiKeyStore
 from sendonce.clock import Clock, utc_now
@@ -25,8 +26,7 @@ from sendonce.clock import Clock, utc_now
 DEFAULT_MAX_ENTRIES = 1_000
 
 
-@dataclass(frozen=True, slots=True)
-class _Found:
+class _Found(Struct, frozen=True):
     workspace_id: str
     found_at: datetime
 

@@ -26,9 +26,10 @@ a record to the dead-letter queue; the freshest record, or the outbox, still cov
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+
+from msgspec import Struct
 
 from sendonce.clock import Clock, utc_now
 from sendonce.dispatch.ports import (
@@ -66,8 +67,7 @@ class DispatchOutcome(StrEnum):
 EARLY_RECEIVES = 3
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchRequest:
+class DispatchRequest(Struct, frozen=True):
     workspace_id: str
     message_id: str
     receive_count: int = 1  # how often the queue has handed this record over, this time included

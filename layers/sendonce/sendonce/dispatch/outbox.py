@@ -20,10 +20,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from itertools import chain
+
+from msgspec import Struct, field
 
 from sendonce.clock import Clock, utc_now
 from sendonce.dispatch.ports import OutboxEntry, OutboxStore, Reclaim
@@ -75,8 +76,7 @@ def _chunks(pages: Iterable[Sequence[OutboxEntry]]) -> Iterator[list[OutboxEntry
         yield chunk
 
 
-@dataclass
-class _UnderWay:
+class _UnderWay(Struct):
     """Chunks being driven on by the pool, no more than `limit` (one a worker) at once: reading keeps
     pace, and none waits in the pool, so when the time runs short what is under way ends soon."""
 

@@ -4,10 +4,12 @@ outbox, providers, redelivery."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, Self
+
+from msgspec import Struct
+from msgspec.structs import asdict
 
 from sendonce.errors import TransientFailure
 from sendonce.messages.model import Channel, Message, MessageFailure, Status
@@ -19,8 +21,7 @@ class ProviderThrottled(TransientFailure):
     time budget (at least an hour from the first attempt) rather than an attempt count."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedMessage(Message):
+class ClaimedMessage(Message, frozen=True):
     """A message as its claim left it, with what its earlier attempts say about its retries."""
 
     first_attempt_at: datetime | None = None  # set by the first claim, kept by every later one
@@ -28,35 +29,31 @@ class ClaimedMessage(Message):
 
     @classmethod
     def of(cls, message: Message, first_attempt_at: datetime, throttled_attempts: int = 0) -> Self:
-        values: dict[str, Any] = {field.name: getattr(message, field.name) for field in fields(Message)}
+        values: dict[str, Any] = asdict(message)
         return cls(**values, first_attempt_at=first_attempt_at, throttled_attempts=throttled_attempts)
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRefused:
+class ClaimRefused(Struct, frozen=True):
     """Why a message could not be claimed: gone, already claimed or finished, or not yet due."""
 
     current: Message | None
     not_due_until: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimSuppressed:
+class ClaimSuppressed(Struct, frozen=True):
     """The message's recipient is on a suppression list its workspace is subject to (`reason`): not
     claimed, found in the same write that would have claimed it."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class SettleRefused:
+class SettleRefused(Struct, frozen=True):
     """Why a message could not be settled: there is no such message (None), or it is not `unknown`."""
 
     current: Message | None
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxEntry:
+class OutboxEntry(Struct, frozen=True):
     """A message whose hand-off to its queue, or whose claimed attempt, is overdue."""
 
     id: str

@@ -8,8 +8,9 @@ may then send. `sent` keeps it. It runs in the operator's command, which reports
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 from sendonce.clock import Clock, utc_now
 from sendonce.dispatch.ports import DispatchStore, SettleRefused
@@ -24,8 +25,7 @@ class Resolution(StrEnum):
     NOT_UNKNOWN = "not_unknown"  # its outcome is known already: nothing changed
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(Struct, frozen=True):
     resolution: Resolution
     message: Message | None  # as settled, or as it stands when refused (None: no such message)
 

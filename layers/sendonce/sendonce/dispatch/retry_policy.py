@@ -9,14 +9,14 @@ attempt, however many attempts that takes. Any other transient failure is retrie
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from msgspec import Struct
 
 THROTTLE_BUDGET_SECONDS = 3600.0
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(Struct, frozen=True):
     max_attempts: int = 5
     base_seconds: float = 2.0
     cap_seconds: float = 300.0

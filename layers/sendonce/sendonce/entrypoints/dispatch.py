@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce import channels
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
@@ -52,8 +53,7 @@ PROVIDER_CALL_MARGIN_SECONDS = 5.0
 
 
 # ---------------------------------------------------------------------------- composition root
-@dataclass(frozen=True, slots=True)
-class DispatcherDependencies:
+class DispatcherDependencies(Struct, frozen=True):
     settings: DispatcherSettings
     dispatcher: Dispatcher
     redelivery: Redelivery

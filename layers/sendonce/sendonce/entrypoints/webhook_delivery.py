@@ -9,10 +9,10 @@ in the queue it came from, and a task is moved only to the slow lane's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from msgspec import Struct
 
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
 from sendonce.adapters.sqs_queue import SqsRedelivery
@@ -35,8 +35,7 @@ from sendonce.status_webhooks.delivery import Lane, WebhookDeliverer, parse_sche
 DELIVERY_WORKERS = 10
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryDependencies:
+class DeliveryDependencies(Struct, frozen=True):
     deliverer: WebhookDeliverer
     redelivery: Redelivery  # postpones the fast lane's records
     slow_redelivery: Redelivery  # and the slow lane's

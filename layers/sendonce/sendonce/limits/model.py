@@ -28,8 +28,10 @@ a new quota re-plans the day (`dynamodb_limits`), keeping every unit already use
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 WINDOW_SECONDS = 2
 # Half of a DynamoDB partition's 1,000 writes a second: a counter item never throttles.
@@ -59,8 +61,7 @@ CLOCK_MARGIN_SECONDS = 1
 HISTORY_DAYS = 2
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Struct, frozen=True):
     """A workspace's request rate (a second) and daily send quota (0: none)."""
 
     rate_per_second: int
@@ -105,8 +106,7 @@ def check_daily_quota(value: int) -> None:
         raise ValueError(f"the daily quota must be 0 (none) to {MAX_DAILY_QUOTA:,}, not {value}")
 
 
-@dataclass(frozen=True, slots=True)
-class Window:
+class Window(Struct, frozen=True):
     """One rate window: its number since the epoch and the seconds left in it (at least 1)."""
 
     number: int
@@ -123,8 +123,7 @@ class Window:
         return (self.number + 1) * WINDOW_SECONDS
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+class Grant(Struct, frozen=True):
     """One lease's answer: `asked` tokens added to a shard of cap `cap`, whose count is now `count`.
 
     Granted are the tokens that fell under the cap: all of them, some (the cap was reached), or none
@@ -149,8 +148,7 @@ class Grant:
         return max(0, self.cap - self.count)
 
 
-@dataclass(frozen=True, slots=True)
-class RateDecision:
+class RateDecision(Struct, frozen=True):
     """What the rate check found: allowed or not, and what the RateLimit fields tell the caller."""
 
     allowed: bool
@@ -186,8 +184,7 @@ def seconds_to_next_day(now: datetime) -> int:
     return max(1, math.ceil((next_day(now) - now).total_seconds()))
 
 
-@dataclass(frozen=True, slots=True)
-class LimitsChange:
+class LimitsChange(Struct, frozen=True):
     """An operator's override, in force from `at` (epoch seconds, a window's start) until the next
     change; a value None is the stack's default."""
 
@@ -211,8 +208,7 @@ def change_at(written_at: datetime, cache_seconds: int = MAX_CACHE_SECONDS) -> i
     return -(-earliest // WINDOW_SECONDS) * WINDOW_SECONDS
 
 
-@dataclass(frozen=True, slots=True)
-class LimitsTimeline:
+class LimitsTimeline(Struct, frozen=True):
     """A workspace's limits over time: the defaults, and its overrides by when each takes effect.
 
     Every execution environment holds a copy at most MAX_CACHE_SECONDS old, and a change takes
@@ -273,8 +269,7 @@ class LimitsTimeline:
         return self.changes[-1] if self.changes else None
 
 
-@dataclass(frozen=True, slots=True)
-class QuotaPlan:
+class QuotaPlan(Struct, frozen=True):
     """How a day's quota is split over its shards while `quota` is in force (from `since`, epoch s).
 
     A shard's allowance is what it may still take; a fresh plan gives each its share of the
@@ -314,8 +309,7 @@ class QuotaPlan:
         return cls(int(quota), int(since))
 
 
-@dataclass(frozen=True, slots=True)
-class QuotaCharge:
+class QuotaCharge(Struct, frozen=True):
     """A new message's (or a bulk transaction's) claim on its workspace's quota for `day`, under
     `plan`. `fresh`: the plan has been in force since the day began, so a shard it has not charged
     yet may take its share at its first charge; after a change, only a re-plan gives shards theirs."""
@@ -346,8 +340,7 @@ class QuotaCharge:
         return replace(self, plan=plan, fresh=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(Struct, frozen=True):
     limits: Limits
     used_today: int
     resets_at: datetime

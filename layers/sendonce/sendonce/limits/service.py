@@ -21,7 +21,8 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import DependencyUnavailable
@@ -30,8 +31,7 @@ from sendonce.limits.ports import LimitsStore
 from sendonce.observability import logger, metrics
 
 
-@dataclass(slots=True)
-class _Lease:
+class _Lease(Struct):
     """One workspace's tokens in this environment, for one window and the limits they were taken under."""
 
     window: int

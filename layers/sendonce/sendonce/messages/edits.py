@@ -25,9 +25,11 @@ payload no longer replay a message that was since edited.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce import channels
 from sendonce.clock import Clock, rfc3339
@@ -53,8 +55,7 @@ MAX_EDIT_RACES = 5
 _TICK = timedelta(milliseconds=1)
 
 
-@dataclass(frozen=True, slots=True)
-class MessageChanges:
+class MessageChanges(Struct, frozen=True):
     """The fields an edit sets; None leaves a field as it is (the API refuses an explicit null)."""
 
     body: str | None = None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from sendonce.modes import Mode, mode_of
 
@@ -36,14 +38,12 @@ WAITING_STATUSES = frozenset({Status.ACCEPTED, Status.SCHEDULED, Status.QUEUED})
 FINAL_STATUSES = frozenset({Status.SENT, Status.DELIVERED, Status.FAILED, Status.CANCELED, Status.UNKNOWN})
 
 
-@dataclass(frozen=True, slots=True)
-class MessageFailure:
+class MessageFailure(Struct, frozen=True):
     code: str
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(Struct, frozen=True):
     id: str
     workspace_id: str
     channel: Channel

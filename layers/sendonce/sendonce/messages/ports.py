@@ -4,9 +4,10 @@ and the queue a message is handed to. Adapters implement them; the use cases spe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
+
+from msgspec import Struct
 
 from sendonce.messages.model import Channel, Message, Status
 
@@ -14,50 +15,43 @@ if TYPE_CHECKING:  # only the API charges a quota: the other functions' cold sta
     from sendonce.limits.model import QuotaCharge
 
 
-@dataclass(frozen=True, slots=True)
-class DedupClaim:
+class DedupClaim(Struct, frozen=True):
     """The lock a new message takes on its identity, until `expires_at`."""
 
     lock_id: str
     expires_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class KeyTie:
+class KeyTie(Struct, frozen=True):
     """The permanent tie of (workspace, Idempotency-Key, destination) to one message."""
 
     tie_id: str
     payload_fingerprint: str
 
 
-@dataclass(frozen=True, slots=True)
-class Created:
+class Created(Struct, frozen=True):
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
-class DuplicateOf:
+class DuplicateOf(Struct, frozen=True):
     """The dedup lock is held by another message, returned when it still exists."""
 
     original: Message | None
     locked_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class TiedToKey:
+class TiedToKey(Struct, frozen=True):
     """The Idempotency-Key already created a message for this destination."""
 
     original: Message | None
     payload_fingerprint: str
 
 
-@dataclass(frozen=True, slots=True)
-class QuotaSpent:
+class QuotaSpent(Struct, frozen=True):
     """The workspace's daily quota is used up: nothing was written, and the identity is free."""
 
 
-@dataclass(frozen=True, slots=True)
-class Suppressed:
+class Suppressed(Struct, frozen=True):
     """The recipient is on a suppression list the workspace is subject to (`reason`): nothing was
     written. A create's own transaction tells it; a batch's entries learn it from the batch's read."""
 
@@ -67,8 +61,7 @@ class Suppressed:
 CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
+class NewMessage(Struct, frozen=True):
     """One message of a bulk create: written with its dedup lock, as `create` without a key tie would."""
 
     message: Message
@@ -76,8 +69,7 @@ class NewMessage:
     handoff_due_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class NotWritten:
+class NotWritten(Struct, frozen=True):
     """The store failed before this message's transaction answered: it may or may not exist. A retry of
     the same send is safe: its dedup lock answers it, and the outbox hands over what was written."""
 
@@ -87,8 +79,7 @@ class NotWritten:
 CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent
 
 
-@dataclass(frozen=True, slots=True)
-class MessageEdit:
+class MessageEdit(Struct, frozen=True):
     """An edit planned on the message as it was read (`seen`). The store writes it only while the
     message is as read and still scheduled, whether or not it was handed to its queue: the claim
     sends a record's copy only while the message is still as copied."""
@@ -102,25 +93,21 @@ class MessageEdit:
     handoff_due_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class Edited:
+class Edited(Struct, frozen=True):
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
-class ContentHeld:
+class ContentHeld(Struct, frozen=True):
     """The edited content's dedup lock is held by another message: nothing was written."""
 
     message_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class EditRaced:
+class EditRaced(Struct, frozen=True):
     """The message changed since it was read (another edit): read it again and plan again."""
 
 
-@dataclass(frozen=True, slots=True)
-class NotEditable:
+class NotEditable(Struct, frozen=True):
     """No longer scheduled (its delivery was claimed, or it was canceled): nothing was written."""
 
     status: Status
@@ -129,8 +116,7 @@ class NotEditable:
 EditOutcome = Edited | ContentHeld | EditRaced | NotEditable
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(Struct, frozen=True):
     messages: list[Message]
     next_cursor: str | None
 
@@ -211,8 +197,7 @@ class Deliverable(Protocol):
     def channel(self) -> Channel: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Handoff:
+class Handoff(Struct, frozen=True):
     """One message for its channel's queue, held back `delay_seconds` there."""
 
     message: Deliverable

@@ -6,15 +6,14 @@ compares (an email's local part compared without ASCII case, as docs/api.md stat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 
 class InvalidRecipient(ValueError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class Recipient:
+class Recipient(Struct, frozen=True):
     address: str  # E.164 phone number, or an email address with its domain lower-cased
     dedup_form: str
 

@@ -12,8 +12,9 @@ dispatcher, whose claim checks again in its own write.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+
+from msgspec import Struct, field
 
 from sendonce.clock import Clock, utc_now
 from sendonce.dedup.identity import dedup_identity
@@ -48,8 +49,7 @@ from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
 
 
-@dataclass(frozen=True, slots=True)
-class SendCommand:
+class SendCommand(Struct, frozen=True):
     workspace_id: str
     channel: Channel
     recipient: Recipient
@@ -61,8 +61,7 @@ class SendCommand:
     payload_fingerprint: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SendResult:
+class SendResult(Struct, frozen=True):
     message: Message | None
     created: bool = False
     duplicate: bool = False

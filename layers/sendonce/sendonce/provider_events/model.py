@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct
 
 from sendonce.messages.model import Message, MessageFailure, Status
 from sendonce.modes import Mode
@@ -38,8 +39,7 @@ RESULTING_STATUS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderEvent:
+class ProviderEvent(Struct, frozen=True):
     """`message_id`: None only for an opt-out that names no message (a STOP to the shared number).
     `suppress`: the suppression reason the event puts the recipient on the list for, if any (in the
     named message's workspace; in every workspace when no message is named). `to`: the recipient

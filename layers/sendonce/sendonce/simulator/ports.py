@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
+
+from msgspec import Struct
 
 # `GET /v1/test/deliveries` without a message id: the newest this many.
 MAX_LISTED = 100
 
 
-@dataclass(frozen=True, slots=True)
-class SimulatedDelivery:
+class SimulatedDelivery(Struct, frozen=True):
     """One call the simulator accepted."""
 
     workspace_id: str

@@ -46,10 +46,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
+
+from msgspec import Struct, field
 
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import RetryLater
@@ -83,8 +84,7 @@ class DeliveryOutcome(StrEnum):
     MOVED = "moved"  # to the slow lane, no attempt counted: the endpoint is slow
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointAnswer:
+class EndpointAnswer(Struct, frozen=True):
     status: int | None  # None: no answer (refused target, connection error, timeout)
     error: str | None = None
     timed_out: bool = False  # no answer within the timeout (not a refusal): the endpoint may be slow
@@ -111,8 +111,7 @@ def parse_schedule(value: str) -> tuple[int, ...]:
     return delays
 
 
-@dataclass
-class WebhookDeliverer:
+class WebhookDeliverer(Struct):
     events: EventStore
     endpoints: EndpointLanes
     send: Sender

@@ -10,8 +10,9 @@ message arrive in order, so `sequence` counts that message's status changes from
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from sendonce.messages.model import Message
 from sendonce.observability import logger
@@ -33,8 +34,7 @@ class _Moved:
 MOVED = _Moved()
 
 
-@dataclass
-class EventRecorder:
+class EventRecorder(Struct):
     events: EventStore
     endpoints: EndpointStore
     queue: DeliveryQueue

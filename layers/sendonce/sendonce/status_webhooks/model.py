@@ -15,10 +15,12 @@ import base64
 import hashlib
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import ulid
@@ -59,14 +61,12 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
 
 
-@dataclass(frozen=True, slots=True)
-class SigningSecret:
+class SigningSecret(Struct, frozen=True):
     value: str
     expires_at: datetime | None = None  # a rotated-out secret signs until then
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(Struct, frozen=True):
     id: str
     workspace_id: str
     url: str
@@ -106,8 +106,7 @@ class Endpoint:
         return replace(self, secrets=(SigningSecret(new_value), *kept))
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(Struct, frozen=True):
     endpoint_id: str
     status: DeliveryStatus = DeliveryStatus.PENDING
     attempts: int = 0
@@ -115,8 +114,7 @@ class Delivery:
     last_response_status: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(Struct, frozen=True):
     id: str
     workspace_id: str
     message_id: str
@@ -140,8 +138,7 @@ class Event:
         return next((d for d in self.deliveries if d.endpoint_id == endpoint_id), None)
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(Struct, frozen=True):
     message: Message  # as it stood right after the change
     type: EventType
     at: datetime

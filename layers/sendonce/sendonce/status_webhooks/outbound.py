@@ -27,7 +27,8 @@ import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct
 
 MAX_URL_CHARS = 2048
 MAX_ANSWER_BYTES = 4096
@@ -108,8 +109,7 @@ class Unresolvable(UnsafeTarget):
     """The host did not resolve (now): at delivery time a retry may succeed, unlike other refusals."""
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Struct, frozen=True):
     """A checked URL: `addresses` are the classified IPs, the first is the one `post` connects to."""
 
     url: str
@@ -125,8 +125,7 @@ class Target:
         return host if self.port == _DEFAULT_PORTS[self.scheme] else f"{host}:{self.port}"
 
 
-@dataclass(frozen=True)
-class HttpAnswer:
+class HttpAnswer(Struct, frozen=True):
     """What came back: `status` None means no answer (connection error, TLS failure, timeout).
 
     `timed_out`: no answer because the timeout ran out (a connection, a handshake or an answer
@@ -135,8 +134,12 @@ class HttpAnswer:
 
     status: int | None
     error: str | None = None
-    body: bytes = field(default=b"", repr=False)
+    body: bytes = b""
     timed_out: bool = False
+
+    def __repr__(self) -> str:
+        # The endpoint's body stays out of every repr (and so of any log line that shows one).
+        return f"HttpAnswer(status={self.status!r}, error={self.error!r}, timed_out={self.timed_out!r})"
 
     @property
     def ok(self) -> bool:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
+
+from msgspec import Struct
 
 from sendonce.status_webhooks.model import (
     Endpoint,
@@ -20,45 +21,39 @@ class TooManyEndpoints(Exception):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class Replaced:
+class Replaced(Struct, frozen=True):
     """Written, every copy: `endpoint` as stored, its version moved on."""
 
     endpoint: Endpoint
 
 
-@dataclass(frozen=True, slots=True)
-class Changed:
+class Changed(Struct, frozen=True):
     """Nothing written: another write replaced the endpoint since the version the replacement was
     made from. `current` is the endpoint as that write left it, as the store saw it when it refused."""
 
     current: Endpoint
 
 
-@dataclass(frozen=True, slots=True)
-class Gone:
+class Gone(Struct, frozen=True):
     """Nothing written: there is no such endpoint (deleted meanwhile, or another workspace's)."""
 
 
 Replacement = Replaced | Changed | Gone
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
+class Applied(Struct, frozen=True):
     """How far a message's changes have been told: the last sequence and its stream position."""
 
     sequence: int
     position: str
 
 
-@dataclass(frozen=True, slots=True)
-class EventPage:
+class EventPage(Struct, frozen=True):
     events: list[Event]
     next_cursor: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(Struct, frozen=True):
     at: datetime
     response_status: int | None
     succeeded: bool
@@ -68,8 +63,7 @@ class Attempt:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryTask:
+class DeliveryTask(Struct, frozen=True):
     """One delivery of one event to one endpoint: a queue record of its own."""
 
     workspace_id: str

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import (
@@ -55,8 +56,7 @@ CheckTarget = Callable[[str], object]
 MAX_ROTATION_TRIES = MAX_REPLACED_SECRETS + 1
 
 
-@dataclass
-class WebhookService:
+class WebhookService(Struct):
     endpoints: EndpointStore
     events: EventStore
     queue: DeliveryQueue

@@ -7,9 +7,10 @@ email and iMessage. So one entry covers every channel that can reach that person
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+
+from msgspec import Struct
 
 from sendonce.messages.recipients import Recipient, ascii_lower, normalise_phone_or_email
 from sendonce.modes import is_test_workspace
@@ -22,8 +23,7 @@ class Reason(StrEnum):
     MANUAL = "manual"
 
 
-@dataclass(frozen=True, slots=True)
-class Suppression:
+class Suppression(Struct, frozen=True):
     to: str  # the normalised recipient (an email's domain lower-cased, its local part as first seen)
     reason: Reason
     created_at: datetime

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
+
+from msgspec import Struct
 
 from sendonce.suppressions.model import Suppression
 
 
-@dataclass(frozen=True, slots=True)
-class SuppressionPage:
+class SuppressionPage(Struct, frozen=True):
     suppressions: list[Suppression]
     next_cursor: str | None
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Router
+from msgspec import Struct, field
 
 from sendonce.api.errors import ErrorBody
 
@@ -66,8 +66,7 @@ class Body(Enum):
     SIGNED = "signed"  # raw bytes signed as they came: only their size is checked, nothing rewrites them
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(Struct, frozen=True):
     method: str
     path: str  # API Gateway's form, as in template.yaml: `/v1/messages/{id}`
     summary: str

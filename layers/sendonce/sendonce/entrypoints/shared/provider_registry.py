@@ -10,8 +10,9 @@ no real provider's client is ever built for a test message.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
+
+from msgspec import Struct, field
 
 from sendonce.aws_clients import Clients
 from sendonce.dispatch.ports import Provider
@@ -77,8 +78,7 @@ def _with(build: ProviderBuilder, clients: Clients) -> Callable[[DispatcherSetti
     return lambda settings: build(settings, clients)
 
 
-@dataclass
-class Providers:
+class Providers(Struct):
     """A message's provider: in live mode the settings' choice for its channel, in test mode the
     simulator; each built on first use and then kept. `live` and `test` build them (`of`: the
     registry's and the simulator, with the clients given; a test gives its own)."""

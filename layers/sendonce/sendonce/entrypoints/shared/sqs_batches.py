@@ -17,10 +17,10 @@ every event source's models on each cold start.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from msgspec import Struct
 
 from sendonce.errors import RetryLater
 from sendonce.observability import logger
@@ -36,8 +36,7 @@ class Redelivery(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class SqsRecord:
+class SqsRecord(Struct, frozen=True):
     """What a handler reads of one SQS record of the event."""
 
     message_id: str
