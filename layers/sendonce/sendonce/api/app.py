@@ -12,12 +12,11 @@ the one error body of `sendonce.api.errors`; nothing, however malformed, answers
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sendonce.api import dependencies, routers
 from sendonce.api.errors import (
@@ -37,6 +36,9 @@ from sendonce.auth.api_keys import bearer_token, resolve_workspace
 from sendonce.errors import RateLimited, SendonceError
 from sendonce.limits.model import RateDecision
 from sendonce.observability import logger
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 def _preflight_body(_text: str) -> Any:

@@ -11,8 +11,6 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
@@ -36,6 +34,7 @@ from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _send_many, _batch_once)
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from sendonce.api.batch import SendMany
     from sendonce.api.idempotency import SendOnce

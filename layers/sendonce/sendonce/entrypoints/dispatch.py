@@ -19,9 +19,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from msgspec import Struct
 from msgspec.structs import replace
 
@@ -44,6 +43,9 @@ from sendonce.entrypoints.shared.sqs_batches import (
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.observability import logger, metrics
 from sendonce.settings import DispatcherSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # A claim outlives the provider's timeout by this much before the outbox may call it stranded.
 CLAIM_MARGIN_SECONDS = 60

@@ -13,9 +13,7 @@ counted (`HandoffRecordsUnreadable`): retried, it would fail every time.
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from sendonce.adapters.dynamodb_message_creations import created_of
 from sendonce.adapters.sqs_queue import SqsMessageQueue
@@ -27,6 +25,9 @@ from sendonce.messages.handoff import handoff_of
 from sendonce.messages.ports import Handoff, MessageQueue
 from sendonce.observability import logger, metrics
 from sendonce.settings import HandoffSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 def build(settings: HandoffSettings, clients: Clients) -> MessageQueue:

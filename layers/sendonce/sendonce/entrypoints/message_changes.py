@@ -17,9 +17,7 @@ logged and counted (`StreamRecordsUnreadable`, with an alarm) instead.
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
@@ -32,6 +30,9 @@ from sendonce.observability import logger, metrics
 from sendonce.settings import MessageChangesSettings
 from sendonce.side_by_side import side_by_side
 from sendonce.status_webhooks.events import EventRecorder
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # Messages told side by side within a batch; botocore pools 10 connections a client.
 STREAM_WORKERS = 8

@@ -6,9 +6,7 @@ it never is cut off mid-move.
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
 from sendonce.adapters.sqs_queue import SqsMessageQueue
@@ -19,6 +17,9 @@ from sendonce.dispatch.outbox import OutboxSweeper
 from sendonce.entrypoints.shared.provider_registry import Providers
 from sendonce.observability import logger, metrics
 from sendonce.settings import DispatcherSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 def build(settings: DispatcherSettings, clients: Clients, clock: Clock = utc_now) -> OutboxSweeper:

@@ -4,9 +4,7 @@ SNS) once each, from its SQS batch, an unreadable record failing alone."""
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
 from sendonce.aws_clients import Clients, client
@@ -18,6 +16,9 @@ from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_no
 from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
 from sendonce.settings import EventsSettings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 def build(settings: EventsSettings, clients: Clients) -> ProviderEventStore:

@@ -9,9 +9,8 @@ in the queue it came from, and a task is moved only to the slow lane's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from msgspec import Struct
 
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
@@ -30,6 +29,9 @@ from sendonce.entrypoints.shared.webhook_sending import sender
 from sendonce.observability import logger, metrics
 from sendonce.settings import WebhookDeliverySettings
 from sendonce.status_webhooks.delivery import Lane, WebhookDeliverer, parse_schedule
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # A delivery batch's records side by side, one thread each: the event sources' BatchSize.
 DELIVERY_WORKERS = 10

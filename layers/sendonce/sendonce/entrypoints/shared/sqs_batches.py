@@ -17,16 +17,18 @@ every event source's models on each cold start.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from msgspec import Struct
 
 from sendonce.errors import RetryLater
 from sendonce.observability import logger
 from sendonce.side_by_side import side_by_side
 
-LambdaHandler = Callable[[Any, LambdaContext], dict[str, Any]]
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+LambdaHandler = Callable[[Any, "LambdaContext"], dict[str, Any]]
 T = TypeVar("T")
 
 
