@@ -107,6 +107,19 @@ def test_identical_items_are_one_message_the_later_a_duplicate_counted_on_the_ea
     assert batches.store.duplicates_counted == [results[0]["message"]["id"]]
 
 
+def test_an_items_smart_encoding_is_applied_before_the_guard_sees_it(batches: Batches) -> None:
+    curly = "It\u2019s \u201cready\u201d \u2013 5\u00a0pm\u2026"
+    plain = 'It\'s "ready" - 5 pm...'
+
+    results = batches.send([sms(curly, smartEncoding=True), sms(plain), sms(curly)])
+
+    assert [r["status"] for r in results] == [201, 200, 201]
+    assert results[0]["message"]["body"] == plain
+    assert (results[0]["message"]["encoding"], results[0]["message"]["segments"]) == ("GSM-7", 1)
+    assert results[1]["message"]["id"] == results[0]["message"]["id"]  # the same text: a duplicate
+    assert results[2]["message"]["encoding"] == "UCS-2"  # no smart encoding asked: sent as written
+
+
 def test_an_item_already_sent_is_a_duplicate_of_the_original(batches: Batches) -> None:
     first = batches.send([sms("hi")])
 

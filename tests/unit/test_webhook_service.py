@@ -177,6 +177,8 @@ def _shown_message(message_id: str) -> dict[str, Any]:
         "to": "+15550100000",
         "subject": None,
         "body": "hi",
+        "encoding": "GSM-7",
+        "segments": 1,
         "status": "queued",
         "sendAt": None,
         "metadata": {},

@@ -1,12 +1,13 @@
 """The channels sendonce sends on, each declared once, here.
 
 A channel's entry says everything that differs between channels: how its recipients are
-normalised, whether a message on it takes a subject, and which providers may carry it (the first
-is the default). Its settings and its resources are named after it, so nothing else lists them:
-the queue URL comes from `<NAME>_QUEUE_URL`, the provider choice from `SENDONCE_<NAME>_PROVIDER`,
-and template.yaml holds `<Name>Queue`, `<Name>DeadLetterQueue` and `Dispatch<Name>Function`
-(a test holds the template to that). The request schema, the settings, the dispatchers and the
-outbox all read this registry; an unknown channel is refused, never taken for another.
+normalised, whether a message on it takes a subject, whether it is sms (counted in segments), and
+which providers may carry it (the first is the default). Its settings and its resources are named
+after it, so nothing else lists them: the queue URL comes from `<NAME>_QUEUE_URL`, the provider
+choice from `SENDONCE_<NAME>_PROVIDER`, and template.yaml holds `<Name>Queue`,
+`<Name>DeadLetterQueue` and `Dispatch<Name>Function` (a test holds the template to that). The
+request schema, the settings, the dispatchers and the outbox all read this registry; an unknown
+channel is refused, never taken for another.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class ChannelSpec(Struct, frozen=True):
     normalise: Callable[[str], Recipient]
     subject: Literal["required", "forbidden"]
     providers: tuple[str, ...]  # the providers that may carry it; the first is the default
+    # Its messages are sms: each carries its encoding and segments (`messages.sms`), and a send may
+    # ask for smart encoding.
+    sms: bool = False
 
     @property
     def channel(self) -> Channel:
@@ -95,7 +99,7 @@ def normalise_recipient(channel: str, raw: str) -> Recipient:
     return spec(channel).normalise(raw)
 
 
-register(ChannelSpec("sms", normalise_phone, subject="forbidden", providers=("sns", "http")))
+register(ChannelSpec("sms", normalise_phone, subject="forbidden", providers=("sns", "http"), sms=True))
 # iMessage reaches a phone number or an Apple ID email address.
 register(ChannelSpec("imessage", normalise_phone_or_email, subject="forbidden", providers=("http",)))
 register(ChannelSpec("email", normalise_email, subject="required", providers=("ses", "http")))

@@ -93,8 +93,17 @@ class AsyncMessages:
         send_at: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        smart_encoding: bool = False,
     ) -> SendResult:
-        document = ops.message_body(channel, to, body, subject=subject, send_at=send_at, metadata=metadata)
+        document = ops.message_body(
+            channel,
+            to,
+            body,
+            subject=subject,
+            send_at=send_at,
+            metadata=metadata,
+            smart_encoding=smart_encoding,
+        )
         return await self._client.perform(ops.send(document, idempotency_key))
 
     async def send_batch(

@@ -96,6 +96,7 @@ def message_body(
     subject: str | None = None,
     send_at: datetime | str | None = None,
     metadata: Mapping[str, str] | None = None,
+    smart_encoding: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of one send (and of one batch item, without its key)."""
     document: dict[str, Any] = {"channel": channel, "to": to, "body": body}
@@ -105,6 +106,8 @@ def message_body(
         document["sendAt"] = _instant(send_at)
     if metadata is not None:
         document["metadata"] = dict(metadata)
+    if smart_encoding:
+        document["smartEncoding"] = True
     return document
 
 

@@ -130,9 +130,20 @@ class Messages:
         send_at: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        smart_encoding: bool = False,
     ) -> SendResult:
-        """Send one message. Without `idempotency_key` the client makes one for this call."""
-        document = ops.message_body(channel, to, body, subject=subject, send_at=send_at, metadata=metadata)
+        """Send one message. Without `idempotency_key` the client makes one for this call.
+
+        `smart_encoding` (sms): the server replaces characters that have a GSM-7 look-alike first."""
+        document = ops.message_body(
+            channel,
+            to,
+            body,
+            subject=subject,
+            send_at=send_at,
+            metadata=metadata,
+            smart_encoding=smart_encoding,
+        )
         return self._client.perform(ops.send(document, idempotency_key))
 
     def send_batch(

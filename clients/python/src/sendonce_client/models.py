@@ -47,6 +47,10 @@ class Message(Model):
     to: str
     subject: str | None
     body: str
+    # sms only: "GSM-7" or "UCS-2", and the parts it is sent in (None on other channels, and from a
+    # server before they were shown).
+    encoding: str | None = None
+    segments: int | None = None
     status: Status
     send_at: str | None
     metadata: dict[str, str]

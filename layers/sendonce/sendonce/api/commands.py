@@ -8,14 +8,15 @@ record and tie compare.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from msgspec.structs import replace
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from sendonce import channels
 from sendonce.api.shapes import Metadata, RecipientRequest, parse_rfc3339, send_at_within_window
 from sendonce.idempotency.keys import payload_fingerprint
+from sendonce.messages import sms
 from sendonce.messages.model import Channel
 from sendonce.messages.service import SendCommand
 
@@ -32,6 +33,12 @@ class SendMessageRequest(RecipientRequest):
     )
     sendAt: str | None = Field(default=None, description="RFC 3339 timestamp, at most 30 days ahead")
     metadata: Metadata | None = None
+    smartEncoding: bool = Field(
+        default=False,
+        description="sms only: replace the characters that have a GSM-7 look-alike (curly quotes, long "
+        "dashes, unusual spaces, an ellipsis) and remove invisible ones, before the message is stored, "
+        "deduplicated or sent",
+    )
 
     @field_validator("subject")
     @classmethod
@@ -50,6 +57,24 @@ class SendMessageRequest(RecipientRequest):
     @classmethod
     def _rfc3339_within_window(cls, value: str | None) -> str | None:
         return send_at_within_window(value)
+
+    @field_validator("smartEncoding")
+    @classmethod
+    def _sms_only(cls, value: bool, info: ValidationInfo) -> bool:
+        channel = info.data.get("channel")
+        if value and channel is not None and not channels.spec(channel).sms:
+            raise ValueError(f"is not allowed for {channel}: it is for sms")
+        return value
+
+    @model_validator(mode="after")
+    def _smart_encoded(self) -> Self:
+        """The body as it will be stored, deduplicated and sent: with smart encoding, its look-alikes
+        replaced first of all."""
+        if self.smartEncoding:
+            self.body = sms.smart_encoded(self.body)
+            if not self.body:
+                raise ValueError("body: has no character left once its invisible ones are removed")
+        return self
 
     def send_at(self) -> datetime | None:
         return parse_rfc3339(self.sendAt) if self.sendAt is not None else None

@@ -11,19 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from sendonce import channels
 from sendonce.clock import rfc3339
+from sendonce.messages import sms
 from sendonce.messages.model import Message
 
 
 def message_shape(message: Message) -> dict[str, Any]:
     """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
     error = message.error
+    counted = sms.count(message.body) if channels.spec(message.channel).sms else None
     return {
         "id": message.id,
         "channel": message.channel.value,
         "to": message.to,
         "subject": message.subject,
         "body": message.body,
+        "encoding": counted.encoding.value if counted is not None else None,
+        "segments": counted.segments if counted is not None else None,
         "status": message.status.value,
         "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
         "metadata": dict(message.metadata),

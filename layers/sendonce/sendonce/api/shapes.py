@@ -141,6 +141,17 @@ class MessageModel(ResponseModel):
     to: str
     subject: str | None
     body: str
+    # A default: an event recorded before messages carried them still shows its message.
+    encoding: Literal["GSM-7", "UCS-2"] | None = Field(
+        default=None,
+        description="sms only: GSM-7 when every character is in GSM 03.38's alphabet or its extension "
+        "table, else UCS-2",
+    )
+    segments: int | None = Field(
+        default=None,
+        description="sms only: the parts it is sent in (160 GSM-7 septets or 70 UCS-2 units in one, "
+        "153 or 67 each when it takes more)",
+    )
     status: Status
     sendAt: str | None
     metadata: dict[str, str]
