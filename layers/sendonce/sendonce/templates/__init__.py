@@ -1,0 +1,1 @@
+"""Templates (CONTRACT section 13): named, versioned message content a send renders with its data."""
