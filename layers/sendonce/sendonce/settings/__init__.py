@@ -39,6 +39,7 @@ __all__ = [
     "ApiSettings",
     "DispatcherSettings",
     "EventsSettings",
+    "EveryChannelsQueue",
     "FunctionSettings",
     "HandoffSettings",
     "InvalidSettings",
@@ -186,13 +187,27 @@ class FunctionSettings:
         return {}
 
 
-def every_channels_queue_variables() -> dict[str, Any]:
+def _every_channels_queue_variables() -> dict[str, Any]:
     return {spec.queue_url_setting: MISSING for spec in channels.all_specs()}
 
 
-def every_channels_queue(environ: Mapping[str, str]) -> dict[str, str]:
+def _every_channels_queue(environ: Mapping[str, str]) -> dict[str, str]:
     urls = queue_urls(environ)
     missing = [spec.queue_url_setting for spec in channels.all_specs() if spec.name not in urls]
     if missing:
         raise Unreadable(f"missing queue URLs: {', '.join(missing)}")
     return urls
+
+
+class EveryChannelsQueue:
+    """Mixed into the settings of a function that reads every channel's queue URL into its
+    `queue_urls` field (one `<NAME>_QUEUE_URL` each, all required). Named first among the bases, so
+    its reading is the one `from_environment` and `variables` use."""
+
+    @classmethod
+    def _derived(cls, environ: Mapping[str, str]) -> dict[str, Any]:
+        return {"queue_urls": _every_channels_queue(environ)}
+
+    @classmethod
+    def _derived_variables(cls) -> dict[str, Any]:
+        return _every_channels_queue_variables()

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sendonce.settings import (
     LIMITS_CACHE_MAX_SECONDS,
+    EveryChannelsQueue,
     FunctionSettings,
-    every_channels_queue,
-    every_channels_queue_variables,
     flag,
     integer,
     setting,
@@ -19,7 +16,7 @@ from sendonce.settings import (
 
 
 @dataclass(frozen=True)
-class ApiSettings(FunctionSettings):
+class ApiSettings(EveryChannelsQueue, FunctionSettings):
     messages_table: str = setting("MESSAGES_TABLE", text(min_length=1))
     idempotency_table: str = setting("IDEMPOTENCY_TABLE", text(min_length=1))
     # The hashed API keys, read on a request whose key this environment has not found good lately.
@@ -56,11 +53,3 @@ class ApiSettings(FunctionSettings):
         integer(minimum=0, maximum=LIMITS_CACHE_MAX_SECONDS),
         LIMITS_CACHE_MAX_SECONDS,
     )
-
-    @classmethod
-    def _derived(cls, environ: Mapping[str, str]) -> dict[str, Any]:
-        return {"queue_urls": every_channels_queue(environ)}
-
-    @classmethod
-    def _derived_variables(cls) -> dict[str, Any]:
-        return every_channels_queue_variables()
