@@ -49,6 +49,7 @@ from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStor
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
+from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore
 from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch.ports import DispatchStore, OutboxEntry, OutboxStore
 from sendonce.idempotency.keys import tie_identity
@@ -61,6 +62,7 @@ from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import ProviderEventStore
 from sendonce.simulator.ports import SimulatorDeliveries, SimulatorStore
 from sendonce.suppressions.ports import SuppressionStore
+from sendonce.templates.ports import TemplateStore
 
 from sendonce_local import dynamodb_local, moto_transactions
 from sendonce_local.emulator import create_tables
@@ -71,6 +73,7 @@ from tests.unit.unit_fakes import (
     InMemorySimulatorStore,
     InMemoryStore,
     InMemorySuppressions,
+    InMemoryTemplates,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,6 +260,7 @@ class FakeEngine(Engine):
     simulator: InMemorySimulatorStore = field(default_factory=InMemorySimulatorStore)
     suppressions: InMemorySuppressions = field(init=False)
     events: InMemoryProviderEvents = field(init=False)
+    templates: InMemoryTemplates = field(default_factory=InMemoryTemplates)
 
     def __post_init__(self) -> None:
         self.suppressions = self.store.suppressions  # one table: a write's checks see the list
@@ -270,6 +274,7 @@ class FakeEngine(Engine):
             events=self.events,
             suppressions=self.suppressions,
             simulator=self.simulator,
+            templates=self.templates,
         )
 
     def charged_store(self) -> tuple[SendingStore, LimitsStore]:
@@ -287,7 +292,7 @@ class FakeEngine(Engine):
         return self.store.reclaims.get(message_id, 0)
 
     def snapshot(self) -> object:
-        with self.store.guard, self.suppressions.guard:
+        with self.store.guard, self.suppressions.guard, self.templates.guard:
             return repr(
                 (
                     self.store.messages,
@@ -297,6 +302,8 @@ class FakeEngine(Engine):
                     self.events.recorded,
                     self.suppressions.own,
                     self.suppressions.shared,
+                    self.templates.heads,
+                    self.templates.versions,
                 )
             )
 
@@ -376,6 +383,7 @@ class Stores:
     events: ProviderEventStore
     suppressions: SuppressionStore
     simulator: SimulatorRecords
+    templates: TemplateStore
 
 
 def build_stores(client: Any) -> Stores:
@@ -386,6 +394,7 @@ def build_stores(client: Any) -> Stores:
         events=DynamoDbProviderEventStore(client, TABLE),
         suppressions=DynamoDbSuppressionStore(client, TABLE),
         simulator=DynamoDbSimulatorStore(client, TABLE),
+        templates=DynamoDbTemplateStore(client, TABLE),
     )
 
 

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from msgspec.structs import replace
-from sendonce.adapters.dynamodb_items import PROVIDER_EVENT_RETENTION, outbox_shard, to_item
+from sendonce.adapters.dynamodb_items import PROVIDER_EVENT_RETENTION, outbox_shard, parse_datetime, to_item
 from sendonce.adapters.dynamodb_suppressions import decode_cursor, encode_cursor
+from sendonce.adapters.dynamodb_templates import cursor_name, name_cursor
 from sendonce.adapters.dynamodb_webhooks import looks_like_event_id
 from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.idempotency import idempotency_config
@@ -87,6 +88,8 @@ from sendonce.status_webhooks.rules import (
 from sendonce.status_webhooks.service import WebhookService
 from sendonce.suppressions.model import Suppression, recipient_key, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
+from sendonce.templates.model import NAME, Template, TemplateContent, TemplatePage
+from sendonce.templates.ports import NameTaken, TemplateMissing
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T = TypeVar("T")
@@ -194,6 +197,81 @@ class InMemorySuppressions:
         page = listed[:limit]
         more = len(listed) > limit
         return SuppressionPage([e for _, e in page], encode_cursor(page[-1][0]) if more and page else None)
+
+
+class InMemoryTemplates:
+    """Templates as the DynamoDB adapter keeps them: a head per (workspace, name), never removed,
+    its numbers going on after a delete; each version written once, never changed; times kept to
+    the millisecond, as stored. A listing goes by name and resumes after its cursor, the adapter's
+    own. Each call runs alone, as each transaction does."""
+
+    def __init__(self) -> None:
+        # The latest version of each name, and when it was deleted (None: live).
+        self.heads: dict[tuple[str, str], tuple[Template, datetime | None]] = {}
+        self.versions: dict[tuple[str, str, int], Template] = {}
+        self.guard = threading.RLock()
+
+    def _live(self, workspace_id: str, name: str) -> Template | None:
+        latest, deleted = self.heads.get((workspace_id, name), (None, None))
+        return latest if deleted is None else None
+
+    def _write(self, template: Template) -> Template:
+        stored = replace(template, created_at=parse_datetime(rfc3339(template.created_at)))
+        key = (stored.workspace_id, stored.name, stored.version)
+        assert key not in self.versions, f"version {key} written twice"  # the adapter's condition
+        self.versions[key] = stored
+        self.heads[(stored.workspace_id, stored.name)] = (stored, None)
+        return stored
+
+    @_atomic
+    def create(self, template: Template) -> Template | NameTaken:
+        if not NAME.fullmatch(template.name):
+            raise ValueError(f"{template.name!r} is no template name")
+        current = self._live(template.workspace_id, template.name)
+        if current is not None:
+            return NameTaken(current)
+        head = self.heads.get((template.workspace_id, template.name))
+        return self._write(replace(template, version=(head[0].version if head else 0) + 1))
+
+    @_atomic
+    def add_version(
+        self, workspace_id: str, name: str, content: TemplateContent, now: datetime
+    ) -> Template | TemplateMissing:
+        latest = self._live(workspace_id, name)
+        if latest is None:
+            return TemplateMissing()
+        return self._write(replace(latest, version=latest.version + 1, content=content, created_at=now))
+
+    @_atomic
+    def latest(self, workspace_id: str, name: str) -> Template | None:
+        return self._live(workspace_id, name)
+
+    @_atomic
+    def version(self, workspace_id: str, name: str, version: int) -> Template | None:
+        if self._live(workspace_id, name) is None:
+            return None
+        return self.versions.get((workspace_id, name, version))
+
+    @_atomic
+    def page(self, workspace_id: str, limit: int, cursor: str | None) -> TemplatePage:
+        after = cursor_name(cursor) if cursor is not None else None  # InvalidCursor if never given
+        names = sorted(
+            name
+            for workspace, name in self.heads
+            if workspace == workspace_id and (after is None or name > after)
+        )
+        listed = [latest for name in names if (latest := self._live(workspace_id, name)) is not None]
+        page = listed[:limit]
+        more = len(listed) > limit and bool(page)
+        return TemplatePage(page, name_cursor(page[-1].name) if more else None)
+
+    @_atomic
+    def delete(self, workspace_id: str, name: str, now: datetime) -> bool:
+        latest = self._live(workspace_id, name)
+        if latest is None:
+            return False
+        self.heads[(workspace_id, name)] = (latest, now)
+        return True
 
 
 @dataclass

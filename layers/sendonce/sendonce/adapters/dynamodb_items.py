@@ -1,7 +1,12 @@
-"""Messages as DynamoDB items, and back. Keys are namespaced so one table holds messages and locks."""
+"""Messages as DynamoDB items, and back. Keys are namespaced so one table holds messages and locks.
+
+Also what every kind of item shares: times, shards, and the opaque cursors of listings.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import math
 import zlib
@@ -9,6 +14,7 @@ from datetime import datetime, timedelta
 
 from sendonce.adapters.dynamodb_writes import Item
 from sendonce.clock import rfc3339
+from sendonce.errors import InvalidCursor
 from sendonce.messages.model import Channel, Message, MessageFailure, Status
 
 MESSAGE_SK = "MESSAGE"
@@ -110,6 +116,20 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["outboxShard"] = {"S": outbox_shard(message.id)}
         item["outboxDueAt"] = {"S": rfc3339(outbox_due_at)}
     return item
+
+
+def opaque_cursor(text: str) -> str:
+    """A listing's place as the client sees it: base64url, unpadded, so that no one builds one."""
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def cursor_text(cursor: str) -> str:
+    """The place an `opaque_cursor` holds; InvalidCursor when it is not one (its listing still checks
+    that the place is one it gives)."""
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise InvalidCursor(cursor) from None
 
 
 def parse_datetime(value: str) -> datetime:

@@ -22,8 +22,6 @@ a shard number), sorted by `id` = `<createdAt>#<key>`, so a listing merges the t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Collection
@@ -33,7 +31,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from sendonce.adapters.dynamodb_items import parse_datetime
+from sendonce.adapters.dynamodb_items import cursor_text, opaque_cursor, parse_datetime
 from sendonce.adapters.dynamodb_writes import (
     Cancellation,
     ConditionFailed,
@@ -187,14 +185,11 @@ def _absent(key: Item, cleared: str | None = None) -> dict[str, Any]:
 
 
 def encode_cursor(listing_id: str) -> str:
-    return base64.urlsafe_b64encode(listing_id.encode("utf-8")).decode("ascii").rstrip("=")
+    return opaque_cursor(listing_id)
 
 
 def decode_cursor(cursor: str) -> str:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
-    except (binascii.Error, ValueError):
-        raise InvalidCursor(cursor) from None
+    text = cursor_text(cursor)
     created, separator, key = text.partition("#")
     if not separator or not key:
         raise InvalidCursor(cursor)
