@@ -31,7 +31,16 @@ from sendonce.api.app import handle
 from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.openapi import openapi_document
 from sendonce.api.routers import ROUTES
-from sendonce.api.routes import Body, Route, provider_events, service, suppressions, usage, webhooks
+from sendonce.api.routes import (
+    Body,
+    Route,
+    provider_events,
+    service,
+    suppressions,
+    templates,
+    usage,
+    webhooks,
+)
 from sendonce.api.routes import messages as messages_router
 from sendonce.auth.api_keys import hash_api_key
 from sendonce.limits.model import Limits
@@ -52,6 +61,7 @@ from sendonce.status_webhooks.rules import (
 )
 from sendonce.status_webhooks.service import MAX_ROTATION_TRIES, WebhookService
 from sendonce.suppressions.service import SuppressionService
+from sendonce.templates.service import TemplateService
 
 from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
@@ -61,7 +71,9 @@ from tests.unit.unit_fakes import (
     InMemoryApiKeys,
     InMemorySimulatorStore,
     InMemoryStore,
+    InMemoryTemplates,
     InMemoryWebhookStore,
+    InProcessRenderer,
     ManualClock,
     accept_any_target,
     fake_api_dependencies,
@@ -162,6 +174,12 @@ class Api:
         self.webhook_store.event_items[(WS, event.id)] = event
         return event.id
 
+    def template(self, name: str = "welcome") -> str:
+        body = {"name": name, "channel": "sms", "body": "Hi {{ name }}, your code is {{ code }}"}
+        answer = self.call("POST", "/v1/templates", body)
+        assert answer["statusCode"] == 201, answer["body"]
+        return name
+
     def suppressed(self, to: str = "+15550100009") -> str:
         answer = self.call("POST", "/v1/suppressions", {"channel": "sms", "to": to})
         assert answer["statusCode"] in (200, 201), answer["body"]
@@ -225,6 +243,7 @@ def api() -> Iterator[Api]:
         send_batch_once=send_batch_once,
         build_webhooks=lambda: webhook_service,
         build_test_deliveries=lambda: simulator,
+        build_templates=lambda: TemplateService(InMemoryTemplates(), InProcessRenderer(), clock=clock),
     )
     dependencies.root.use(deps)
     yield Api(deps, webhook_store, webhook_service, simulator, keys, limits, in_progress)
@@ -234,7 +253,13 @@ def api() -> Iterator[Api]:
 # ---------------------------------------------------------------------- the answers every route of a kind has
 def _path(route: Route) -> str:
     """A path the route takes, its parameters filled in."""
-    fill = {"{id}": UNKNOWN_MESSAGE, "{provider}": "http", "{to}": "%2B15550100000"}
+    fill = {
+        "{id}": UNKNOWN_MESSAGE,
+        "{provider}": "http",
+        "{to}": "%2B15550100000",
+        "{name}": "unknown-template",
+        "{version}": "1",
+    }
     path = route.path
     for name, value in fill.items():
         path = path.replace(name, value)
@@ -343,7 +368,8 @@ def _test_deliveries(api: Api) -> Answer:
 _PROVIDER_EVENT = json.dumps(
     {"eventId": "e1", "messageId": UNKNOWN_MESSAGE, "type": "delivered", "occurredAt": "2026-01-01T00:00:00Z"}
 )
-m, w, s = messages_router, webhooks, suppressions
+m, w, s, tp = messages_router, webhooks, suppressions, templates
+_TEMPLATE = {"name": "welcome", "channel": "sms", "body": "Hi {{ name }}"}
 
 OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     # messages
@@ -449,6 +475,46 @@ OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     )[1],
     (s.DELETE_SUPPRESSION.key, 400): lambda api: api.call("DELETE", "/v1/suppressions/nope"),
     (s.DELETE_SUPPRESSION.key, 404): lambda api: api.call("DELETE", "/v1/suppressions/%2B15550100008"),
+    # templates
+    (tp.CREATE_TEMPLATE.key, 201): lambda api: api.call("POST", "/v1/templates", _TEMPLATE),
+    (tp.CREATE_TEMPLATE.key, 400): lambda api: api.call(
+        "POST", "/v1/templates", {**_TEMPLATE, "body": "Hi {{ name"}
+    ),
+    (tp.CREATE_TEMPLATE.key, 409): lambda api: (api.template(), api.call("POST", "/v1/templates", _TEMPLATE))[
+        1
+    ],
+    (tp.LIST_TEMPLATES.key, 200): lambda api: (api.template(), api.call("GET", "/v1/templates"))[1],
+    (tp.LIST_TEMPLATES.key, 400): lambda api: api.call("GET", "/v1/templates", query={"limit": "0"}),
+    (tp.GET_TEMPLATE.key, 200): lambda api: api.call("GET", f"/v1/templates/{api.template()}"),
+    (tp.GET_TEMPLATE.key, 404): lambda api: api.call("GET", "/v1/templates/unknown"),
+    (tp.DELETE_TEMPLATE.key, 200): lambda api: api.call("DELETE", f"/v1/templates/{api.template()}"),
+    (tp.DELETE_TEMPLATE.key, 404): lambda api: api.call("DELETE", "/v1/templates/unknown"),
+    (tp.ADD_TEMPLATE_VERSION.key, 201): lambda api: api.call(
+        "POST", f"/v1/templates/{api.template()}/versions", {"body": "Hello {{ name }}"}
+    ),
+    (tp.ADD_TEMPLATE_VERSION.key, 400): lambda api: api.call(
+        "POST", f"/v1/templates/{api.template()}/versions", {"body": "Hello", "subject": "Not for sms"}
+    ),
+    (tp.ADD_TEMPLATE_VERSION.key, 404): lambda api: api.call(
+        "POST", "/v1/templates/unknown/versions", {"body": "Hello"}
+    ),
+    (tp.GET_TEMPLATE_VERSION.key, 200): lambda api: api.call(
+        "GET", f"/v1/templates/{api.template()}/versions/1"
+    ),
+    (tp.GET_TEMPLATE_VERSION.key, 400): lambda api: api.call("GET", "/v1/templates/welcome/versions/one"),
+    (tp.GET_TEMPLATE_VERSION.key, 404): lambda api: api.call(
+        "GET", f"/v1/templates/{api.template()}/versions/2"
+    ),
+    (tp.RENDER_TEMPLATE.key, 200): lambda api: api.call(
+        "POST", f"/v1/templates/{api.template()}/render", {"data": {"name": "Ann", "code": "123456"}}
+    ),
+    (tp.RENDER_TEMPLATE.key, 400): lambda api: api.call(
+        "POST", f"/v1/templates/{api.template()}/render", {"data": [1, 2]}
+    ),
+    (tp.RENDER_TEMPLATE.key, 404): lambda api: api.call("POST", "/v1/templates/unknown/render", {"data": {}}),
+    (tp.RENDER_TEMPLATE.key, 422): lambda api: api.call(
+        "POST", f"/v1/templates/{api.template()}/render", {"data": {"name": "Ann"}}
+    ),
     # usage and test mode
     (usage.USAGE.key, 200): lambda api: (api.sent(), api.call("GET", "/v1/usage"))[1],
     (usage.TEST_DELIVERIES.key, 200): _test_deliveries,

@@ -35,6 +35,7 @@ from sendonce.api.routes import Body, Route
 from sendonce.api.routes.messages import EDIT_MESSAGE, SEND_BATCH, SEND_MESSAGE
 from sendonce.api.routes.provider_events import PROVIDER_WEBHOOK
 from sendonce.api.routes.suppressions import ADD_SUPPRESSION
+from sendonce.api.routes.templates import ADD_TEMPLATE_VERSION, CREATE_TEMPLATE, RENDER_TEMPLATE
 from sendonce.api.routes.webhooks import ADD_WEBHOOK_ENDPOINT, REDELIVER_EVENT
 from sendonce.auth.api_keys import resolve_workspace
 from sendonce.limits.model import Limits
@@ -42,6 +43,7 @@ from sendonce.limits.service import RequestLimits
 from sendonce.messages.service import MessageService
 from sendonce.provider_events.signature import sign
 from sendonce.suppressions.service import SuppressionService
+from sendonce.templates.service import TemplateService
 
 from sendonce_local.template import Template, parse_template
 from tests.support.lambda_context import FakeLambdaContext
@@ -51,6 +53,8 @@ from tests.unit.unit_fakes import (
     InMemoryApiKeys,
     InMemoryStore,
     InMemorySuppressions,
+    InMemoryTemplates,
+    InProcessRenderer,
     fake_api_dependencies,
     key_of,
 )
@@ -302,6 +306,7 @@ def api() -> Iterator[ApiDependencies]:
         provider_events_secret=lambda: "whsec_unit",
         send_once=_Spy({"statusCode": 201, "body": "{}"}),
         send_batch_once=_Spy({"statusCode": 200, "body": '{"success": true, "results": []}'}),
+        build_templates=lambda: TemplateService(InMemoryTemplates(), InProcessRenderer()),
     )
     dependencies.root.use(deps)
     yield deps
@@ -405,6 +410,9 @@ def _body_for(route: Route) -> str:
         ADD_WEBHOOK_ENDPOINT.key: '{"url": "https://example.com/hook"}',
         REDELIVER_EVENT.key: '{"endpointId": "we_1"}',
         ADD_SUPPRESSION.key: '{"channel": "sms", "to": "+15550100000"}',
+        CREATE_TEMPLATE.key: '{"name": "welcome", "channel": "sms", "body": "Hi {{ name }}"}',
+        ADD_TEMPLATE_VERSION.key: '{"body": "Hello {{ name }}"}',
+        RENDER_TEMPLATE.key: '{"data": {"name": "Ann"}}',
         PROVIDER_WEBHOOK.key: '{"eventId": "e1", "messageId": "msg_01KDVDNA00QV9D1V5ZMBF8DBMW", '
         '"type": "sent", "occurredAt": "2026-01-01T00:00:00Z"}',
     }[route.key]
@@ -424,6 +432,9 @@ def test_every_route_that_reads_a_body_is_exercised_below() -> None:
             REDELIVER_EVENT,
             ADD_SUPPRESSION,
             PROVIDER_WEBHOOK,
+            CREATE_TEMPLATE,
+            ADD_TEMPLATE_VERSION,
+            RENDER_TEMPLATE,
         )
     }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -88,8 +88,10 @@ from sendonce.status_webhooks.rules import (
 from sendonce.status_webhooks.service import WebhookService
 from sendonce.suppressions.model import Suppression, recipient_key, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
+from sendonce.templates import jinja
 from sendonce.templates.model import NAME, Template, TemplateContent, TemplatePage
 from sendonce.templates.ports import NameTaken, TemplateMissing
+from sendonce.templates.rendering import OUTPUT_CHARACTERS, InvalidSource, RenderOutcome
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T = TypeVar("T")
@@ -197,6 +199,20 @@ class InMemorySuppressions:
         page = listed[:limit]
         more = len(listed) > limit
         return SuppressionPage([e for _, e in page], encode_cursor(page[-1][0]) if more and page else None)
+
+
+class InProcessRenderer:
+    """The renderer's Jinja2 side, run in this process: the forked renderer's rules but its bounds of
+    time and memory, which need a process of their own (tests/unit/test_forked_renderer.py)."""
+
+    def __init__(self, output_characters: int = OUTPUT_CHARACTERS) -> None:
+        self.output_characters = output_characters
+
+    def check(self, content: TemplateContent) -> list[InvalidSource]:
+        return jinja.check(content)
+
+    def render(self, content: TemplateContent, data: Mapping[str, Any]) -> RenderOutcome:
+        return jinja.render_here(content, data, self.output_characters)
 
 
 class InMemoryTemplates:

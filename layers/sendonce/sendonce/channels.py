@@ -39,6 +39,8 @@ class ChannelSpec(Struct, frozen=True):
     # Its messages are sms: each carries its encoding and segments (`messages.sms`), and a send may
     # ask for smart encoding.
     sms: bool = False
+    # Its messages and templates may carry an `html` part besides the text `body`.
+    html: bool = False
 
     @property
     def channel(self) -> Channel:
@@ -102,4 +104,4 @@ def normalise_recipient(channel: str, raw: str) -> Recipient:
 register(ChannelSpec("sms", normalise_phone, subject="forbidden", providers=("sns", "http"), sms=True))
 # iMessage reaches a phone number or an Apple ID email address.
 register(ChannelSpec("imessage", normalise_phone_or_email, subject="forbidden", providers=("http",)))
-register(ChannelSpec("email", normalise_email, subject="required", providers=("ses", "http")))
+register(ChannelSpec("email", normalise_email, subject="required", providers=("ses", "http"), html=True))

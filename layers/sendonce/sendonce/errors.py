@@ -63,6 +63,43 @@ class SuppressionNotFound(SendonceError):
     pass
 
 
+class TemplateNotFound(SendonceError):
+    """No live template has that name (or that version) in the workspace."""
+
+
+class TemplateExists(SendonceError):
+    """A live template already has that name in the workspace."""
+
+
+class InvalidTemplate(SendonceError):
+    """A template's field breaks its channel's rules or does not parse: answered 400 validation_error
+    on `field`."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class TemplateDataInvalid(SendonceError):
+    """A render refused: the data's missing variables, the bound it went over (`limit`), or what the
+    sandbox refused (`reason`); `details` is what the API shows of it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: list[str] | None = None,
+        limit: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.details: dict[str, object] = {
+            name: value
+            for name, value in (("missing", missing), ("limit", limit), ("reason", reason))
+            if value is not None
+        }
+
+
 class DependencyUnavailable(SendonceError):
     """A dependency failed and nothing was written: safe for the caller to retry."""
 

@@ -31,12 +31,17 @@ if TYPE_CHECKING:  # imported when a batch, the webhooks' use cases, or a provid
     from sendonce.provider_events.ports import EventQueue
     from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
+    from sendonce.templates.service import TemplateService
 
 
 def _no_test_deliveries() -> SimulatorDeliveries:
     from sendonce.simulator.ports import NoDeliveries  # noqa: PLC0415
 
     return NoDeliveries()
+
+
+def _no_templates() -> TemplateService | None:
+    return None
 
 
 def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
@@ -74,6 +79,9 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     # What the simulator accepted for a test twin's messages (GET /v1/test/deliveries), built on
     # first use (`test_deliveries`): a send never needs it.
     build_test_deliveries: Callable[[], SimulatorDeliveries] = _no_test_deliveries
+    # The templates' use cases, built on first use (`templates`): a send without one never needs
+    # them. None: the template routes answer 503.
+    build_templates: Callable[[], TemplateService | None] = _no_templates
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -85,6 +93,10 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     @cached_property
     def test_deliveries(self) -> SimulatorDeliveries:
         return self.build_test_deliveries()
+
+    @cached_property
+    def templates(self) -> TemplateService | None:
+        return self.build_templates()
 
 
 # Built by the API function's entry point (`sendonce.entrypoints.api.build`), which gives it its

@@ -19,6 +19,7 @@ from sendonce.errors import (
     InvalidCursor,
     InvalidEdit,
     InvalidEndpoint,
+    InvalidTemplate,
     MessageNotCancelable,
     MessageNotEditable,
     MessageNotFound,
@@ -30,6 +31,9 @@ from sendonce.errors import (
     RotationConflict,
     SendonceError,
     SuppressionNotFound,
+    TemplateDataInvalid,
+    TemplateExists,
+    TemplateNotFound,
     TooManyRotations,
 )
 
@@ -157,7 +161,7 @@ def _row(
     return kind, DomainAnswer(status, code, message, details, headers)
 
 
-def _field_error(error: InvalidEdit | InvalidEndpoint) -> list[dict[str, str]]:
+def _field_error(error: InvalidEdit | InvalidEndpoint | InvalidTemplate) -> list[dict[str, str]]:
     return [{"field": error.field, "message": str(error)}]
 
 
@@ -182,6 +186,10 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
         ),
         _row(InvalidEndpoint, 400, "validation_error", lambda _: _INVALID, details=_field_error),
         _row(InvalidEdit, 400, "validation_error", lambda _: _INVALID, details=_field_error),
+        _row(InvalidTemplate, 400, "validation_error", lambda _: _INVALID, details=_field_error),
+        _row(TemplateNotFound, 404, "not_found", lambda _: "No template with this name (or this version)."),
+        _row(TemplateExists, 409, "template_exists", str),
+        _row(TemplateDataInvalid, 422, "template_data_invalid", str, details=lambda e: e.details),
         _row(
             InvalidCursor,
             400,

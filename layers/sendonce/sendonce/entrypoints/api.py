@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _s
     from sendonce.messages.ports import SendingStore
     from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
+    from sendonce.templates.service import TemplateService
 
 # A secret read must not hold a provider's webhook longer than its patience.
 SECRET_READ_TIMEOUT_SECONDS = 3
@@ -96,6 +97,7 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         limits=RequestLimits(limits) if limits is not None else None,
         suppressions=SuppressionService(suppressions),
         build_test_deliveries=partial(_test_deliveries, settings, dynamodb),
+        build_templates=partial(_templates, settings, dynamodb),
     )
 
 
@@ -124,6 +126,15 @@ def _test_deliveries(settings: ApiSettings, dynamodb: Any) -> SimulatorDeliverie
     from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore  # noqa: PLC0415
 
     return DynamoDbSimulatorStore(dynamodb, settings.messages_table)
+
+
+def _templates(settings: ApiSettings, dynamodb: Any) -> TemplateService:
+    # Loaded with the first request about templates: a send without one never needs these modules.
+    from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore  # noqa: PLC0415
+    from sendonce.adapters.forked_renderer import ForkedRenderer  # noqa: PLC0415
+    from sendonce.templates.service import TemplateService  # noqa: PLC0415
+
+    return TemplateService(DynamoDbTemplateStore(dynamodb, settings.messages_table), ForkedRenderer())
 
 
 def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:

@@ -6,7 +6,7 @@ handles, and `ROUTES` is every route, in that order: what the preflight, a 405 a
 document read. A router's module (its handlers, their models, and what they import of their
 context) is imported by `load`, which the resolver (`sendonce.api.app`) calls with the first request
 for one of its routes; only `AT_IMPORT`'s come with the API function's import. A cold start that
-serves a send never loads the webhooks, suppressions, usage or provider events, nor the models of
+serves a send never loads the webhooks, suppressions, templates, usage or provider events, nor the models of
 other routes.
 """
 
@@ -19,6 +19,7 @@ from sendonce.api.routes import messages as messages_routes
 from sendonce.api.routes import provider_events as provider_events_routes
 from sendonce.api.routes import service as service_routes
 from sendonce.api.routes import suppressions as suppressions_routes
+from sendonce.api.routes import templates as templates_routes
 from sendonce.api.routes import usage as usage_routes
 from sendonce.api.routes import webhooks as webhooks_routes
 
@@ -47,6 +48,15 @@ ROUTERS: dict[str, tuple[Route, ...]] = {
         suppressions_routes.LIST_SUPPRESSIONS,
         suppressions_routes.GET_SUPPRESSION,
         suppressions_routes.DELETE_SUPPRESSION,
+    ),
+    "templates": (
+        templates_routes.CREATE_TEMPLATE,
+        templates_routes.LIST_TEMPLATES,
+        templates_routes.GET_TEMPLATE,
+        templates_routes.DELETE_TEMPLATE,
+        templates_routes.ADD_TEMPLATE_VERSION,
+        templates_routes.GET_TEMPLATE_VERSION,
+        templates_routes.RENDER_TEMPLATE,
     ),
     "usage": (usage_routes.USAGE, usage_routes.TEST_DELIVERIES),
     "service": (service_routes.HEALTH, service_routes.OPENAPI, service_routes.DOCS),
