@@ -25,7 +25,8 @@ from sendonce_local.template import Template, load_template, references
 REPO = Path(__file__).resolve().parents[2]
 
 # What each function's code calls (its composition root and the adapters it builds), and nothing else.
-# Transactions need the action of each item: a Put needs PutItem, an Update UpdateItem.
+# Transactions need the action of each item: a Put needs PutItem, an Update UpdateItem, a
+# ConditionCheck ConditionCheckItem (test_a_function_that_checks_in_a_transaction_may_check).
 EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     # entrypoints.api.build: DynamoDbApiKeyStore (the caller's key), DynamoDbSendingStore (create
     # transaction of Puts, cancel, lock release, get, list on the two keys-only indexes, then the
@@ -39,6 +40,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:DeleteItem",
             "dynamodb:Query",
             "dynamodb:BatchGetItem",  # listing pages; quota shards summed; a send's recipient suppressed?
+            "dynamodb:ConditionCheckItem",  # the create transaction's suppression checks
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
         }
@@ -53,6 +55,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:BatchGetItem",
+            "dynamodb:ConditionCheckItem",  # the claim transaction's suppression checks
             "sqs:ChangeMessageVisibility",
             "sqs:SendMessage",
             "sns:Publish",
@@ -66,6 +69,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:BatchGetItem",
+            "dynamodb:ConditionCheckItem",  # the claim transaction's suppression checks
             "sqs:ChangeMessageVisibility",
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
@@ -77,6 +81,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:BatchGetItem",
+            "dynamodb:ConditionCheckItem",  # the claim transaction's suppression checks
             "sqs:ChangeMessageVisibility",
             "sqs:SendMessage",
             "ses:SendEmail",
@@ -418,3 +423,44 @@ def test_the_checks_a_cheap_fix_meets_are_met_not_skipped(template: Template) ->
         assert check not in fixed, f"{logical_id} skips {check}"
     for check, _ in _shared_skips():
         assert check not in fixed, f".checkov.yaml skips {check}"
+
+
+# The functions whose transactions carry a ConditionCheck (a recipient's suppression entries, built by
+# adapters/dynamodb_suppressions.py's SuppressionGuard): the API's create and the dispatchers' claim.
+CHECKING_FUNCTIONS = (
+    "ApiFunction",
+    "DispatchSmsFunction",
+    "DispatchImessageFunction",
+    "DispatchEmailFunction",
+)
+
+
+def test_only_the_suppression_guard_writes_a_condition_check() -> None:
+    """A new ConditionCheck elsewhere must add its functions to CHECKING_FUNCTIONS."""
+    package = REPO / "layers" / "sendonce" / "sendonce"
+    writers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if re.search(r'\{\s*"ConditionCheck"\s*:', path.read_text(encoding="utf-8"))
+    )
+
+    assert writers == ["adapters/dynamodb_suppressions.py"]
+
+
+@pytest.mark.parametrize("function", CHECKING_FUNCTIONS)
+def test_a_function_that_checks_in_a_transaction_may_check(function: str) -> None:
+    """Without dynamodb:ConditionCheckItem, DynamoDB refuses the whole transaction: every send (or
+    claim) would fail on AWS, where moto and DynamoDB Local grant everything."""
+    assert "dynamodb:ConditionCheckItem" in EXPECTED_ACTIONS[function]["Allow"]
+    template = load_yaml((REPO / "template.yaml").read_text(encoding="utf-8"))
+    statements = [
+        statement
+        for policy in template["Resources"][function]["Properties"]["Policies"]
+        for statement in policy.get("Statement", [])
+    ]
+    granted = [
+        statement
+        for statement in statements
+        if statement["Effect"] == "Allow" and "dynamodb:ConditionCheckItem" in statement["Action"]
+    ]
+    assert [statement["Resource"] for statement in granted] == [{"Fn::GetAtt": ["MessagesTable", "Arn"]}]
