@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sendonce.adapters.forked_renderer import ForkedRenderer
-from sendonce.templates.jinja import InvalidTemplate
+from sendonce.templates.jinja import UnrenderableSource
 from sendonce.templates.model import TemplateContent
 from sendonce.templates.rendering import Forbidden, InvalidSource, MissingData, OverLimit, Rendered
 
@@ -119,7 +119,7 @@ def test_a_template_that_stands_on_another_is_refused_without_a_child(renderer: 
 @pytest.mark.parametrize("source", ["{{ x", "{{ x | nosuch }}"])
 def test_a_content_that_does_not_parse_or_compile_raises(renderer: ForkedRenderer, source: str) -> None:
     # `nosuch` parses: it is the child, compiling, that finds no such filter.
-    with pytest.raises(InvalidTemplate, match="body: line 1"):
+    with pytest.raises(UnrenderableSource, match="body: line 1"):
         render(renderer, source)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sendonce.templates.jinja import InvalidTemplate, check, render_here
+from sendonce.templates.jinja import UnrenderableSource, check, render_here
 from sendonce.templates.model import TemplateContent
 from sendonce.templates.rendering import Forbidden, InvalidSource, MissingData, OverLimit, Rendered
 
@@ -178,7 +178,7 @@ def test_an_autoescape_expression_is_refused_a_constant_is_not() -> None:
 
 
 def test_rendering_a_content_that_does_not_parse_raises() -> None:
-    with pytest.raises(InvalidTemplate):
+    with pytest.raises(UnrenderableSource):
         body("{{ x")
 
 

@@ -71,7 +71,7 @@ class _Answer(Struct, frozen=True, omit_defaults=True):
 
     def outcome(self) -> RenderOutcome | None:
         if self.invalid is not None:
-            raise jinja.InvalidTemplate(self.invalid)
+            raise jinja.UnrenderableSource(self.invalid)
         return self.rendered or self.missing or self.over or self.forbidden
 
 
@@ -114,7 +114,7 @@ class ForkedRenderer:
         return jinja.check(content)
 
     def render(self, content: TemplateContent, data: Mapping[str, Any]) -> RenderOutcome:
-        """Raises `jinja.InvalidTemplate` for a content that does not parse or compile (`check` it
+        """Raises `jinja.UnrenderableSource` for a content that does not parse or compile (`check` it
         first)."""
         parsed = jinja.parse(content)
         if isinstance(parsed, Forbidden):
@@ -162,7 +162,7 @@ class ForkedRenderer:
                 answer = _answer(jinja.render_parsed(parsed, data, self._output_characters))
             except MemoryError:
                 answer = _Answer(over=OverLimit("memory"))
-            except jinja.InvalidTemplate as error:
+            except jinja.UnrenderableSource as error:
                 answer = _Answer(invalid=str(error))
             _write_all(write_end, msgspec.msgpack.encode(answer))
             status = 0

@@ -47,8 +47,9 @@ class ErrorDetail(ResponseModel):
     code: str
     message: str
     # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"};
-    # recipient_suppressed: {"reason"}.
-    details: list[dict[str, str]] | dict[str, str] | None = Field(
+    # recipient_suppressed: {"reason"}; template_data_invalid: {"missing": [names]}, {"limit"} or
+    # {"reason"}.
+    details: list[dict[str, str]] | dict[str, str] | dict[str, list[str]] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
 

@@ -50,7 +50,7 @@ _GUARD_FILTERS = frozenset({"default", "d"})
 _SEARCH_VALUES = 100_000
 
 
-class InvalidTemplate(ValueError):
+class UnrenderableSource(ValueError):
     """A content that does not parse was given to render: it should have been checked (`check`)."""
 
 
@@ -179,12 +179,12 @@ class Parsed(Struct, frozen=True):
 
 def parse(content: TemplateContent) -> Parsed | Forbidden:
     """The content parsed, or Forbidden for what a template may not do; a content that does not parse
-    raises InvalidTemplate (checked content always parses)."""
+    raises UnrenderableSource (checked content always parses)."""
     trees: list[tuple[str, Any]] = []
     for field, source in _sources(content):
         ast = _parse(field, source)
         if isinstance(ast, InvalidSource):
-            raise InvalidTemplate(f"{field}: {ast.message}")
+            raise UnrenderableSource(f"{field}: {ast.message}")
         refused = _refused(ast)
         if refused is not None:
             return Forbidden(refused)
@@ -260,12 +260,12 @@ def render_parsed(parsed: Parsed, data: Mapping[str, Any], output_limit: int) ->
     """The parsed content compiled and rendered with the data's top-level keys as its variables:
     Rendered; MissingData naming every top-level variable the template reads that the data lacks and
     the one the render stopped at, dotted where nested; Forbidden; or OverLimit. Raises
-    InvalidTemplate for a content that does not compile (checked content always compiles)."""
+    UnrenderableSource for a content that does not compile (checked content always compiles)."""
     templates: list[tuple[str, Template]] = []
     for field, ast in parsed.trees:
         compiled = _compile(field, ast)
         if isinstance(compiled, InvalidSource):
-            raise InvalidTemplate(f"{field}: {compiled.message}")
+            raise UnrenderableSource(f"{field}: {compiled.message}")
         templates.append((field, compiled))
     variables = dict(data)
     out: dict[str, str] = {}

@@ -86,12 +86,10 @@ class TemplateService:
             names = ", ".join(outcome.names)
             raise TemplateDataInvalid(f"The data has no {names}.", missing=list(outcome.names))
         if isinstance(outcome, OverLimit):
-            raise TemplateDataInvalid(
-                f"The render went over its {outcome.limit} limit.", {"limit": outcome.limit}
-            )
+            raise TemplateDataInvalid(f"The render went over its {outcome.limit} limit.", limit=outcome.limit)
         if isinstance(outcome, Forbidden):
             raise TemplateDataInvalid(
-                "The template reached for something it may not.", {"reason": outcome.reason}
+                f"The template could not be rendered: {outcome.reason}.", reason=outcome.reason
             )
         return template, outcome
 
