@@ -62,5 +62,5 @@ def test_a_render_that_never_ends_is_stopped_and_the_api_goes_on(stack: LocalSta
 
     assert stopped.status_code == 422
     assert stopped.json()["error"]["details"] == {"limit": "time"}
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # stopped at 1 s, with room for a loaded machine
     assert _call(stack, "GET", f"/v1/templates/{name}").status_code == 200

@@ -73,19 +73,22 @@ def test_a_render_that_runs_too_long_is_stopped(renderer: ForkedRenderer) -> Non
     started = time.monotonic()
 
     assert render(renderer, NESTED_LOOPS) == OverLimit("time")
-    assert time.monotonic() - started < 0.3 + 0.5
+    # Stopped, not left to run its billions of steps (a margin for a loaded machine).
+    assert time.monotonic() - started < 0.3 + 5
 
 
 def test_a_render_is_stopped_at_one_second_by_default() -> None:
     started = time.monotonic()
 
     assert render(ForkedRenderer(), NESTED_LOOPS) == OverLimit("time")
-    assert 1.0 <= time.monotonic() - started < 1.5
+    assert 1.0 <= time.monotonic() - started < 1.0 + 5
 
 
 @pytest.mark.parametrize("source", [HUGE_STRING, DOUBLING])
-def test_a_render_that_grows_too_large_is_stopped(renderer: ForkedRenderer, source: str) -> None:
-    assert render(renderer, source) == OverLimit("memory")
+def test_a_render_that_grows_too_large_is_stopped(source: str) -> None:
+    # Time to spare: on a loaded machine the copies up to the bound may take longer than 0.3 s,
+    # and it is the memory bound that must stop these.
+    assert render(ForkedRenderer(seconds=10), source) == OverLimit("memory")
 
 
 def test_a_render_that_says_too_much_is_stopped() -> None:

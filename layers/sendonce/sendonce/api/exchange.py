@@ -12,14 +12,22 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from msgspec import Struct
 from pydantic import BaseModel
 
 from sendonce.api.errors import JSON, ApiError, validation_error
 from sendonce.api.shapes import to_json
+
+# What every listing route takes: its page size, and (where its cursors have no pattern of their
+# own) an opaque cursor.
+PageSize = Annotated[int, Query(ge=1, le=100, description="Page size")]
+OpaqueCursor = Annotated[
+    str | None, Query(min_length=1, max_length=1024, description="nextCursor of the page before")
+]
 
 # The routing context's keys of the caller's workspace and of the decoded body.
 _CALLER = "caller_workspace"

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sendonce.api import dependencies
 from sendonce.api.errors import validation_error
-from sendonce.api.exchange import answer, caller
+from sendonce.api.exchange import PageSize, answer, caller
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.messages import CANCEL_MESSAGE, EDIT_MESSAGE, GET_MESSAGE, LIST_MESSAGES
 from sendonce.api.shapes import (
@@ -86,7 +86,7 @@ def get_message(id: str) -> Response[Any]:
 
 @router.handles(LIST_MESSAGES)
 def list_messages(
-    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
+    limit: PageSize = 20,
     status: Annotated[Status | None, Query(description="Only messages in this status")] = None,
     cursor: Annotated[
         str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the page before")

@@ -10,11 +10,11 @@ from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from sendonce.api import dependencies
 from sendonce.api.errors import ApiError, unavailable, validation_error
-from sendonce.api.exchange import answer, caller
+from sendonce.api.exchange import OpaqueCursor, PageSize, answer, caller
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.suppressions import (
     ADD_SUPPRESSION,
@@ -69,11 +69,8 @@ def add_suppression(request: Annotated[AddSuppressionRequest, Body(embed=False)]
 
 @router.handles(LIST_SUPPRESSIONS)
 def list_suppressions(
-    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
-    cursor: Annotated[
-        str | None,
-        Query(min_length=1, max_length=1024, description="nextCursor of the page before"),
-    ] = None,
+    limit: PageSize = 20,
+    cursor: OpaqueCursor = None,
 ) -> Response[Any]:
     page = _suppressions().list(caller(router.context), limit, cursor)
     shown = [SuppressionModel.of(entry) for entry in page.suppressions]

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sendonce import channels
 from sendonce.api import dependencies
 from sendonce.api.errors import unavailable
-from sendonce.api.exchange import answer, caller
+from sendonce.api.exchange import OpaqueCursor, PageSize, answer, caller
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.templates import (
     ADD_TEMPLATE_VERSION,
@@ -155,11 +155,8 @@ def create_template(request: Annotated[CreateTemplateRequest, Body(embed=False)]
 
 @router.handles(LIST_TEMPLATES)
 def list_templates(
-    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
-    cursor: Annotated[
-        str | None,
-        Query(min_length=1, max_length=1024, description="nextCursor of the page before"),
-    ] = None,
+    limit: PageSize = 20,
+    cursor: OpaqueCursor = None,
 ) -> Response[Any]:
     page = _templates().page(caller(router.context), limit, cursor)
     shown = [TemplateModel.of(template) for template in page.templates]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sendonce.api import dependencies
 from sendonce.api.errors import details_from_pydantic, validation_error
-from sendonce.api.exchange import answer, caller, sent_body
+from sendonce.api.exchange import PageSize, answer, caller, sent_body
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.webhooks import (
     ADD_WEBHOOK_ENDPOINT,
@@ -213,7 +213,7 @@ def list_events(
         str | None, Query(pattern=MESSAGE_ID_PATTERN, description="Only this message's events")
     ] = None,
     type: Annotated[EventType | None, Query(description="Only events of this type")] = None,
-    limit: Annotated[int, Query(ge=1, le=100, description="Page size")] = 20,
+    limit: PageSize = 20,
     cursor: Annotated[
         str | None, Query(pattern=EVENT_CURSOR_PATTERN, description="nextCursor of the page before")
     ] = None,
