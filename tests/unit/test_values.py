@@ -12,6 +12,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from sendonce.dispatch.ports import ClaimedMessage
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, DuplicateOf
 
@@ -75,3 +76,11 @@ def test_a_frozen_value_refuses_a_change_and_is_replaced_instead(message: Messag
 def test_outcomes_compare_by_value_and_type(message: Message) -> None:
     assert Created(message) == Created(message)
     assert Created(message) != DuplicateOf(original=message, locked_at=message.created_at)
+
+
+def test_a_claimed_message_claimed_again_keeps_its_latest_retry_figures(message: Message) -> None:
+    first = ClaimedMessage.of(message, NOW, throttled_attempts=1)
+
+    again = ClaimedMessage.of(first, NOW, throttled_attempts=2)
+
+    assert (again.first_attempt_at, again.throttled_attempts, again.body) == (NOW, 2, message.body)

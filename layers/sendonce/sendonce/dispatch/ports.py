@@ -9,7 +9,6 @@ from enum import StrEnum
 from typing import Any, Protocol, Self
 
 from msgspec import Struct
-from msgspec.structs import asdict
 
 from sendonce.errors import TransientFailure
 from sendonce.messages.model import Channel, Message, MessageFailure, Status
@@ -29,7 +28,8 @@ class ClaimedMessage(Message, frozen=True):
 
     @classmethod
     def of(cls, message: Message, first_attempt_at: datetime, throttled_attempts: int = 0) -> Self:
-        values: dict[str, Any] = asdict(message)
+        # Message's own fields only, as `message` may be a ClaimedMessage already.
+        values: dict[str, Any] = {name: getattr(message, name) for name in Message.__struct_fields__}
         return cls(**values, first_attempt_at=first_attempt_at, throttled_attempts=throttled_attempts)
 
 
