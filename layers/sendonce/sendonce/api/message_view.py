@@ -17,10 +17,15 @@ from sendonce.messages import sms
 from sendonce.messages.model import Message
 
 
+def sms_count(channel: str, body: str) -> sms.SmsCount | None:
+    """How `body` travels on `channel`: counted for a channel that is sms, None on any other."""
+    return sms.count(body) if channels.spec(channel).sms else None
+
+
 def message_shape(message: Message) -> dict[str, Any]:
     """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
     error = message.error
-    counted = sms.count(message.body) if channels.spec(message.channel).sms else None
+    counted = sms_count(message.channel, message.body)
     return {
         "id": message.id,
         "channel": message.channel.value,

@@ -13,10 +13,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sendonce import channels
 from sendonce.api import dependencies
 from sendonce.api.errors import unavailable
 from sendonce.api.exchange import OpaqueCursor, PageSize, answer, caller
+from sendonce.api.message_view import sms_count
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.templates import (
     ADD_TEMPLATE_VERSION,
@@ -29,7 +29,6 @@ from sendonce.api.routes.templates import (
 )
 from sendonce.api.shapes import Acknowledged, ResponseModel, channel_names, registered_channel
 from sendonce.clock import rfc3339
-from sendonce.messages import sms
 from sendonce.messages.model import Channel
 from sendonce.templates.model import Template, TemplateContent
 from sendonce.templates.service import TemplateService
@@ -187,9 +186,9 @@ def get_template_version(name: str, version: int) -> Response[Any]:
 @router.handles(RENDER_TEMPLATE)
 def render_template(name: str, request: Annotated[RenderRequest, Body(embed=False)]) -> Response[Any]:
     template, rendered = _templates().render(caller(router.context), name, request.version, request.data)
+    counted = sms_count(template.channel, rendered.body)
     preview = None
-    if channels.spec(template.channel).sms:
-        counted = sms.count(rendered.body)
+    if counted is not None:
         preview = SmsPreview(
             encoding=counted.encoding.value,
             segments=counted.segments,
