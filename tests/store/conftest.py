@@ -50,13 +50,13 @@ from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore
-from sendonce.dedup.identity import dedup_identity
+from sendonce.dedup.identity import dedup_identity, template_identity
 from sendonce.dispatch.ports import DispatchStore, OutboxEntry, OutboxStore
 from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import Limits
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.model import Channel, Message, Status, TemplateRef
 from sendonce.messages.ports import Created, CreateOutcome, DedupClaim, KeyTie, SendingStore
 from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import ProviderEventStore
@@ -426,7 +426,9 @@ def draft(
     window: timedelta = DEDUP_WINDOW,
     message_id: str | None = None,
     handoff_due_at: datetime | None = None,
+    template: tuple[str, int, dict[str, Any]] | None = None,
 ) -> Draft:
+    """`template`: sent from one (its name, the version rendered, the data), with its second lock."""
     message = Message(
         id=message_id or new_message_id(),
         workspace_id=workspace,
@@ -438,8 +440,13 @@ def draft(
         updated_at=now,
         send_at=send_at,
         idempotency_key=key,
+        template=TemplateRef(template[0], template[1]) if template is not None else None,
     )
-    claim = DedupClaim(lock_id=dedup_identity(workspace, to, None, body), expires_at=now + window)
+    claim = DedupClaim(
+        lock_id=dedup_identity(workspace, to, None, body),
+        expires_at=now + window,
+        template_lock_id=template_identity(workspace, to, template[0], template[2]) if template else None,
+    )
     tie = KeyTie(tie_identity(workspace, key, to), fingerprint) if key is not None else None
     return Draft(message, claim, tie, handoff_due_at or now + timedelta(minutes=2))
 

@@ -18,7 +18,7 @@ from sendonce.api.errors import ApiError
 from sendonce.api.routers.usage import SimulatedDeliveryModel
 from sendonce.api.routers.webhooks import EventModel, WebhookEndpointModel
 from sendonce.api.shapes import MessageModel, SuppressionModel, message_shape, to_json
-from sendonce.messages.model import Channel, Message, MessageFailure, Status
+from sendonce.messages.model import Channel, Message, MessageFailure, Status, TemplateRef
 from sendonce.simulator.ports import SimulatedDelivery
 from sendonce.status_webhooks.model import (
     Delivery,
@@ -86,6 +86,7 @@ def test_a_message_with_every_field_set() -> None:
         idempotency_key="k-1",
         attempts=3,
         error=MessageFailure("provider_rejected", "no"),
+        template=TemplateRef("welcome", 3),
     )
 
     _shows(
@@ -98,6 +99,7 @@ def test_a_message_with_every_field_set() -> None:
             "body": 'Hello, 世界 "q" \\ \n',
             "encoding": None,
             "segments": None,
+            "template": {"name": "welcome", "version": 3},
             "status": "failed",
             "sendAt": "2026-01-02T12:00:00.000Z",
             "metadata": {"order": "A-17"},
@@ -121,6 +123,7 @@ def test_a_message_with_its_nulls() -> None:
         "body": 'Hello, 世界 "q" \\ \n',
         "encoding": "UCS-2",
         "segments": 1,
+        "template": None,
         "status": "queued",
         "sendAt": None,
         "metadata": {},

@@ -179,6 +179,7 @@ def _shown_message(message_id: str) -> dict[str, Any]:
         "body": "hi",
         "encoding": "GSM-7",
         "segments": 1,
+        "template": None,
         "status": "queued",
         "sendAt": None,
         "metadata": {},

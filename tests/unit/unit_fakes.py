@@ -350,10 +350,12 @@ class InMemoryStore:
         *,
         quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
-        message = replace(message, dedup_lock_id=claim.lock_id)
+        message = claim.taken_by(message)
         lock = self._held(claim.lock_id, now)
         if lock is not None and lock.message_id == message.id:
             return Created(message)  # this very create, written before: a retry writes nothing twice
+        if lock is None and claim.template_lock_id is not None:
+            lock = self._held(claim.template_lock_id, now)  # the second lock, in the same write
         entry = self.suppressions.in_force(message.workspace_id, recipient_key(message.to))
         if entry is not None:
             return Suppressed(entry.reason.value)  # before a tie or a lock, as the adapter explains
@@ -368,7 +370,8 @@ class InMemoryStore:
         if not self._take_quota(quota):
             return QuotaSpent()
         self._created(message, handoff_due_at)
-        self.locks[claim.lock_id] = _Lock(message.id, now, claim.expires_at)
+        for lock_id in message.lock_ids:
+            self.locks[lock_id] = _Lock(message.id, now, claim.expires_at)
         if tie is not None:
             self.ties[tie.tie_id] = (message.id, tie.payload_fingerprint)
         return Created(message)
@@ -513,9 +516,14 @@ class InMemoryStore:
 
     @_atomic
     def release_dedup_lock(self, message: Message) -> None:
-        lock = self.locks.get(message.dedup_lock_id or "")
-        if lock is not None and lock.message_id == message.id:
-            del self.locks[message.dedup_lock_id or ""]
+        held = [
+            lock_id
+            for lock_id in message.lock_ids
+            if getattr(self.locks.get(lock_id), "message_id", None) == message.id
+        ]
+        for lock_id in held:
+            del self.locks[lock_id]
+        if held:
             self.released.append(message.id)
 
     def _take_quota(self, quota: QuotaCharge | None) -> bool:
@@ -545,8 +553,11 @@ class InMemoryStore:
                 continue
             if self.fail_bulk_after is not None:
                 self.fail_bulk_after -= 1
-            message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
-            lock = self._held(entry.claim.lock_id, now)
+            claim = entry.claim
+            message = claim.taken_by(entry.message)
+            lock = self._held(claim.lock_id, now)
+            if lock is None and claim.template_lock_id is not None:
+                lock = self._held(claim.template_lock_id, now)
             if message.id in self.messages or (lock is not None and lock.message_id == message.id):
                 outcomes.append(Created(message))  # written by an earlier try of this very entry
                 continue
@@ -558,7 +569,8 @@ class InMemoryStore:
                 outcomes.append(QuotaSpent())
                 continue
             self._created(message, entry.handoff_due_at)
-            self.locks[entry.claim.lock_id] = _Lock(message.id, now, entry.claim.expires_at)
+            for lock_id in message.lock_ids:
+                self.locks[lock_id] = _Lock(message.id, now, claim.expires_at)
             outcomes.append(Created(message))
         return outcomes
 

@@ -67,6 +67,11 @@ class TemplateNotFound(SendonceError):
     """No live template has that name (or that version) in the workspace."""
 
 
+class UnknownTemplate(SendonceError):
+    """A send names a template (or a version) that no live template of its workspace has for its
+    channel: the send is refused (422), where a template route answers TemplateNotFound (404)."""
+
+
 class TemplateExists(SendonceError):
     """A live template already has that name in the workspace."""
 
@@ -81,8 +86,9 @@ class InvalidTemplate(SendonceError):
 
 
 class TemplateDataInvalid(SendonceError):
-    """A render refused: the data's missing variables, the bound it went over (`limit`), or what the
-    sandbox refused (`reason`); `details` is what the API shows of it."""
+    """A render refused: the data's missing variables, the bound it went over (`limit`), what the
+    sandbox refused (`reason`), or the message field its output does not fit (`field`, a send's
+    render); `details` is what the API shows of it."""
 
     def __init__(
         self,
@@ -91,11 +97,12 @@ class TemplateDataInvalid(SendonceError):
         missing: list[str] | None = None,
         limit: str | None = None,
         reason: str | None = None,
+        field: str | None = None,
     ) -> None:
         super().__init__(message)
         self.details: dict[str, object] = {
             name: value
-            for name, value in (("missing", missing), ("limit", limit), ("reason", reason))
+            for name, value in (("missing", missing), ("limit", limit), ("reason", reason), ("field", field))
             if value is not None
         }
 

@@ -87,13 +87,16 @@ class AsyncMessages:
         self,
         channel: str,
         to: str,
-        body: str,
+        body: str | None = None,
         *,
         subject: str | None = None,
         send_at: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         smart_encoding: bool = False,
+        template: str | None = None,
+        template_version: int | None = None,
+        data: Mapping[str, Any] | None = None,
     ) -> SendResult:
         document = ops.message_body(
             channel,
@@ -103,6 +106,9 @@ class AsyncMessages:
             send_at=send_at,
             metadata=metadata,
             smart_encoding=smart_encoding,
+            template=template,
+            template_version=template_version,
+            data=data,
         )
         return await self._client.perform(ops.send(document, idempotency_key))
 

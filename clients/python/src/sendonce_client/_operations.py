@@ -91,15 +91,26 @@ def _id(value: str) -> str:
 def message_body(
     channel: str,
     to: str,
-    body: str,
+    body: str | None,
     *,
     subject: str | None = None,
     send_at: datetime | str | None = None,
     metadata: Mapping[str, str] | None = None,
     smart_encoding: bool = False,
+    template: str | None = None,
+    template_version: int | None = None,
+    data: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of one send (and of one batch item, without its key)."""
-    document: dict[str, Any] = {"channel": channel, "to": to, "body": body}
+    """The JSON body of one send (and of one batch item, without its key): a written `body`, or a
+    `template` rendered with `data` (its latest version, or `template_version`)."""
+    document: dict[str, Any] = {"channel": channel, "to": to}
+    if body is not None:
+        document["body"] = body
+    if template is not None:
+        document["template"] = {"name": template}
+        if template_version is not None:
+            document["template"]["version"] = template_version
+        document["data"] = dict(data or {})
     if subject is not None:
         document["subject"] = subject
     if send_at is not None:

@@ -124,17 +124,22 @@ class Messages:
         self,
         channel: str,
         to: str,
-        body: str,
+        body: str | None = None,
         *,
         subject: str | None = None,
         send_at: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         smart_encoding: bool = False,
+        template: str | None = None,
+        template_version: int | None = None,
+        data: Mapping[str, Any] | None = None,
     ) -> SendResult:
         """Send one message. Without `idempotency_key` the client makes one for this call.
 
-        `smart_encoding` (sms): the server replaces characters that have a GSM-7 look-alike first."""
+        The content is `body` (and `subject` for email), or `template` rendered with `data` (its
+        latest version, or `template_version`). `smart_encoding` (sms): the server replaces
+        characters that have a GSM-7 look-alike first."""
         document = ops.message_body(
             channel,
             to,
@@ -143,6 +148,9 @@ class Messages:
             send_at=send_at,
             metadata=metadata,
             smart_encoding=smart_encoding,
+            template=template,
+            template_version=template_version,
+            data=data,
         )
         return self._client.perform(ops.send(document, idempotency_key))
 

@@ -41,6 +41,11 @@ class MessageError(Model):
     message: str
 
 
+class MessageTemplate(Model):
+    name: str
+    version: int
+
+
 class Message(Model):
     id: str
     channel: Channel
@@ -51,6 +56,8 @@ class Message(Model):
     # server before they were shown).
     encoding: str | None = None
     segments: int | None = None
+    # Sent from a template: its name and the version rendered (None otherwise, and from an older server).
+    template: MessageTemplate | None = None
     status: Status
     send_at: str | None
     metadata: dict[str, str]

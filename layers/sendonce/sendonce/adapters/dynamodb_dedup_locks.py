@@ -14,12 +14,16 @@ from sendonce.observability import logger
 
 
 def release_dedup_lock(table: DynamoDbTable, message: Message) -> None:
-    if message.dedup_lock_id is None:
-        return
+    """Every lock the message holds (a send from a template holds two), each on its own."""
+    for lock_id in message.lock_ids:
+        _release(table, message, lock_id)
+
+
+def _release(table: DynamoDbTable, message: Message, lock_id: str) -> None:
     try:
         deleted = table.write(
             "delete_item",
-            Key=lock_key(message.dedup_lock_id),
+            Key=lock_key(lock_id),
             # Only the lock this message owns: a later message may hold the identity now.
             ConditionExpression="messageId = :id",
             ExpressionAttributeValues={":id": {"S": message.id}},

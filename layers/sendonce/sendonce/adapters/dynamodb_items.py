@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from sendonce.adapters.dynamodb_writes import Item
 from sendonce.clock import rfc3339
 from sendonce.errors import InvalidCursor
-from sendonce.messages.model import Channel, Message, MessageFailure, Status
+from sendonce.messages.model import Channel, Message, MessageFailure, Status, TemplateRef
 
 MESSAGE_SK = "MESSAGE"
 EVENT_SK = "EVENT"
@@ -109,6 +109,12 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["idempotencyKey"] = {"S": message.idempotency_key}
     if message.dedup_lock_id is not None:
         item["dedupLockId"] = {"S": message.dedup_lock_id}
+    if message.template is not None:
+        item["template"] = {
+            "M": {"name": {"S": message.template.name}, "version": {"N": str(message.template.version)}}
+        }
+    if message.template_lock_id is not None:
+        item["templateLockId"] = {"S": message.template_lock_id}
     if expires_at is not None:
         item["expiresAt"] = epoch_seconds(expires_at)  # DynamoDB's TTL removes the message then
     if outbox_due_at is not None:
@@ -138,6 +144,7 @@ def parse_datetime(value: str) -> datetime:
 
 def from_item(item: Item) -> Message:
     error = item.get("error", {}).get("M")
+    template = item.get("template", {}).get("M")
     return Message(
         id=item["id"]["S"],
         workspace_id=item["workspaceId"]["S"],
@@ -155,4 +162,6 @@ def from_item(item: Item) -> Message:
         error=MessageFailure(code=error["code"]["S"], message=error["message"]["S"]) if error else None,
         provider_message_id=item["providerMessageId"]["S"] if "providerMessageId" in item else None,
         dedup_lock_id=item["dedupLockId"]["S"] if "dedupLockId" in item else None,
+        template=TemplateRef(template["name"]["S"], int(template["version"]["N"])) if template else None,
+        template_lock_id=item["templateLockId"]["S"] if "templateLockId" in item else None,
     )

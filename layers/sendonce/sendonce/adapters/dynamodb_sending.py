@@ -21,8 +21,6 @@ from enum import Enum
 from functools import partial
 from typing import Any
 
-from msgspec.structs import replace
-
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
     LISTING_SHARDS,
@@ -86,8 +84,9 @@ class _QuotaShard(Enum):
     BUSY = "another transaction on it at the same moment"
 
 
-# The items of the create transaction, by position: what each cancellation reason speaks of. The
-# suppression checks follow them (`SuppressionGuard`), then the quota counter.
+# The items of the create transaction, by position: what each cancellation reason speaks of. A send
+# from a template's second lock follows (`_template_lock_at`), then the suppression checks
+# (`SuppressionGuard`), then the quota counter.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
 # locks in one, fewer when they are large.
@@ -136,7 +135,7 @@ class DynamoDbSendingStore:
         *,
         quota: QuotaCharge | None = None,
     ) -> CreateOutcome:
-        message = replace(message, dedup_lock_id=claim.lock_id)
+        message = claim.taken_by(message)
         items: list[dict[str, Any]] = [
             {
                 "Put": {
@@ -144,7 +143,7 @@ class DynamoDbSendingStore:
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
-            self._lock_put(message, claim, now),
+            _lock_put(message, claim.lock_id, claim.expires_at, now),
         ]
         if tie is not None:
             items.append(
@@ -163,6 +162,8 @@ class DynamoDbSendingStore:
                     }
                 }
             )
+        if claim.template_lock_id is not None:  # at `_template_lock_at(tie)`
+            items.append(_lock_put(message, claim.template_lock_id, claim.expires_at, now))
 
         guard = SuppressionGuard(self._table, message.workspace_id, recipient_key(message.to))
         if quota is not None:
@@ -295,16 +296,26 @@ class DynamoDbSendingStore:
                 return None
             original = self.get(message.workspace_id, tie_item["messageId"]["S"])
             return TiedToKey(original=original, payload_fingerprint=tie_item["payloadFingerprint"]["S"])
-        if canceled.failed(_LOCK):
-            lock_item = canceled.item(_LOCK) or self._table.get(lock_key(message.dedup_lock_id or ""))
-            if lock_item is None:
-                return None
-            if lock_item["messageId"]["S"] == message.id:
-                # Our own committed write, met again by a retry the engine did not recognise.
-                return Created(message)
-            original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
-            return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
-        return None
+        held = self._held_lock(message, canceled, _LOCK, message.dedup_lock_id)
+        if held is None and message.template_lock_id is not None:
+            held = self._held_lock(message, canceled, _template_lock_at(tie), message.template_lock_id)
+        return held
+
+    def _held_lock(
+        self, message: Message, canceled: Cancellation, at: int, lock_id: str | None
+    ) -> Created | DuplicateOf | None:
+        """What the lock at position `at` of a canceled create met: another message's hold (its
+        duplicate), our own committed write (a retry), or nothing (free, or freed since)."""
+        if not canceled.failed(at):
+            return None
+        lock_item = canceled.item(at) or self._table.get(lock_key(lock_id or ""))
+        if lock_item is None:
+            return None
+        if lock_item["messageId"]["S"] == message.id:
+            # Our own committed write, met again by a retry the engine did not recognise.
+            return Created(message)
+        original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
+        return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
 
     def create_many(
         self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
@@ -313,7 +324,8 @@ class DynamoDbSendingStore:
         cancellation reasons, takes its entry out and the rest are written again."""
         written = []
         for index, entry in enumerate(entries):
-            message = replace(entry.message, dedup_lock_id=entry.claim.lock_id)
+            claim = entry.claim
+            message = claim.taken_by(entry.message)
             written.append((index, message, self._create_items(message, entry, now)))
         # The entries hold distinct locks (the batch sender made identical ones one entry), so the
         # transactions are independent: side by side, and a chunk that fails fails alone.
@@ -325,6 +337,7 @@ class DynamoDbSendingStore:
         return [outcomes[index] for index in range(len(entries))]
 
     def _create_items(self, message: Message, entry: NewMessage, now: datetime) -> list[dict[str, Any]]:
+        """The message, its lock, and (sent from a template) its second lock."""
         return [
             {
                 "Put": {
@@ -332,20 +345,7 @@ class DynamoDbSendingStore:
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
-            {
-                "Put": {
-                    "Item": {
-                        **lock_key(entry.claim.lock_id),
-                        "messageId": {"S": message.id},
-                        "workspaceId": {"S": message.workspace_id},
-                        "lockedAt": {"S": rfc3339(now)},
-                        "expiresAt": lock_expiry(entry.claim.expires_at),
-                    },
-                    "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
-                    "ExpressionAttributeValues": {":now": epoch_seconds(now)},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
+            *(_lock_put(message, lock_id, entry.claim.expires_at, now) for lock_id in message.lock_ids),
         ]
 
     def _create_chunk(
@@ -394,16 +394,18 @@ class DynamoDbSendingStore:
                     outcomes[index] = Created(message)
                 return
             settled = set()
-            for position, (index, message, _) in enumerate(pending):
-                outcome = self._explain_bulk(message, canceled, 2 * position)
+            first = 0  # where each entry's items start in the transaction
+            for index, message, entry_items in pending:
+                outcome = self._explain_bulk(message, canceled, first)
+                first += len(entry_items)
                 if outcome is not None:
                     outcomes[index] = outcome
                     settled.add(index)
             if settled:
                 pending = [entry for entry in pending if entry[0] not in settled]
                 continue  # the held locks are out: write the rest again at once
-            if quota is not None and shard is not None and canceled.failed(2 * len(pending)):
-                refusal = self._require_quota().refusal(quota, shard, canceled.item(2 * len(pending)))
+            if quota is not None and shard is not None and canceled.failed(first):
+                refusal = self._require_quota().refusal(quota, shard, canceled.item(first))
                 if isinstance(refusal, NoRoom):
                     refused.add(shard)  # less room than the chunk needs: another shard, a few at most
                 else:
@@ -436,17 +438,14 @@ class DynamoDbSendingStore:
             outcomes[index] = outcome
 
     def _explain_bulk(self, message: Message, canceled: Cancellation, first: int) -> CreateManyOutcome | None:
+        """What an entry whose items start at `first` met: its own earlier write, or a held lock."""
         if canceled.failed(first):
             return Created(message)  # the message exists: our own write, committed by an earlier try
-        if not canceled.failed(first + 1):
-            return None
-        lock_item = canceled.item(first + 1) or self._table.get(lock_key(message.dedup_lock_id or ""))
-        if lock_item is None:
-            return None  # released meanwhile: the next try takes it
-        if lock_item["messageId"]["S"] == message.id:
-            return Created(message)
-        original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
-        return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
+        for offset, lock_id in enumerate(message.lock_ids, start=1):
+            held = self._held_lock(message, canceled, first + offset, lock_id)
+            if held is not None:
+                return held
+        return None
 
     def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
         return self._count_duplicate(workspace_id, message_id)
@@ -478,7 +477,7 @@ class DynamoDbSendingStore:
                 )
             if edit.claim is not None:
                 at["claim"] = len(items)
-                items.append(self._lock_put(seen, edit.claim, now))
+                items.append(_lock_put(seen, edit.claim.lock_id, edit.claim.expires_at, now))
             if parts["tie"] and edit.tie is not None:
                 at["tie"] = len(items)
                 items.append(
@@ -554,24 +553,6 @@ class DynamoDbSendingStore:
                 ),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-
-    @staticmethod
-    def _lock_put(message: Message, claim: DedupClaim, now: datetime) -> dict[str, Any]:
-        return {
-            "Put": {
-                "Item": {
-                    **lock_key(claim.lock_id),
-                    "messageId": {"S": message.id},
-                    "workspaceId": {"S": message.workspace_id},
-                    "lockedAt": {"S": rfc3339(now)},
-                    "expiresAt": lock_expiry(claim.expires_at),
-                },
-                # An expired lock the TTL sweep has not deleted yet never blocks.
-                "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
-                "ExpressionAttributeValues": {":now": epoch_seconds(now)},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
@@ -702,6 +683,30 @@ class DynamoDbSendingStore:
 def _token(request: str) -> str:
     """A ClientRequestToken (at most 36 characters) that names one request's writes."""
     return hashlib.sha256(request.encode()).hexdigest()[:36]
+
+
+def _template_lock_at(tie: KeyTie | None) -> int:
+    """Where a create's template lock is: after its key tie, when it has one."""
+    return _TIE + (tie is not None)
+
+
+def _lock_put(message: Message, lock_id: str, expires_at: datetime, now: datetime) -> dict[str, Any]:
+    """A dedup lock taken by `message` until `expires_at`, unless another message holds it."""
+    return {
+        "Put": {
+            "Item": {
+                **lock_key(lock_id),
+                "messageId": {"S": message.id},
+                "workspaceId": {"S": message.workspace_id},
+                "lockedAt": {"S": rfc3339(now)},
+                "expiresAt": lock_expiry(expires_at),
+            },
+            # An expired lock the TTL sweep has not deleted yet never blocks.
+            "ConditionExpression": "attribute_not_exists(pk) OR expiresAt <= :now",
+            "ExpressionAttributeValues": {":now": epoch_seconds(now)},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
 
 
 def _chunks(

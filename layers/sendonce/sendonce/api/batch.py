@@ -41,9 +41,9 @@ from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
-from sendonce.messages.batch import BatchOutcome
+from sendonce.messages.batch import BatchOutcome, NotRendered
 from sendonce.messages.ports import NotWritten, QuotaSpent, Suppressed
-from sendonce.messages.service import SendCommand, lock_of
+from sendonce.messages.service import SendCommand, lock_of, template_lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
 ITEM_KEY = "idempotencyKey"
@@ -58,6 +58,9 @@ _RETRYABLE = {
     ("rate_limited", 429),
     # Never stored under a key, as the single send's: once the workspace removes the entry, a retry sends.
     ("recipient_suppressed", 422),
+    # A render refused writes nothing and leaves the key unused (section 13), as the single send's.
+    ("template_not_found", 422),
+    ("template_data_invalid", 422),
 }
 
 SendMany = Callable[[Sequence[SendCommand]], list[BatchOutcome]]
@@ -82,7 +85,7 @@ class BatchRequest(BaseModel):
 class BatchItemError(ResponseModel):
     code: str
     message: str
-    details: list[dict[str, str]] | dict[str, str] | None = Field(
+    details: list[dict[str, str]] | dict[str, str] | dict[str, list[str]] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
 
@@ -210,7 +213,8 @@ def send_items(
     for item in items:
         if item.command is None:
             continue
-        identity = lock_of(item.command)
+        # A template's render is not made yet: its name and data to the recipient stand for it.
+        identity = template_lock_of(item.command) or lock_of(item.command)
         if item.payload is not None:
             keyed_identities.add(identity)
             keyed.append(item)
@@ -242,6 +246,8 @@ def _send_bulk(items: list[BatchItem], send_many: SendMany, results: dict[int, B
     for item, outcome in zip(items, outcomes, strict=True):
         if isinstance(outcome, NotWritten):
             results[item.index] = error_result(item.index, unavailable())
+        elif isinstance(outcome, NotRendered):
+            results[item.index] = error_result(item.index, from_domain_error(outcome.error))
         elif isinstance(outcome, Suppressed):
             refused = from_domain_error(RecipientSuppressed(outcome.reason))
             results[item.index] = error_result(item.index, refused)

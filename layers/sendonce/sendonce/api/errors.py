@@ -35,6 +35,7 @@ from sendonce.errors import (
     TemplateExists,
     TemplateNotFound,
     TooManyRotations,
+    UnknownTemplate,
 )
 
 JSON = "application/json; charset=utf-8"
@@ -189,6 +190,12 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
         _row(InvalidEdit, 400, "validation_error", lambda _: _INVALID, details=_field_error),
         _row(InvalidTemplate, 400, "validation_error", lambda _: _INVALID, details=_field_error),
         _row(TemplateNotFound, 404, "not_found", lambda _: "No template with this name (or this version)."),
+        _row(
+            UnknownTemplate,
+            422,
+            "template_not_found",
+            lambda _: "No template with this name (or this version) for this channel.",
+        ),
         _row(TemplateExists, 409, "template_exists", str),
         _row(TemplateDataInvalid, 422, "template_data_invalid", str, details=lambda e: e.details),
         _row(

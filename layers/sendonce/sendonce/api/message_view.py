@@ -24,7 +24,7 @@ def sms_count(channel: str, body: str) -> sms.SmsCount | None:
 
 def message_shape(message: Message) -> dict[str, Any]:
     """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
-    error = message.error
+    error, template = message.error, message.template
     counted = sms_count(message.channel, message.body)
     return {
         "id": message.id,
@@ -34,6 +34,7 @@ def message_shape(message: Message) -> dict[str, Any]:
         "body": message.body,
         "encoding": counted.encoding.value if counted is not None else None,
         "segments": counted.segments if counted is not None else None,
+        "template": {"name": template.name, "version": template.version} if template is not None else None,
         "status": message.status.value,
         "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
         "metadata": dict(message.metadata),

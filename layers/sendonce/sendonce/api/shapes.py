@@ -135,6 +135,11 @@ class MessageError(ResponseModel):
     message: str
 
 
+class MessageTemplate(ResponseModel):
+    name: str
+    version: int
+
+
 class MessageModel(ResponseModel):
     id: str
     channel: str = Field(json_schema_extra=channel_names)
@@ -151,6 +156,9 @@ class MessageModel(ResponseModel):
         default=None,
         description="sms only: the parts it is sent in (160 GSM-7 septets or 70 UCS-2 units in one, "
         "153 or 67 each when it takes more)",
+    )
+    template: MessageTemplate | None = Field(
+        default=None, description="Sent from a template: the template's name and the version it rendered"
     )
     status: Status
     sendAt: str | None

@@ -7,6 +7,7 @@ clients, with the adapters the API never imports, and gives the API's root its b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -68,7 +69,11 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
     suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
-    messages = MessageService(store=store, queue=queue, dedup_window=dedup_window, limits=limits)
+    # The templates' use cases, built with the first request about templates or the first send from one.
+    templates = on_first_call(partial(_templates, settings, dynamodb))
+    messages = MessageService(
+        store=store, queue=queue, dedup_window=dedup_window, limits=limits, templates=templates
+    )
     config = idempotency_config(settings.idempotency_ttl_seconds)
     api_keys = CachedApiKeyStore(
         DynamoDbApiKeyStore(dynamodb, settings.api_keys_table),
@@ -92,12 +97,12 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
             partial(clients, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
         ),
         # A batch's sender and its modules load with the first batch: a send never needs them.
-        send_many=on_first_call(partial(_send_many, store, dedup_window, limits, suppressions)),
+        send_many=on_first_call(partial(_send_many, store, dedup_window, limits, suppressions, templates)),
         send_batch_once=on_first_call(partial(_batch_once, settings, dynamodb, config)),
         limits=RequestLimits(limits) if limits is not None else None,
         suppressions=SuppressionService(suppressions),
         build_test_deliveries=partial(_test_deliveries, settings, dynamodb),
-        build_templates=partial(_templates, settings, dynamodb),
+        build_templates=templates,
     )
 
 
@@ -106,10 +111,13 @@ def _send_many(
     dedup_window: timedelta,
     limits: DynamoDbLimits | None,
     suppressions: DynamoDbSuppressionStore,
+    templates: Callable[[], TemplateService],
 ) -> SendMany:
     from sendonce.messages.batch import BatchSender  # noqa: PLC0415
 
-    sender = BatchSender(store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions)
+    sender = BatchSender(
+        store=store, dedup_window=dedup_window, limits=limits, suppressions=suppressions, templates=templates
+    )
     return sender.send_many
 
 
@@ -128,13 +136,15 @@ def _test_deliveries(settings: ApiSettings, dynamodb: Any) -> SimulatorDeliverie
     return DynamoDbSimulatorStore(dynamodb, settings.messages_table)
 
 
-def _templates(settings: ApiSettings, dynamodb: Any) -> TemplateService:
-    # Loaded with the first request about templates: a send without one never needs these modules.
+def _templates(settings: ApiSettings, dynamodb: Any) -> Callable[[], TemplateService]:
+    """The one TemplateService of the function, for `on_first_call`: loaded with the first request
+    about templates or the first send from one; a send without one never needs these modules."""
     from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore  # noqa: PLC0415
     from sendonce.adapters.forked_renderer import ForkedRenderer  # noqa: PLC0415
     from sendonce.templates.service import TemplateService  # noqa: PLC0415
 
-    return TemplateService(DynamoDbTemplateStore(dynamodb, settings.messages_table), ForkedRenderer())
+    service = TemplateService(DynamoDbTemplateStore(dynamodb, settings.messages_table), ForkedRenderer())
+    return lambda: service
 
 
 def _webhooks(settings: ApiSettings, dynamodb: Any, sqs: Any) -> WebhookService:

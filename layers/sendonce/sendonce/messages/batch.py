@@ -10,6 +10,8 @@ A command to a suppressed recipient is Suppressed and written not at all: one re
 before its transactions (checks inside them would halve the entries a transaction holds, and one
 suppressed entry would cancel its 25 neighbours' write), and the dispatcher's claim checks again
 inside its own write, so a suppression that lands in between still stops the delivery.
+A command from a template is rendered first, as the single send renders it; one whose template is
+unknown or refuses its data is NotRendered, and written not at all.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from msgspec import Struct
+
 from sendonce.clock import Clock, utc_now
-from sendonce.errors import DependencyUnavailable
+from sendonce.errors import DependencyUnavailable, TemplateDataInvalid, UnknownTemplate
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Message
 from sendonce.messages.ports import (
     Created,
     CreateManyOutcome,
-    DedupClaim,
     DuplicateOf,
     NewMessage,
     NotWritten,
@@ -36,16 +39,26 @@ from sendonce.messages.ports import (
 from sendonce.messages.service import (
     SendCommand,
     SendResult,
-    lock_of,
+    TemplatesOnFirstUse,
+    TemplatesRead,
+    claim_of,
     new_message,
     quota_charge,
     refused,
+    rendered,
 )
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.ports import SuppressionCheck
 
-BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed
+
+class NotRendered(Struct, frozen=True):
+    """The command's template could not be rendered for it: nothing was written."""
+
+    error: UnknownTemplate | TemplateDataInvalid
+
+
+BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed | NotRendered
 
 
 def suppressed(
@@ -70,18 +83,35 @@ class BatchSender:
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
         suppressions: SuppressionCheck | None = None,
+        *,
+        templates: TemplatesOnFirstUse | None = None,
     ) -> None:
         self._store = store
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
         self._suppressions = suppressions
+        self._templates = templates
 
     def send_many(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         """One outcome per command, in order. Commands carry no Idempotency-Key: a keyed send takes
-        its key's record first, which only `MessageService.send` behind the key's record does."""
+        its key's record first, which only `MessageService.send` behind the key's record does. A
+        command from a template is rendered first, as a single send is (each template read once)."""
         if any(command.idempotency_key is not None for command in commands):
             raise ValueError("a keyed send goes through its key's record, one at a time")
+        found: TemplatesRead = {}
+        outcomes: list[BatchOutcome | None] = []
+        renders: list[SendCommand] = []
+        for command in commands:
+            try:
+                renders.append(rendered(self._templates, command, found))
+                outcomes.append(None)
+            except (UnknownTemplate, TemplateDataInvalid) as error:
+                outcomes.append(NotRendered(error))
+        sent = iter(self._send_rendered(renders) if renders else [])
+        return [outcome if outcome is not None else next(sent) for outcome in outcomes]
+
+    def _send_rendered(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         refused = suppressed(self._suppressions, commands)
         sendable = [command for command in commands if command.recipient.dedup_form not in refused]
         sent = iter(self._write(sendable) if sendable else [])
@@ -94,22 +124,26 @@ class BatchSender:
 
     def _write(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         now = self._clock()
-        # The first command of each identity is written; the later ones are its duplicates.
+        # The first command of each identity is written; the later ones are its duplicates (a command
+        # from a template has two identities: it follows the first leader holding either).
         leaders: dict[str, int] = {}
         entries: list[NewMessage] = []
         leader_of: list[int] = []  # per command: its position in `entries`
         for command in commands:
-            lock_id = lock_of(command)
-            if lock_id not in leaders:
-                leaders[lock_id] = len(entries)
+            claim = claim_of(command, now + self._dedup_window)
+            locks = [lock for lock in (claim.lock_id, claim.template_lock_id) if lock is not None]
+            leader = next((leaders[lock] for lock in locks if lock in leaders), None)
+            if leader is None:
+                leader = len(entries)
+                leaders.update(dict.fromkeys(locks, leader))
                 entries.append(
                     NewMessage(
                         message=new_message(command, now),
-                        claim=DedupClaim(lock_id=lock_id, expires_at=now + self._dedup_window),
+                        claim=claim,
                         handoff_due_at=handoff_due_at(now, command.send_at),
                     )
                 )
-            leader_of.append(leaders[lock_id])
+            leader_of.append(leader)
 
         quota = quota_charge(self._limits, commands[0].workspace_id, now) if entries else None
         written = self._store.create_many(entries, now, quota) if entries else []

@@ -43,6 +43,20 @@ class MessageFailure(Struct, frozen=True):
     message: str
 
 
+# The longest content a message holds, whether its sender wrote it or a template rendered it.
+BODY_MAX_CHARACTERS = 10_000
+SUBJECT_MAX_CHARACTERS = 998  # RFC 5322's line limit
+HTML_MAX_CHARACTERS = 200_000
+
+
+class TemplateRef(Struct, frozen=True):
+    """The template version a message was rendered from: a version never changes, so this names
+    exactly what it was rendered from, even after the template is edited or deleted."""
+
+    name: str
+    version: int
+
+
 class Message(Struct, frozen=True):
     id: str
     workspace_id: str
@@ -60,6 +74,15 @@ class Message(Struct, frozen=True):
     error: MessageFailure | None = None
     provider_message_id: str | None = None
     dedup_lock_id: str | None = None
+    template: TemplateRef | None = None
+    # Sent from a template: its second dedup lock, on the template's name and data to the recipient
+    # (`sendonce.dedup.identity.template_identity`), taken and released with the first.
+    template_lock_id: str | None = None
+
+    @property
+    def lock_ids(self) -> tuple[str, ...]:
+        """Every dedup lock the message holds."""
+        return tuple(lock for lock in (self.dedup_lock_id, self.template_lock_id) if lock is not None)
 
     @property
     def mode(self) -> Mode:

@@ -3,23 +3,32 @@ and the queue a message is handed to. Adapters implement them; the use cases spe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce.messages.model import Channel, Message, Status
 
 if TYPE_CHECKING:  # only the API charges a quota: the other functions' cold start needs no limits model
     from sendonce.limits.model import QuotaCharge
+    from sendonce.templates.model import Template
 
 
 class DedupClaim(Struct, frozen=True):
-    """The lock a new message takes on its identity, until `expires_at`."""
+    """The lock a new message takes on its identity, until `expires_at`; sent from a template, also
+    its second lock, on the template's name and data to the recipient (`template_lock_id`), in the
+    same write: either lock held by another message makes the send its duplicate."""
 
     lock_id: str
     expires_at: datetime
+    template_lock_id: str | None = None
+
+    def taken_by(self, message: Message) -> Message:
+        """The message as it holds the claim's locks."""
+        return replace(message, dedup_lock_id=self.lock_id, template_lock_id=self.template_lock_id)
 
 
 class KeyTie(Struct, frozen=True):
@@ -211,4 +220,35 @@ class MessageQueue(Protocol):
 
     def enqueue_batch(self, handoffs: Sequence[Handoff]) -> list[Handoff]:
         """Hand several messages to their channels' queues; return those that were not handed over."""
+        ...
+
+
+class TemplateUse(Struct, frozen=True):
+    """A send's template: its name, the version asked for (None: the latest), and the data it is
+    rendered with. Once rendered, the send's command names the version it rendered."""
+
+    name: str
+    data: Mapping[str, Any]
+    version: int | None = None
+
+
+class TemplatedContent(Struct, frozen=True):
+    """What a template rendered for a send, with the version it was."""
+
+    version: int
+    body: str
+    subject: str | None = None
+    html: str | None = None
+
+
+class SendTemplates(Protocol):
+    """Where a send finds its template and has it rendered (`sendonce.templates.service`)."""
+
+    def find(self, workspace_id: str, name: str, version: int | None) -> Template | None:
+        """That version of a live template of the workspace (the latest when None); None when the
+        name, or the version, is unknown or deleted."""
+        ...
+
+    def render_for_send(self, template: Template, data: Mapping[str, Any]) -> TemplatedContent:
+        """The version rendered with `data`; TemplateDataInvalid when the render is refused."""
         ...

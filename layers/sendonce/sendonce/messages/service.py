@@ -3,7 +3,9 @@
 A new send is one write: the message with its dedup lock (and key tie, and quota), all or
 nothing, on the condition that its recipient is on no suppression list its workspace is subject to
 (`sendonce.suppressions`). Its hand-off to the queue follows from that write's record in the table's
-stream (`sendonce.messages.handoff`), so the request makes no second call for either. A refused
+stream (`sendonce.messages.handoff`), so the request makes no second call for either. A send from a
+template is rendered first, and its message takes a second lock (the template's name and data to the
+recipient) in that same write. A refused
 recipient has nothing written, and the refusal is raised inside the key's record, so it is never
 stored under an Idempotency-Key. A suppression that lands after the write is caught by the
 dispatcher, whose claim checks again in its own write.
@@ -11,13 +13,15 @@ dispatcher, whose claim checks again in its own write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from sendonce.clock import Clock, utc_now
-from sendonce.dedup.identity import dedup_identity
+from sendonce.dedup.identity import dedup_identity, template_identity
 from sendonce.errors import (
     DependencyUnavailable,
     IdempotencyKeyReused,
@@ -25,14 +29,24 @@ from sendonce.errors import (
     QueueUnavailable,
     QuotaExceeded,
     RecipientSuppressed,
+    TemplateDataInvalid,
+    UnknownTemplate,
 )
 from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import QuotaCharge, seconds_to_next_day
 from sendonce.limits.ports import LimitsStore
+from sendonce.messages import sms
 from sendonce.messages.edits import MessageChanges, edit_message
 from sendonce.messages.handoff import handoff_due_at, handoff_of
 from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.model import (
+    BODY_MAX_CHARACTERS,
+    SUBJECT_MAX_CHARACTERS,
+    Channel,
+    Message,
+    Status,
+    TemplateRef,
+)
 from sendonce.messages.ports import (
     Created,
     DedupClaim,
@@ -43,13 +57,22 @@ from sendonce.messages.ports import (
     Page,
     QuotaSpent,
     SendingStore,
+    SendTemplates,
     Suppressed,
+    TemplateUse,
 )
 from sendonce.messages.recipients import Recipient
 from sendonce.observability import logger, metrics
 
+if TYPE_CHECKING:
+    from sendonce.templates.model import Template
+
 
 class SendCommand(Struct, frozen=True):
+    """One send. From a template (`template`), its content is the template's render, made at
+    acceptance (`rendered`): until then `body` is empty and `subject` None, and once rendered the
+    command names the version it rendered."""
+
     workspace_id: str
     channel: Channel
     recipient: Recipient
@@ -59,6 +82,8 @@ class SendCommand(Struct, frozen=True):
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     payload_fingerprint: str | None = None
+    template: TemplateUse | None = None
+    smart_encoding: bool = False  # a rendered sms body's look-alikes replaced (a written one's are already)
 
 
 class SendResult(Struct, frozen=True):
@@ -72,6 +97,70 @@ class SendResult(Struct, frozen=True):
 def lock_of(command: SendCommand) -> str:
     """The dedup identity a command's message would lock: two commands with the same are one message."""
     return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
+
+
+def template_lock_of(command: SendCommand) -> str | None:
+    """The second identity of a send from a template: its name and data to the recipient, whatever
+    version it renders (None for a send written by its sender)."""
+    if command.template is None:
+        return None
+    use = command.template
+    return template_identity(command.workspace_id, command.recipient.dedup_form, use.name, use.data)
+
+
+def claim_of(command: SendCommand, expires_at: datetime) -> DedupClaim:
+    """The locks a rendered command's message takes, until `expires_at`."""
+    return DedupClaim(
+        lock_id=lock_of(command), expires_at=expires_at, template_lock_id=template_lock_of(command)
+    )
+
+
+TemplatesRead = dict[tuple[str, int | None], "Template | None"]
+
+
+# Where a send from a template finds it, given on first use: a send without one never loads them.
+TemplatesOnFirstUse = Callable[[], SendTemplates]
+
+
+def rendered(
+    templates: TemplatesOnFirstUse | None, command: SendCommand, found: TemplatesRead | None = None
+) -> SendCommand:
+    """The command with its template's render as its content, checked as a written one is (its
+    version named); a command written by its sender as it is. UnknownTemplate when the workspace has
+    no such template (or version) for the command's channel; TemplateDataInvalid when the render is
+    refused or a field of it breaks the field's limit. `found`: the templates already read (a batch
+    reads each once)."""
+    use = command.template
+    if use is None:
+        return command
+    if templates is None:
+        raise DependencyUnavailable("no template store is configured")
+    place = (use.name, use.version)
+    if found is None or place not in found:
+        template = templates().find(command.workspace_id, use.name, use.version)
+        if found is not None:
+            found[place] = template
+    else:
+        template = found[place]
+    if template is None or template.channel != command.channel:
+        raise UnknownTemplate()
+    content = templates().render_for_send(template, use.data)
+    body = sms.smart_encoded(content.body) if command.smart_encoding else content.body
+    _fits("body", body, BODY_MAX_CHARACTERS)
+    if content.subject is not None:
+        _fits("subject", content.subject, SUBJECT_MAX_CHARACTERS)
+    return replace(
+        command, body=body, subject=content.subject, template=replace(use, version=content.version)
+    )
+
+
+def _fits(name: str, text: str, limit: int) -> None:
+    if not text.strip():
+        raise TemplateDataInvalid(f"The template's {name} is empty once rendered.", field=name)
+    if len(text) > limit:
+        raise TemplateDataInvalid(
+            f"The template's {name} is {len(text)} characters once rendered, over its {limit}.", field=name
+        )
 
 
 def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -> QuotaCharge | None:
@@ -97,6 +186,7 @@ def refused(workspace_id: str, reasons: Sequence[str]) -> None:
 def new_message(command: SendCommand, now: datetime) -> Message:
     """The message a command creates, alone (`MessageService.send`) or in a batch."""
     scheduled = command.send_at is not None and command.send_at > now
+    use = command.template
     return Message(
         id=new_message_id(),
         workspace_id=command.workspace_id,
@@ -110,6 +200,7 @@ def new_message(command: SendCommand, now: datetime) -> Message:
         idempotency_key=command.idempotency_key,
         created_at=now,
         updated_at=now,
+        template=TemplateRef(use.name, use.version) if use is not None and use.version is not None else None,
     )
 
 
@@ -121,18 +212,26 @@ class MessageService:
         dedup_window: timedelta,
         clock: Clock = utc_now,
         limits: LimitsStore | None = None,
+        *,
+        templates: TemplatesOnFirstUse | None = None,
     ) -> None:
-        """`limits`: where a workspace's daily quota is read; None counts no quota."""
+        """`limits`: where a workspace's daily quota is read; None counts no quota. `templates`:
+        where a send from a template finds and renders it."""
         self._store = store
         self._queue = queue
         self._dedup_window = dedup_window
         self._clock = clock
         self._limits = limits
+        self._templates = templates
 
     def send(self, command: SendCommand) -> SendResult:
+        """Rendered first when it names a template: inside an Idempotency-Key's record, so a keyed
+        retry replays the first answer whatever versions came since, and a refused render is never
+        stored under the key."""
+        command = rendered(self._templates, command)
         now = self._clock()
         message = new_message(command, now)
-        claim = DedupClaim(lock_id=lock_of(command), expires_at=now + self._dedup_window)
+        claim = claim_of(command, now + self._dedup_window)
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
             tie = KeyTie(

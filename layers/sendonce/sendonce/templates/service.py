@@ -3,7 +3,8 @@
 A version is checked before it is stored: its fields as its channel allows them (`subject` where
 the channel requires one and nowhere else, `html` only where the channel takes one), and each
 field parsing as a template. Nothing that breaks a rule is stored. A render reads the version it
-names (the latest when it names none) and renders it within the renderer's bounds.
+names (the latest when it names none) and renders it within the renderer's bounds; a send from a
+template (`sendonce.messages.ports.SendTemplates`) finds and renders its version the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sendonce import channels
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import InvalidTemplate, TemplateDataInvalid, TemplateExists, TemplateNotFound
 from sendonce.messages.model import Channel
+from sendonce.messages.ports import TemplatedContent
 from sendonce.observability import logger
 from sendonce.templates.model import NAME, Template, TemplateContent, TemplatePage
 from sendonce.templates.ports import NameTaken, TemplateMissing, TemplateStore
@@ -81,6 +83,24 @@ class TemplateService:
         template = (
             self.latest(workspace_id, name) if version is None else self.version(workspace_id, name, version)
         )
+        return template, self._rendered(template, data)
+
+    def find(self, workspace_id: str, name: str, version: int | None) -> Template | None:
+        """A send's template (`SendTemplates`): that version of a live template, the latest when None."""
+        if NAME.fullmatch(name) is None:
+            return None
+        if version is None:
+            return self._store.latest(workspace_id, name)
+        return self._store.version(workspace_id, name, version)
+
+    def render_for_send(self, template: Template, data: Mapping[str, Any]) -> TemplatedContent:
+        """A send's content (`SendTemplates`): the version rendered, as `render` renders a preview."""
+        rendered = self._rendered(template, data)
+        return TemplatedContent(
+            version=template.version, body=rendered.body, subject=rendered.subject, html=rendered.html
+        )
+
+    def _rendered(self, template: Template, data: Mapping[str, Any]) -> Rendered:
         outcome = self._renderer.render(template.content, data)
         if isinstance(outcome, MissingData):
             names = ", ".join(outcome.names)
@@ -91,7 +111,7 @@ class TemplateService:
             raise TemplateDataInvalid(
                 f"The template could not be rendered: {outcome.reason}.", reason=outcome.reason
             )
-        return template, outcome
+        return outcome
 
     def _check(self, channel: Channel, content: TemplateContent) -> None:
         spec = channels.spec(channel)

@@ -29,16 +29,21 @@ from sendonce.api.routes.templates import (
 )
 from sendonce.api.shapes import Acknowledged, ResponseModel, channel_names, registered_channel
 from sendonce.clock import rfc3339
-from sendonce.messages.model import Channel
+from sendonce.messages.model import (
+    BODY_MAX_CHARACTERS,
+    HTML_MAX_CHARACTERS,
+    SUBJECT_MAX_CHARACTERS,
+    Channel,
+)
 from sendonce.templates.model import Template, TemplateContent
 from sendonce.templates.service import TemplateService
 
 router = DeclaredRouter()
 
-# A version's fields: what a message's fields allow, and room for the template's own syntax.
-MAX_BODY = 10_000
-MAX_SUBJECT = 998
-MAX_HTML = 200_000
+# A version's fields hold what a message's fields allow: as long as a message's own, syntax included.
+MAX_BODY = BODY_MAX_CHARACTERS
+MAX_SUBJECT = SUBJECT_MAX_CHARACTERS
+MAX_HTML = HTML_MAX_CHARACTERS
 MAX_DATA_KEYS = 1_000
 
 

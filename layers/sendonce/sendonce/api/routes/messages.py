@@ -14,7 +14,11 @@ SEND_MESSAGE = Route(
     description=(
         "Accepts a message for delivery. An identical message to the same recipient within the dedup "
         "window is answered 200 with duplicateOnly: true and the original. With an Idempotency-Key, "
-        "a retry replays the first answer with Idempotency-Replayed: true."
+        "a retry replays the first answer with Idempotency-Replayed: true. The content is written "
+        "(body, and subject for email) or a template's render (template and data), rendered at "
+        "acceptance: an unknown template is 422 template_not_found, a render refused 422 "
+        "template_data_invalid, and a send of the same template and data to the same recipient "
+        "within the window is a duplicate, whatever version each rendered."
     ),
     answers={
         201: json_answer(
