@@ -222,3 +222,41 @@ def _in_an_hour() -> str:
     from datetime import UTC, datetime, timedelta  # noqa: PLC0415
 
     return (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _elsewhere(stack: Any) -> Any:
+    """The template store as another execution environment's API writes it."""
+    from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore  # noqa: PLC0415
+
+    return DynamoDbTemplateStore(stack.dynamodb, "MessagesTable")
+
+
+def test_a_version_published_by_another_environment_is_sent_at_once(stack) -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from sendonce.templates.model import TemplateContent  # noqa: PLC0415
+
+    _call(stack, "POST", "/v1/templates", SMS_TEMPLATE)
+    assert stack.send(body=SEND).status == 201  # this environment now holds version 1
+    _elsewhere(stack).add_version(
+        "ws_local", "otp", TemplateContent(body="Code {{ code }} for {{ name }}"), datetime.now(UTC)
+    )
+
+    answer = stack.send(body=SEND | {"data": {"name": "Bo", "code": "2"}})
+
+    assert answer.status == 201
+    assert answer.json["message"]["body"] == "Code 2 for Bo"
+    assert answer.json["message"]["template"] == {"name": "otp", "version": 2}
+
+
+def test_a_template_deleted_by_another_environment_takes_no_send_at_once(stack) -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    _call(stack, "POST", "/v1/templates", SMS_TEMPLATE)
+    assert stack.send(body=SEND).status == 201
+    assert _elsewhere(stack).delete("ws_local", "otp", datetime.now(UTC))
+
+    answer = stack.send(body=SEND | {"data": {"name": "Bo", "code": "2"}})
+
+    assert answer.status == 422
+    assert answer.json["error"]["code"] == "template_not_found"

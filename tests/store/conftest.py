@@ -265,6 +265,7 @@ class FakeEngine(Engine):
     def __post_init__(self) -> None:
         self.suppressions = self.store.suppressions  # one table: a write's checks see the list
         self.events = InMemoryProviderEvents(self.store, self.suppressions)
+        self.store.templates = self.templates  # and a create from a template checks its head
 
     def stores(self) -> Stores:
         return Stores(

@@ -3,7 +3,8 @@
 The lock on the template's name and data to the recipient is written in the create's one transaction
 beside the content's lock: either one held by another message makes the send its duplicate, whatever
 the content each version rendered; of 30 such sends at once exactly one is created; both locks are
-released together, and a bulk create holds and explains them as the single create does.
+released together, and a bulk create holds and explains them as the single create does. The same
+write checks the template is still as the send rendered it (live; the latest, when it asked for it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from datetime import timedelta
 
 import pytest
 from sendonce.limits.model import Limits, QuotaCharge
-from sendonce.messages.ports import Created, DuplicateOf, NewMessage, TiedToKey
+from sendonce.messages.model import Channel
+from sendonce.messages.ports import (
+    Created,
+    DuplicateOf,
+    NewMessage,
+    TemplateChanged,
+    TemplateInForce,
+    TiedToKey,
+)
+from sendonce.templates.model import Template, TemplateContent
+from sendonce.templates.ports import NameTaken
 
 from tests.store.conftest import NOW, Draft, Engine, Stores, create, created, draft, only, race
 
@@ -148,3 +159,55 @@ def test_a_charged_bulk_create_of_templated_entries_counts_each_new_one_once(eng
 
     assert all(isinstance(o, Created) for o in outcomes), outcomes
     assert len(engine.locks()) == 80
+
+
+# ---------------------------------------------------------------------------- the template's check
+def _otp(stores: Stores) -> None:
+    template = Template("ws_a", "otp", Channel("sms"), 1, TemplateContent(body="Hi {{ name }}"), NOW)
+    assert not isinstance(stores.templates.create(template), NameTaken)
+
+
+def _create_checked(stores: Stores, made: Draft, in_force: TemplateInForce) -> object:
+    return stores.sending.create(
+        made.message, made.claim, made.tie, made.handoff_due_at, NOW, template=in_force
+    )
+
+
+def test_a_create_checks_in_its_write_that_the_template_is_as_it_was_rendered(
+    engine: Engine, stores: Stores
+) -> None:
+    _otp(stores)
+    assert isinstance(
+        _create_checked(stores, draft(body="a", template=OTP), TemplateInForce("otp", 1, True)), Created
+    )
+
+    stores.templates.add_version("ws_a", "otp", TemplateContent(body="Hello {{ name }}"), NOW)
+    data = ("otp", 1, {"name": "Bo"})
+
+    stale_latest = _create_checked(stores, draft(body="b", template=data), TemplateInForce("otp", 1, True))
+    asked_for_one = _create_checked(stores, draft(body="c", template=data), TemplateInForce("otp", 1, False))
+
+    assert isinstance(stale_latest, TemplateChanged)
+    assert isinstance(asked_for_one, Created)
+
+
+def test_a_create_from_a_deleted_template_is_refused_in_its_write(engine: Engine, stores: Stores) -> None:
+    _otp(stores)
+    assert stores.templates.delete("ws_a", "otp", NOW)
+
+    outcome = _create_checked(stores, draft(body="a", template=OTP), TemplateInForce("otp", 1, False))
+
+    assert isinstance(outcome, TemplateChanged)
+    assert engine.message_ids() == set()
+    assert engine.locks() == []
+
+
+def test_a_held_lock_answers_before_a_changed_template(engine: Engine, stores: Stores) -> None:
+    _otp(stores)
+    first = _create_checked(stores, draft(body="a", template=OTP), TemplateInForce("otp", 1, True))
+    assert isinstance(first, Created)
+    stores.templates.add_version("ws_a", "otp", TemplateContent(body="Hello {{ name }}"), NOW)
+
+    outcome = _create_checked(stores, draft(body="b", template=OTP_V2), TemplateInForce("otp", 1, True))
+
+    assert isinstance(outcome, DuplicateOf)

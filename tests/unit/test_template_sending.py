@@ -26,23 +26,43 @@ WINDOW = timedelta(minutes=15)
 
 
 class CountingTemplates:
-    """The templates' use cases, counting the versions they read."""
+    """The templates' use cases, counting the versions asked for (CountingStore: those read)."""
 
     def __init__(self, service: TemplateService) -> None:
         self.service = service
-        self.reads = 0
+        self.asked = 0
 
-    def find(self, workspace_id: str, name: str, version: int | None) -> Template | None:
-        self.reads += 1
-        return self.service.find(workspace_id, name, version)
+    def find(self, workspace_id: str, name: str, version: int | None, *, fresh: bool) -> Template | None:
+        self.asked += 1
+        return self.service.find(workspace_id, name, version, fresh=fresh)
 
     def render_for_send(self, template: Template, data: Mapping[str, Any]) -> TemplatedContent:
         return self.service.render_for_send(template, data)
 
 
+class CountingStore(InMemoryTemplates):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def latest(self, workspace_id: str, name: str) -> Template | None:
+        self.reads += 1
+        return super().latest(workspace_id, name)
+
+    def version(self, workspace_id: str, name: str, version: int) -> Template | None:
+        self.reads += 1
+        return super().version(workspace_id, name, version)
+
+
 @pytest.fixture
-def templates(clock: ManualClock) -> CountingTemplates:
-    service = TemplateService(InMemoryTemplates(), InProcessRenderer(), clock=clock)
+def kept() -> CountingStore:
+    return CountingStore()
+
+
+@pytest.fixture
+def templates(clock: ManualClock, store: InMemoryStore, kept: CountingStore) -> CountingTemplates:
+    store.templates = kept  # the create checks the template's head, as the adapter does in its write
+    service = TemplateService(kept, InProcessRenderer(), clock=clock)
     service.create("ws_a", "otp", Channel("sms"), TemplateContent(body="Hi {{ name }}, code {{ code }}"))
     service.create(
         "ws_a",
@@ -192,7 +212,7 @@ def test_a_batch_reads_each_template_once_and_answers_each_command_alone(
 
     outcomes = sender.send_many(commands)
 
-    assert templates.reads == 2  # otp and nope, each once
+    assert templates.asked == 2  # otp and nope, each once
     assert all(isinstance(o, SendResult) and o.created for o in outcomes[:20])
     assert isinstance(outcomes[20], NotRendered)
     assert isinstance(outcomes[20].error, UnknownTemplate)
@@ -216,6 +236,46 @@ def test_two_commands_sharing_only_the_template_lock_are_one_message_in_a_batch(
     assert isinstance(first, SendResult)
     assert isinstance(second, SendResult)
     assert (first.created, second.duplicate) == (True, True)
+    assert len(store.messages) == 1
+
+
+# ---------------------------------------------------------------------------- this environment's copy
+def test_a_warm_send_reads_no_template_and_its_create_checks_the_copy(
+    store: InMemoryStore, clock: ManualClock, templates: CountingTemplates, kept: CountingStore
+) -> None:
+    service = _service(store, clock, templates)
+    service.send(_command())
+    reads = kept.reads
+
+    result = service.send(_command(data={"name": "Bo", "code": "2"}))
+
+    assert result.created
+    assert kept.reads == reads  # the version this environment read, checked in the create's write
+
+
+def test_a_version_published_elsewhere_is_sent_at_once(
+    store: InMemoryStore, clock: ManualClock, templates: CountingTemplates, kept: CountingStore
+) -> None:
+    service = _service(store, clock, templates)
+    service.send(_command())
+    elsewhere = TemplateService(kept, InProcessRenderer(), clock=clock)  # another execution environment
+    elsewhere.add_version("ws_a", "otp", TemplateContent(body="Code {{ code }} for {{ name }}"))
+
+    result = service.send(_command(data={"name": "Bo", "code": "2"}))
+
+    assert result.message is not None
+    assert (result.message.body, result.message.template) == ("Code 2 for Bo", TemplateRef("otp", 2))
+
+
+def test_a_template_deleted_elsewhere_takes_no_send_at_once(
+    store: InMemoryStore, clock: ManualClock, templates: CountingTemplates, kept: CountingStore
+) -> None:
+    service = _service(store, clock, templates)
+    service.send(_command(version=1))
+    TemplateService(kept, InProcessRenderer(), clock=clock).delete("ws_a", "otp")
+
+    with pytest.raises(UnknownTemplate):
+        service.send(_command(version=1, data={"name": "Bo", "code": "2"}))
     assert len(store.messages) == 1
 
 

@@ -58,6 +58,8 @@ from sendonce.messages.ports import (
     Page,
     QuotaSpent,
     Suppressed,
+    TemplateChanged,
+    TemplateInForce,
     TiedToKey,
 )
 from sendonce.messages.service import MessageService
@@ -240,6 +242,11 @@ class InMemoryTemplates:
         return stored
 
     @_atomic
+    def head(self, workspace_id: str, name: str) -> Template | None:
+        """The live head a create's ConditionCheck reads (no read of the template store's own)."""
+        return self._live(workspace_id, name)
+
+    @_atomic
     def create(self, template: Template) -> Template | NameTaken:
         if not NAME.fullmatch(template.name):
             raise ValueError(f"{template.name!r} is no template name")
@@ -320,6 +327,8 @@ class InMemoryStore:
     stream: list[dict[str, Any]] = field(default_factory=list)
     # The suppression list, in the same table: a create and a claim check it in their own write.
     suppressions: InMemorySuppressions = field(default_factory=InMemorySuppressions)
+    # The templates, in the same table: a create from a template checks its head in its own write.
+    templates: InMemoryTemplates | None = None
     guard: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def _created(self, message: Message, handoff_due_at: datetime) -> None:
@@ -349,6 +358,7 @@ class InMemoryStore:
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
+        template: TemplateInForce | None = None,
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         lock = self._held(claim.lock_id, now)
@@ -365,6 +375,10 @@ class InMemoryStore:
         if lock is not None:
             original = self.count_duplicate(message.workspace_id, lock.message_id)
             return DuplicateOf(original=original, locked_at=lock.locked_at)
+        if template is not None and self.templates is not None:
+            head = self.templates.head(message.workspace_id, template.name)
+            if head is None or (template.latest and head.version != template.version):
+                return TemplateChanged()
         if message.id in self.messages:
             raise DependencyUnavailable("the create transaction was canceled: the message id is taken")
         if not self._take_quota(quota):

@@ -38,6 +38,7 @@ from sendonce.adapters.dynamodb_items import (
 )
 from sendonce.adapters.dynamodb_limits import Adopt, DynamoDbLimits, NoRoom, Refusal, Replan, Replanning
 from sendonce.adapters.dynamodb_suppressions import SuppressionGuard
+from sendonce.adapters.dynamodb_templates import LIVE, head_key
 from sendonce.adapters.dynamodb_writes import (
     CONFLICT,
     MAX_ATTEMPTS,
@@ -71,6 +72,8 @@ from sendonce.messages.ports import (
     Page,
     QuotaSpent,
     Suppressed,
+    TemplateChanged,
+    TemplateInForce,
     TiedToKey,
 )
 from sendonce.modes import is_test_workspace, retention_for
@@ -85,8 +88,8 @@ class _QuotaShard(Enum):
 
 
 # The items of the create transaction, by position: what each cancellation reason speaks of. A send
-# from a template's second lock follows (`_template_lock_at`), then the suppression checks
-# (`SuppressionGuard`), then the quota counter.
+# from a template's second lock follows (`_template_lock_at`), and its template's check, then the
+# suppression checks (`SuppressionGuard`), then the quota counter.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
 # locks in one, fewer when they are large.
@@ -134,6 +137,7 @@ class DynamoDbSendingStore:
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
+        template: TemplateInForce | None = None,
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         items: list[dict[str, Any]] = [
@@ -164,17 +168,21 @@ class DynamoDbSendingStore:
             )
         if claim.template_lock_id is not None:  # at `_template_lock_at(tie)`
             items.append(_lock_put(message, claim.template_lock_id, claim.expires_at, now))
+        template_at = None
+        if template is not None:
+            template_at = len(items)
+            items.append(_template_check(message.workspace_id, template))
 
         guard = SuppressionGuard(self._table, message.workspace_id, recipient_key(message.to))
         if quota is not None:
-            return self._create_charged(message, tie, items, quota, guard)
+            return self._create_charged(message, tie, items, quota, guard, template_at=template_at)
 
         def attempt() -> CreateOutcome:
             token = message.id if not guard.stamp else _token(f"{message.id}.{guard.stamp}")
             canceled = self._table.transact([*items, *guard.items()], token=token)
             if canceled is None:
                 return Created(message)
-            outcome = self._explain(message, tie, canceled, guard, len(items))
+            outcome = self._explain(message, tie, canceled, guard, len(items), template_at=template_at)
             if outcome is not None:
                 return outcome
             if canceled.contended:
@@ -190,6 +198,8 @@ class DynamoDbSendingStore:
         items: list[dict[str, Any]],
         quota: QuotaCharge,
         guard: SuppressionGuard | None = None,
+        *,
+        template_at: int | None = None,
     ) -> CreateOutcome:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
         room. QuotaSpent only once every shard of the plan in force was found full; a shard busy with
@@ -207,7 +217,16 @@ class DynamoDbSendingStore:
             while to_try:
                 shard = to_try.popleft()
                 outcome = with_retries(
-                    partial(self._try_charged, message, tie, items, quota, shard, guard=guard),
+                    partial(
+                        self._try_charged,
+                        message,
+                        tie,
+                        items,
+                        quota,
+                        shard,
+                        guard=guard,
+                        template_at=template_at,
+                    ),
                     "the dedup lock stayed contended",
                 )
                 if outcome is _QuotaShard.BUSY:
@@ -247,6 +266,7 @@ class DynamoDbSendingStore:
         shard: int,
         *,
         guard: SuppressionGuard | None = None,
+        template_at: int | None = None,
     ) -> CreateOutcome | Refusal | _QuotaShard:
         checks = guard.items() if guard is not None else []
         counter = len(items) + len(checks)
@@ -257,7 +277,7 @@ class DynamoDbSendingStore:
         )
         if canceled is None:
             return Created(message)
-        outcome = self._explain(message, tie, canceled, guard, len(items))
+        outcome = self._explain(message, tie, canceled, guard, len(items), template_at=template_at)
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
@@ -280,9 +300,12 @@ class DynamoDbSendingStore:
         canceled: Cancellation,
         guard: SuppressionGuard | None = None,
         checks_at: int = 0,
+        *,
+        template_at: int | None = None,
     ) -> CreateOutcome | None:
         """What a canceled create met: its own earlier write, a suppressed recipient (before a tie or
-        a lock: a suppressed send is refused, whatever it duplicates), its key's tie, a held lock."""
+        a lock: a suppressed send is refused, whatever it duplicates), its key's tie, a held lock, a
+        template no longer as it was rendered (at `template_at`)."""
         lock_item = canceled.item(_LOCK) if canceled.failed(_LOCK) else None
         if lock_item is not None and lock_item["messageId"]["S"] == message.id:
             return Created(message)  # our own committed write, met again by a retry
@@ -299,6 +322,8 @@ class DynamoDbSendingStore:
         held = self._held_lock(message, canceled, _LOCK, message.dedup_lock_id)
         if held is None and message.template_lock_id is not None:
             held = self._held_lock(message, canceled, _template_lock_at(tie), message.template_lock_id)
+        if held is None and template_at is not None and canceled.failed(template_at):
+            return TemplateChanged()
         return held
 
     def _held_lock(
@@ -433,7 +458,7 @@ class DynamoDbSendingStore:
         """In order, each entry as `create` writes it with its unit of quota."""
         for index, message, pair in pending:
             outcome = self._create_charged(message, None, pair, quota)
-            if isinstance(outcome, TiedToKey | Suppressed):  # no tie nor check in bulk: never met
+            if isinstance(outcome, TiedToKey | Suppressed | TemplateChanged):  # no tie nor check in bulk
                 raise DependencyUnavailable("a bulk entry met a key tie or a suppression check")
             outcomes[index] = outcome
 
@@ -688,6 +713,19 @@ def _token(request: str) -> str:
 def _template_lock_at(tie: KeyTie | None) -> int:
     """Where a create's template lock is: after its key tie, when it has one."""
     return _TIE + (tie is not None)
+
+
+def _template_check(workspace_id: str, template: TemplateInForce) -> dict[str, Any]:
+    """A ConditionCheck that the template is live and, for a send of the latest, still at that version."""
+    condition = f"attribute_exists(pk) AND {LIVE}"
+    values: dict[str, Any] = {}
+    if template.latest:
+        condition += " AND version = :version"
+        values[":version"] = {"N": str(template.version)}
+    check: dict[str, Any] = {"Key": head_key(workspace_id, template.name), "ConditionExpression": condition}
+    if values:
+        check["ExpressionAttributeValues"] = values
+    return {"ConditionCheck": check}
 
 
 def _lock_put(message: Message, lock_id: str, expires_at: datetime, now: datetime) -> dict[str, Any]:

@@ -67,7 +67,22 @@ class Suppressed(Struct, frozen=True):
     reason: str
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed
+class TemplateChanged(Struct, frozen=True):
+    """The send's template was deleted, or (a send that asked for the latest) has a newer version,
+    since it was read: nothing was written; read it again and render again."""
+
+
+CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed | TemplateChanged
+
+
+class TemplateInForce(Struct, frozen=True):
+    """What a send from a template rendered, for its create to check in the same write: the template
+    still live, and, when the send asked for the latest version, `version` still its latest. So a
+    version read from this environment's cache is never sent once it is stale."""
+
+    name: str
+    version: int
+    latest: bool
 
 
 class NewMessage(Struct, frozen=True):
@@ -150,11 +165,14 @@ class SendingStore(DedupLocks, Protocol):
         now: datetime,
         *,
         quota: QuotaCharge | None = None,
+        template: TemplateInForce | None = None,
     ) -> CreateOutcome:
         """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
         of them, while its recipient is on no suppression list its workspace is subject to (checked in
         the same write: Suppressed, before a tie or a held lock). A held lock or tie is answered
-        before the quota: a duplicate or a replay is never QuotaSpent.
+        before the quota: a duplicate or a replay is never QuotaSpent. With `template`, also while
+        the template is as the send rendered it (checked in the same write: TemplateChanged, after a
+        tie or a held lock).
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
         """
@@ -244,9 +262,10 @@ class TemplatedContent(Struct, frozen=True):
 class SendTemplates(Protocol):
     """Where a send finds its template and has it rendered (`sendonce.templates.service`)."""
 
-    def find(self, workspace_id: str, name: str, version: int | None) -> Template | None:
+    def find(self, workspace_id: str, name: str, version: int | None, *, fresh: bool) -> Template | None:
         """That version of a live template of the workspace (the latest when None); None when the
-        name, or the version, is unknown or deleted."""
+        name, or the version, is unknown or deleted. Not `fresh`: possibly as this environment last
+        read it (the create checks it: `TemplateInForce`)."""
         ...
 
     def render_for_send(self, template: Template, data: Mapping[str, Any]) -> TemplatedContent:

@@ -59,6 +59,8 @@ from sendonce.messages.ports import (
     SendingStore,
     SendTemplates,
     Suppressed,
+    TemplateChanged,
+    TemplateInForce,
     TemplateUse,
 )
 from sendonce.messages.recipients import Recipient
@@ -120,16 +122,24 @@ TemplatesRead = dict[tuple[str, int | None], "Template | None"]
 
 # Where a send from a template finds it, given on first use: a send without one never loads them.
 TemplatesOnFirstUse = Callable[[], SendTemplates]
+# Fresh reads of a send's template after its copy turned out stale, before a 503: each follows a
+# version published (or a delete) between the read and the write.
+TEMPLATE_TRIES = 3
 
 
 def rendered(
-    templates: TemplatesOnFirstUse | None, command: SendCommand, found: TemplatesRead | None = None
+    templates: TemplatesOnFirstUse | None,
+    command: SendCommand,
+    found: TemplatesRead | None = None,
+    *,
+    fresh: bool = True,
 ) -> SendCommand:
     """The command with its template's render as its content, checked as a written one is (its
     version named); a command written by its sender as it is. UnknownTemplate when the workspace has
     no such template (or version) for the command's channel; TemplateDataInvalid when the render is
     refused or a field of it breaks the field's limit. `found`: the templates already read (a batch
-    reads each once)."""
+    reads each once); not `fresh`: a version this environment read before will do (the create
+    checks it is still in force)."""
     use = command.template
     if use is None:
         return command
@@ -137,7 +147,7 @@ def rendered(
         raise DependencyUnavailable("no template store is configured")
     place = (use.name, use.version)
     if found is None or place not in found:
-        template = templates().find(command.workspace_id, use.name, use.version)
+        template = templates().find(command.workspace_id, use.name, use.version, fresh=fresh)
         if found is not None:
             found[place] = template
     else:
@@ -152,6 +162,14 @@ def rendered(
     return replace(
         command, body=body, subject=content.subject, template=replace(use, version=content.version)
     )
+
+
+def in_force(command: SendCommand, asked: TemplateUse | None) -> TemplateInForce | None:
+    """What a rendered command's create checks of its template."""
+    use = command.template
+    if use is None or use.version is None or asked is None:
+        return None
+    return TemplateInForce(use.name, use.version, latest=asked.version is None)
 
 
 def _fits(name: str, text: str, limit: int) -> None:
@@ -227,8 +245,17 @@ class MessageService:
     def send(self, command: SendCommand) -> SendResult:
         """Rendered first when it names a template: inside an Idempotency-Key's record, so a keyed
         retry replays the first answer whatever versions came since, and a refused render is never
-        stored under the key."""
-        command = rendered(self._templates, command)
+        stored under the key. The version may be this environment's copy: the create checks it is
+        still in force, and a stale one is read again and rendered again."""
+        for fresh in (False, *[True] * TEMPLATE_TRIES):
+            result = self._send(rendered(self._templates, command, fresh=fresh), command.template)
+            if result is not None:
+                return result
+        raise DependencyUnavailable("the template kept changing while it was sent")
+
+    def _send(self, command: SendCommand, asked: TemplateUse | None) -> SendResult | None:
+        """The send of a rendered command (`asked`: its template as the request named it); None when
+        its template changed since it was read."""
         now = self._clock()
         message = new_message(command, now)
         claim = claim_of(command, now + self._dedup_window)
@@ -248,6 +275,7 @@ class MessageService:
                 handoff_due_at(now, command.send_at),
                 now,
                 quota=quota,
+                template=in_force(command, asked),
             )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.
@@ -260,6 +288,8 @@ class MessageService:
         if isinstance(outcome, Created):
             # Handed to its queue from the table's stream once the write committed: no second call.
             return SendResult(message=outcome.message, created=True)
+        if isinstance(outcome, TemplateChanged):
+            return None
         if isinstance(outcome, Suppressed):
             refused(command.workspace_id, [outcome.reason])
             raise RecipientSuppressed(outcome.reason)

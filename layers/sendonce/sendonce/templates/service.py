@@ -22,12 +22,19 @@ from sendonce.templates.model import NAME, Template, TemplateContent, TemplatePa
 from sendonce.templates.ports import NameTaken, TemplateMissing, TemplateStore
 from sendonce.templates.rendering import Forbidden, MissingData, OverLimit, Rendered, Renderer
 
+# The template versions a function keeps for its sends (each a few KiB at most).
+KEPT_VERSIONS = 512
+
 
 class TemplateService:
     def __init__(self, store: TemplateStore, renderer: Renderer, clock: Clock = utc_now) -> None:
         self._store = store
         self._renderer = renderer
         self._clock = clock
+        # What sends read, kept for the life of the execution environment: a version never changes,
+        # and which one is the latest (or whether the template still lives) the send's create checks.
+        self._versions: dict[tuple[str, str, int], Template] = {}
+        self._latest: dict[tuple[str, str], int] = {}
 
     def create(self, workspace_id: str, name: str, channel: Channel, content: TemplateContent) -> Template:
         if NAME.fullmatch(name) is None:
@@ -85,13 +92,33 @@ class TemplateService:
         )
         return template, self._rendered(template, data)
 
-    def find(self, workspace_id: str, name: str, version: int | None) -> Template | None:
-        """A send's template (`SendTemplates`): that version of a live template, the latest when None."""
+    def find(self, workspace_id: str, name: str, version: int | None, *, fresh: bool) -> Template | None:
+        """A send's template (`SendTemplates`): that version of a live template, the latest when None;
+        not `fresh`, as this environment last read it when it did."""
         if NAME.fullmatch(name) is None:
             return None
-        if version is None:
-            return self._store.latest(workspace_id, name)
-        return self._store.version(workspace_id, name, version)
+        if not fresh:
+            number = self._latest.get((workspace_id, name)) if version is None else version
+            kept = self._versions.get((workspace_id, name, number)) if number is not None else None
+            if kept is not None:
+                return kept
+        found = (
+            self._store.latest(workspace_id, name)
+            if version is None
+            else self._store.version(workspace_id, name, version)
+        )
+        if found is not None:
+            self._keep(found, latest=version is None)
+        return found
+
+    def _keep(self, template: Template, *, latest: bool) -> None:
+        if len(self._versions) >= KEPT_VERSIONS:  # the oldest kept goes first
+            del self._versions[next(iter(self._versions))]
+        self._versions[(template.workspace_id, template.name, template.version)] = template
+        if latest:
+            if len(self._latest) >= KEPT_VERSIONS:
+                del self._latest[next(iter(self._latest))]
+            self._latest[(template.workspace_id, template.name)] = template.version
 
     def render_for_send(self, template: Template, data: Mapping[str, Any]) -> TemplatedContent:
         """A send's content (`SendTemplates`): the version rendered, as `render` renders a preview."""
