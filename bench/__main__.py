@@ -55,6 +55,7 @@ from bench.stats import ROUNDS, median_of_rounds, mode, percentile, spread, summ
 from bench.status_events import MESSAGES as EVENT_MESSAGES  # noqa: E402
 from bench.status_events import Telling, measure_events, plain_messages  # noqa: E402
 from bench.storm import run_storm  # noqa: E402
+from bench.templated import run_templated_bench  # noqa: E402
 from bench.webhooks import run_webhook_bench  # noqa: E402
 from sendonce_local.environment import function_environment  # noqa: E402
 from sendonce_local.lambda_runtime import LambdaContext  # noqa: E402
@@ -439,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-webhooks", action="store_true", help="skip the status webhook figures")
     parser.add_argument("--no-batch", action="store_true", help="skip the batch figures")
+    parser.add_argument("--no-templates", action="store_true", help="skip the templated send figures")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.rounds, args.warmup = (60, 5) if args.quick else (300, 20)
@@ -488,6 +490,14 @@ def main(argv: list[str] | None = None) -> int:
             details["batch"] = {"error": repr(error)}
             print(f"batch failed: {error!r}", file=sys.stderr)
 
+    templates = None
+    if not args.no_templates:
+        try:
+            templates, details["templates"] = run_templated_bench(rounds=5 if args.quick else 15)
+        except Exception as error:  # the rest of the figures still stand
+            details["templates"] = {"error": repr(error)}
+            print(f"templates failed: {error!r}", file=sys.stderr)
+
     # One workspace at 10,000 sends a second, partition by partition (DynamoDB's billing rules on the
     # item images of one message's life).
     at_10k = one_workspace(10_000)
@@ -510,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         details["outbox_peak"] = peak.details()
 
     spreads = figures["spread"]
-    for section, figures_of in (("webhooks", webhooks), ("batch", batch)):
+    for section, figures_of in (("webhooks", webhooks), ("batch", batch), ("templates", templates)):
         if figures_of:
             _lift_spread(section, figures_of, spreads)
     results: dict[str, Any] = {
@@ -527,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         "outbox_peak": outbox_peak,
         "webhooks": webhooks,
         "batch": batch,
+        "templates": templates,
         "cost_usd_per_million_sends": figures["cost"],
         "cost_usd_per_million_sends_one_endpoint": figures["cost_one_endpoint"],
         "limits": figures["limits"],

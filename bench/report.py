@@ -39,6 +39,8 @@ HEALTHY_SENT_TARGET_S = 5.0
 # A 100-item batch of new messages (issue 13): few calls, a fraction of 100 single sends' time.
 BATCH_CALLS_TARGET = 20
 BATCH_SHARE_TARGET = 0.15
+# A send from a template (issue 30): the calls of a plain send, and at most 10% slower at p50.
+TEMPLATED_P50_TARGET = 1.1
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,17 @@ def checks(results: dict[str, Any]) -> list[Check]:
             for prefix, figures in (("", batch), ("dynamodb-local.", batch.get("dynamodb-local")))
             if figures
         ]
+    templates = results.get("templates")
+    if templates:
+        for prefix, figures in (("", templates), ("dynamodb-local.", templates.get("dynamodb-local"))):
+            if not figures:
+                continue
+            out.append(
+                at_most(
+                    f"templates.{prefix}templated_calls", figures["templated_calls"], figures["plain_calls"]
+                )
+            )
+            out.append(_ratio(results, f"templates.{prefix}templated_p50_over_plain", TEMPLATED_P50_TARGET))
     webhooks = results.get("webhooks")
     if webhooks and "send_new_p50_ratio_10_endpoints" in webhooks:
         out.append(
@@ -259,6 +272,7 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         _section("outbox peak", results.get("outbox_peak"), "not run"),
         _section("webhooks", results.get("webhooks"), "not run"),
         _section("batch", results.get("batch"), "not run"),
+        _section("templates", results.get("templates"), "not run"),
         _section("limits", results.get("limits"), "off"),
         _cost_line(results),
         _rows(

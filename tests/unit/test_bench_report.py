@@ -199,6 +199,27 @@ def test_the_webhook_endpoints_ratio_and_the_batch_share_are_checked_with_their_
     assert (local.passed, local.rounds) == (False, [0.2, 0.19, 0.3])
 
 
+def test_a_templated_send_is_checked_for_a_plain_sends_calls_and_its_p50_rounds() -> None:
+    results = {
+        **_results(api_ratio=1.0, floor_ratio=1.0),
+        "templates": {
+            "plain_calls": 1,
+            "templated_calls": 1,
+            "templated_p50_over_plain": 1.05,
+            "dynamodb-local": {"plain_calls": 1, "templated_calls": 2, "templated_p50_over_plain": 1.3},
+        },
+        "spread": {"templates.dynamodb-local.templated_p50_over_plain": spread([1.3, 1.2, 1.4])},
+    }
+
+    found = {check.name: check for check in checks(results)}
+
+    assert found["templates.templated_calls"].passed
+    assert found["templates.templated_p50_over_plain"].passed
+    assert not found["templates.dynamodb-local.templated_calls"].passed
+    local = found["templates.dynamodb-local.templated_p50_over_plain"]
+    assert (local.passed, local.rounds) == (False, [1.3, 1.2, 1.4])
+
+
 def _peak(**figures: Any) -> dict[str, Any]:
     return {
         "messages": 1000,
