@@ -426,7 +426,8 @@ def test_the_checks_a_cheap_fix_meets_are_met_not_skipped(template: Template) ->
 
 
 # The functions whose transactions carry a ConditionCheck (a recipient's suppression entries, built by
-# adapters/dynamodb_suppressions.py's SuppressionGuard): the API's create and the dispatchers' claim.
+# adapters/dynamodb_suppressions.py's SuppressionGuard): the API's create and the dispatchers' claim;
+# and (adapters/dynamodb_sending.py) a send's template head, in the API's create only.
 CHECKING_FUNCTIONS = (
     "ApiFunction",
     "DispatchSmsFunction",
@@ -435,7 +436,7 @@ CHECKING_FUNCTIONS = (
 )
 
 
-def test_only_the_suppression_guard_writes_a_condition_check() -> None:
+def test_only_the_suppression_guard_and_the_create_write_a_condition_check() -> None:
     """A new ConditionCheck elsewhere must add its functions to CHECKING_FUNCTIONS."""
     package = REPO / "layers" / "sendonce" / "sendonce"
     writers = sorted(
@@ -444,7 +445,7 @@ def test_only_the_suppression_guard_writes_a_condition_check() -> None:
         if re.search(r'\{\s*"ConditionCheck"\s*:', path.read_text(encoding="utf-8"))
     )
 
-    assert writers == ["adapters/dynamodb_suppressions.py"]
+    assert writers == ["adapters/dynamodb_sending.py", "adapters/dynamodb_suppressions.py"]
 
 
 @pytest.mark.parametrize("function", CHECKING_FUNCTIONS)
