@@ -104,6 +104,26 @@ def test_send_at_is_sent_as_rfc3339_utc(api: Api) -> None:
     }
 
 
+def test_a_send_from_a_template_names_it_and_its_data_and_reads_the_version(api: Api) -> None:
+    shown = {**MESSAGE, "template": {"name": "otp", "version": 2}}
+    api.then(answer(201, {"success": True, "duplicateOnly": False, "message": shown}))
+
+    result = api.client().messages.send(
+        "sms", "+15550100000", template="otp", template_version=2, data={"code": "1"}, smart_encoding=True
+    )
+
+    assert json.loads(api.requests[0].content) == {
+        "channel": "sms",
+        "to": "+15550100000",
+        "template": {"name": "otp", "version": 2},
+        "data": {"code": "1"},
+        "smartEncoding": True,
+    }
+    assert result.message is not None
+    assert result.message.template is not None
+    assert (result.message.template.name, result.message.template.version) == ("otp", 2)
+
+
 def test_a_client_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     from sendonce_client import Client  # noqa: PLC0415
 
