@@ -1,0 +1,70 @@
+"""Sending from a template through the local stack (`make run`): rendered at acceptance, delivered
+once, and once only across a new version, with or without an Idempotency-Key."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import requests
+
+from tests.e2e.e2e_support import (
+    SETTLED,
+    created_id,
+    deliveries_of,
+    error_code,
+    send,
+    unique_phone,
+    wait_status,
+)
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import LocalStack
+
+pytestmark = pytest.mark.e2e
+
+
+def _call(stack: LocalStack, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
+    headers = {**stack.auth(None), "Content-Type": "application/json"}
+    return requests.request(method, f"{stack.api}{path}", json=body, headers=headers, timeout=30)
+
+
+def test_a_templated_sms_is_delivered_once_across_a_new_version(stack: LocalStack) -> None:
+    name = f"otp-{uuid.uuid4().hex[:8]}"
+    created = _call(
+        stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Code {{ code }}"}
+    )
+    assert created.status_code == 201, created.text
+    phone, key = unique_phone(), f"e2e-{uuid.uuid4()}"
+    request = {"channel": "sms", "to": phone, "template": {"name": name}, "data": {"code": "481516"}}
+
+    first = send(stack, request, idempotency_key=key)
+    message_id = created_id(first)
+    assert first.json()["message"]["template"] == {"name": name, "version": 1}
+    assert _call(stack, "POST", f"/v1/templates/{name}/versions", {"body": "{{ code }} is your code"}).ok
+
+    replayed = send(stack, request, idempotency_key=key)
+    duplicate = send(stack, request)
+    assert (replayed.status_code, replayed.headers.get("Idempotency-Replayed")) == (201, "true")
+    assert replayed.json()["message"]["id"] == message_id
+    assert duplicate.status_code == 200
+    assert duplicate.json()["message"]["id"] == message_id
+
+    wait_status(stack, message_id, SETTLED)
+    [delivery] = deliveries_of(stack, message_id)
+    assert delivery["body"] == "Code 481516"
+    # Other data is another message, from the new version at once.
+    other = send(stack, request | {"data": {"code": "2342"}})
+    assert other.json()["message"]["body"] == "2342 is your code"
+
+
+def test_a_deleted_template_takes_no_send(stack: LocalStack) -> None:
+    name = f"gone-{uuid.uuid4().hex[:8]}"
+    assert _call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Hi"}).ok
+    assert _call(stack, "DELETE", f"/v1/templates/{name}").ok
+
+    answer = send(stack, {"channel": "sms", "to": unique_phone(), "template": {"name": name}, "data": {}})
+
+    assert answer.status_code == 422
+    assert error_code(answer) == "template_not_found"
