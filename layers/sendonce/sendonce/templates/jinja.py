@@ -10,8 +10,8 @@ Parsing evaluates nothing, and compiling is made to evaluate nothing either (no 
 finalize that takes the context; see `_environment`), so `check` and `parse` are bounded by the
 source's size. Rendering is not: this module stops at `output_limit` characters and ends a recursion
 too deep as `OverLimit("memory")` (the stack is memory), but a loop that runs long or a value that
-grows large is the caller's to stop. `adapters.forked_renderer` parses in process and compiles and
-renders in a child process (`render_parsed`), bounded; `render_here` does both unbounded, for tests.
+grows large is the caller's to stop. `adapters.forked_renderer` runs `render_here` (parse, then
+`render_parsed`) in a worker process of its own, bounded; in this process it is unbounded, for tests.
 """
 
 from __future__ import annotations
