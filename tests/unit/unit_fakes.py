@@ -159,6 +159,12 @@ class InMemorySuppressions:
             return None
         return shared
 
+    def refused(self, workspace_id: str, addresses: Sequence[str]) -> dict[str, Suppression]:
+        """The entries in force for these recipients, by key, in the recipients' order."""
+        with self.guard:
+            found = {recipient_key(a): self._in_force(workspace_id, recipient_key(a)) for a in addresses}
+        return {key: entry for key, entry in found.items() if entry is not None}
+
     @_atomic
     def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
         self.reads += 1
@@ -354,9 +360,14 @@ class InMemoryStore:
         lock = self._held(claim.lock_id, now)
         if lock is not None and lock.message_id == message.id:
             return Created(message)  # this very create, written before: a retry writes nothing twice
-        entry = self.suppressions.in_force(message.workspace_id, recipient_key(message.to))
-        if entry is not None:
-            return Suppressed(entry.reason.value)  # before a tie or a lock, as the adapter explains
+        # Every recipient checked (the adapter's checks, or its read when they do not fit): the
+        # suppressed ones dropped, and with nobody left, refused before a tie or a lock.
+        refused = self.suppressions.refused(message.workspace_id, message.recipients)
+        if refused:
+            left = message.without(refused.keys())
+            if left is None:
+                return Suppressed(next(iter(refused.values())).reason.value)
+            message = left
         if tie is not None and tie.tie_id in self.ties:
             message_id, fingerprint = self.ties[tie.tie_id]
             return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
@@ -463,9 +474,12 @@ class InMemoryStore:
             return ClaimRefused(current=current)
         if current.send_at is not None and current.send_at > now:
             return ClaimRefused(current=current, not_due_until=current.send_at)
-        entry = self.suppressions.in_force(workspace_id, recipient_key(current.to))
-        if unless_suppressed and entry is not None:
-            return ClaimSuppressed(entry.reason.value)
+        refused = self.suppressions.refused(workspace_id, current.recipients) if unless_suppressed else {}
+        if refused:  # the adapter's: the suppressed recipients dropped, and with nobody left, refused
+            left = current.without(refused.keys())
+            if left is None:
+                return ClaimSuppressed(next(iter(refused.values())).reason.value)
+            current = left
         claimed = replace(current.with_status(Status.SENDING, now), attempts=current.attempts + 1, error=None)
         self.messages[message_id] = claimed
         self.outbox_due[message_id] = now + timedelta(seconds=claim_seconds)  # a dead claim's deadline

@@ -86,14 +86,18 @@ class AsyncMessages:
     async def send(
         self,
         channel: str,
-        to: str,
-        body: str,
+        to: str | Sequence[str],
+        body: str | None = None,
         *,
         subject: str | None = None,
         send_at: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         smart_encoding: bool = False,
+        cc: Sequence[str] | None = None,
+        bcc: Sequence[str] | None = None,
+        reply_to: str | None = None,
+        html: str | None = None,
     ) -> SendResult:
         document = ops.message_body(
             channel,
@@ -103,6 +107,10 @@ class AsyncMessages:
             send_at=send_at,
             metadata=metadata,
             smart_encoding=smart_encoding,
+            cc=cc,
+            bcc=bcc,
+            reply_to=reply_to,
+            html=html,
         )
         return await self._client.perform(ops.send(document, idempotency_key))
 

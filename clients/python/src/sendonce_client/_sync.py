@@ -123,18 +123,24 @@ class Messages:
     def send(
         self,
         channel: str,
-        to: str,
-        body: str,
+        to: str | Sequence[str],
+        body: str | None = None,
         *,
         subject: str | None = None,
         send_at: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         smart_encoding: bool = False,
+        cc: Sequence[str] | None = None,
+        bcc: Sequence[str] | None = None,
+        reply_to: str | None = None,
+        html: str | None = None,
     ) -> SendResult:
         """Send one message. Without `idempotency_key` the client makes one for this call.
 
-        `smart_encoding` (sms): the server replaces characters that have a GSM-7 look-alike first."""
+        `smart_encoding` (sms): the server replaces characters that have a GSM-7 look-alike first.
+        Email: `to` may be a list of addresses, with `cc`, `bcc` and `reply_to`; with `html`, `body`
+        (the text part) may be left out."""
         document = ops.message_body(
             channel,
             to,
@@ -143,6 +149,10 @@ class Messages:
             send_at=send_at,
             metadata=metadata,
             smart_encoding=smart_encoding,
+            cc=cc,
+            bcc=bcc,
+            reply_to=reply_to,
+            html=html,
         )
         return self._client.perform(ops.send(document, idempotency_key))
 

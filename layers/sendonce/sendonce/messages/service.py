@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from msgspec import Struct, field
 
 from sendonce.clock import Clock, utc_now
-from sendonce.dedup.identity import dedup_identity
+from sendonce.dedup.identity import message_identity
 from sendonce.errors import (
     DependencyUnavailable,
     IdempotencyKeyReused,
@@ -45,20 +45,33 @@ from sendonce.messages.ports import (
     SendingStore,
     Suppressed,
 )
-from sendonce.messages.recipients import Recipient
+from sendonce.messages.recipients import Recipient, tie_destination
 from sendonce.observability import logger, metrics
 
 
 class SendCommand(Struct, frozen=True):
     workspace_id: str
     channel: Channel
-    recipient: Recipient
+    recipient: Recipient  # the first recipient: a single-recipient send's only one
     body: str
     subject: str | None = None
     send_at: datetime | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     payload_fingerprint: str | None = None
+    # An email's recipient lists, de-duplicated across them (`recipients.deduplicated`): `to_list`
+    # when `to` was a list (None: `recipient` alone, given as a string), `cc` and `bcc` when given.
+    to_list: tuple[Recipient, ...] | None = None
+    cc: tuple[Recipient, ...] | None = None
+    bcc: tuple[Recipient, ...] | None = None
+    reply_to: str | None = None
+    html: str | None = None
+
+    @property
+    def recipients(self) -> tuple[Recipient, ...]:
+        """Everyone the send names, once each, in the order to, cc, bcc."""
+        to = (self.recipient,) if self.to_list is None else self.to_list
+        return (*to, *(self.cc or ()), *(self.bcc or ()))
 
 
 class SendResult(Struct, frozen=True):
@@ -70,8 +83,15 @@ class SendResult(Struct, frozen=True):
 
 
 def lock_of(command: SendCommand) -> str:
-    """The dedup identity a command's message would lock: two commands with the same are one message."""
-    return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
+    """The dedup identity a command's message would lock: two commands with the same are one message.
+    Made of every recipient the command names, so dropping a suppressed one never changes it."""
+    return message_identity(
+        command.workspace_id,
+        [recipient.dedup_form for recipient in command.recipients],
+        command.subject,
+        command.body,
+        command.html,
+    )
 
 
 def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -> QuotaCharge | None:
@@ -101,9 +121,14 @@ def new_message(command: SendCommand, now: datetime) -> Message:
         id=new_message_id(),
         workspace_id=command.workspace_id,
         channel=command.channel,
-        to=command.recipient.address,
+        to=command.recipients[0].address,
         subject=command.subject,
         body=command.body,
+        to_list=_addresses(command.to_list),
+        cc=_addresses(command.cc),
+        bcc=_addresses(command.bcc),
+        reply_to=command.reply_to,
+        html=command.html,
         status=Status.SCHEDULED if scheduled else Status.QUEUED,
         send_at=command.send_at,
         metadata=dict(command.metadata),
@@ -111,6 +136,10 @@ def new_message(command: SendCommand, now: datetime) -> Message:
         created_at=now,
         updated_at=now,
     )
+
+
+def _addresses(recipients: tuple[Recipient, ...] | None) -> tuple[str, ...] | None:
+    return None if recipients is None else tuple(recipient.address for recipient in recipients)
 
 
 class MessageService:
@@ -136,7 +165,11 @@ class MessageService:
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
             tie = KeyTie(
-                tie_id=tie_identity(command.workspace_id, command.idempotency_key, command.recipient.address),
+                tie_id=tie_identity(
+                    command.workspace_id,
+                    command.idempotency_key,
+                    tie_destination([recipient.address for recipient in command.recipients]),
+                ),
                 payload_fingerprint=command.payload_fingerprint,
             )
 
