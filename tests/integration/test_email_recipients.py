@@ -119,3 +119,19 @@ def test_given_the_http_provider_for_email_then_one_call_carries_the_lists_as_ac
         stack.event("api_send_sms.json", method="GET", path=f"/v1/suppressions/{quote('cy@example.com')}")
     )
     assert listed.status == 200
+
+
+def test_given_the_largest_html_a_request_carries_then_its_keyed_answer_is_stored_and_replayed(
+    stack: Stack,
+) -> None:
+    """An Idempotency-Key's record is one item: a large answer is stored compressed, never a 503."""
+    for index, html in enumerate(("語" * 40_000, '"' * 120_000)):
+        body = {"channel": "email", "to": ["a@example.com", "b@example.com"], "subject": "s", "html": html}
+
+        first = stack.send("api_send_email.json", body=body, key=f"large-{index}")
+        again = stack.send("api_send_email.json", body=body, key=f"large-{index}")
+
+        assert first.status == 201, first.raw_body[:300]
+        assert first.json["message"]["html"] == html
+        assert (again.status, again.raw_body) == (201, first.raw_body)
+        assert again.header("Idempotency-Replayed") == "true"
