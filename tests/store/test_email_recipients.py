@@ -21,12 +21,14 @@ from sendonce.limits.model import Limits, LimitsTimeline, QuotaCharge
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Created, DedupClaim, Suppressed
+from sendonce.provider_events.model import from_ses_notification
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
 
 from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, opt_out
 
 CLAIM_SECONDS = 60
+TAG = "sendonce-message-id"
 
 
 def _email(
@@ -268,3 +270,33 @@ def test_given_a_single_address_email_then_its_item_holds_none_of_the_lists(
     item = dynamodb_engine.item({"pk": {"S": f"MSG#{message.id}"}, "sk": {"S": "MESSAGE"}})
     assert item is not None
     assert not {"toList", "cc", "bcc", "replyTo", "html", "suppressedRecipients"} & set(item)
+
+
+def test_given_an_ses_bounce_naming_two_of_three_then_those_two_are_suppressed_and_not_the_third(
+    engine: Engine, stores: Stores
+) -> None:
+    outcome = _create(stores, _email(["ann@x.io", "Bob@x.io"], cc=["cy@x.io"]))
+    assert isinstance(outcome, Created)
+    notification = {
+        "eventType": "Bounce",
+        "mail": {
+            "messageId": "ses-1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "tags": {TAG: [outcome.message.id]},
+        },
+        "bounce": {
+            "bounceType": "Permanent",
+            "bounceSubType": "General",
+            "timestamp": "2026-01-01T00:00:02Z",
+            "bouncedRecipients": [{"emailAddress": "BOB@x.io"}, {"emailAddress": "cy@x.io"}],
+        },
+    }
+    event = from_ses_notification(notification, TAG)
+    assert event is not None
+
+    assert stores.events.apply_provider_event(event, NOW)[0] is EventOutcome.APPLIED
+
+    found = stores.suppressions.find_many("ws_a", {"ann@x.io", "bob@x.io", "cy@x.io"})
+    assert sorted(found) == ["bob@x.io", "cy@x.io"]
+    assert found["bob@x.io"].to == "Bob@x.io"  # as the message holds it
+    assert found["bob@x.io"].message_id == outcome.message.id

@@ -675,27 +675,32 @@ class InMemoryProviderEvents:
                 self.store.messages[current.id] = replace(changed, error=event.error or current.error)
                 self.store.outbox_due.pop(current.id, None)
                 applied = True
-            suppression = _suppression(event, current, now)
-            if suppression is not None:
+            for suppression in _suppressions(event, current, now):
                 self.suppressions.put(*suppression)
                 applied = True
             return (EventOutcome.APPLIED if applied else EventOutcome.IGNORED), current
 
 
-def _suppression(
+def _suppressions(
     event: ProviderEvent, current: Message | None, now: datetime
-) -> tuple[str | None, Suppression] | None:
-    """(workspace, entry) the event suppresses its recipient in (None: every workspace), if any; an
-    event naming a message nobody knows suppresses nothing."""
+) -> list[tuple[str | None, Suppression]]:
+    """(workspace, entry) for each recipient the event suppresses (None: every workspace); an event
+    naming a message nobody knows suppresses nothing; an email's bounce, the recipients it names."""
     reason = event.suppression_reason
     if reason is None:
-        return None
+        return []
     if event.message_id is None:
-        return None if event.to is None else (None, Suppression(to=event.to, reason=reason, created_at=now))
+        return [] if event.to is None else [(None, Suppression(to=event.to, reason=reason, created_at=now))]
     if current is None:
-        return None
-    entry = Suppression(to=event.to or current.to, reason=reason, created_at=now, message_id=current.id)
-    return current.workspace_id, entry
+        return []
+    own = {recipient_key(address): address for address in current.requested_recipients}
+    named = {
+        recipient_key(to): own.get(recipient_key(to), to) for to in (event.to or current.to, *event.also)
+    }
+    return [
+        (current.workspace_id, Suppression(to=to, reason=reason, created_at=now, message_id=current.id))
+        for to in named.values()
+    ]
 
 
 @dataclass
