@@ -19,9 +19,10 @@ from sendonce.dispatch.dispatcher import Dispatcher, DispatchOutcome, DispatchRe
 from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.errors import RecipientSuppressed
 from sendonce.messages.batch import BatchSender
+from sendonce.messages.edits import MessageChanges, edited_payload
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.ports import Suppressed
-from sendonce.messages.service import MessageService, SendResult
+from sendonce.messages.service import MessageService, SendResult, lock_of
 from sendonce.providers.http_provider import HttpProvider
 from sendonce.providers.ses_provider import SesProvider
 from sendonce.suppressions.model import Reason, Suppression
@@ -420,3 +421,30 @@ def test_given_an_email_then_the_http_provider_payload_carries_its_fields_as_acc
 
     (body,) = opener.bodies
     assert body == {"messageId": "msg_1", "channel": "email", "subject": "s", "body": "hi", **expected}
+
+
+# ---------------------------------------------------------------------------- an edit
+def test_given_a_scheduled_email_to_a_set_when_its_body_is_edited_then_its_lock_is_the_sets_new_content(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    """The lock an edit moves to is the one a new send of the same recipients and content takes,
+    suppressed recipients included; its key tie stays the set's."""
+    _suppress(store, "c@x.io")
+    later = (T0 + timedelta(hours=1)).isoformat()
+    sent = _send(store, clock, key="k1", to=["a@x.io", "b@x.io"], bcc=["c@x.io"], sendAt=later)
+    assert sent.message is not None
+    assert sent.message.suppressed_recipients == ("c@x.io",)
+    (tie,) = store.ties
+    service = MessageService(store=store, queue=FakeQueue(), dedup_window=timedelta(minutes=15), clock=clock)
+
+    edited = service.edit("ws_a", sent.message.id, MessageChanges(body="changed"))
+
+    same = command_of(_request(to=["c@x.io"], cc=["B@x.io", "a@x.io"], body="changed"), "ws_a", None)
+    assert edited.dedup_lock_id == lock_of(same)
+    assert (edited.to_list, edited.bcc, edited.suppressed_recipients) == (
+        ("a@x.io", "b@x.io"),
+        (),
+        ("c@x.io",),
+    )
+    assert list(store.ties) == [tie]
+    assert edited_payload(edited)["to"] == ["a@x.io", "b@x.io"]
