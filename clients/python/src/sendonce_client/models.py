@@ -141,7 +141,9 @@ class SimulatedDelivery(Model):
 
     message_id: str
     channel: Channel
-    to: str
+    to: str | list[str]  # an email's list when its send gave one
+    cc: list[str] | None = None
+    bcc: list[str] | None = None
     subject: str | None
     body: str
     at: str
