@@ -126,6 +126,7 @@ class _Draft:
         self.guard = guard
         self._put = put
         self._refused: dict[str, Suppression] = {}
+        self._order = [recipient_key(address) for address in message.recipients]  # as the send named them
 
     def drop(self, refused: dict[str, Suppression]) -> Suppressed | None:
         """The message without the recipients `refused` names; Suppressed (the first recipient's
@@ -135,11 +136,7 @@ class _Draft:
         self._refused.update(refused)
         left = self.message.without(self._refused.keys())
         if left is None:
-            first = next(
-                recipient_key(a)
-                for a in self.message.requested_recipients
-                if recipient_key(a) in self._refused
-            )
+            first = next(key for key in self._order if key in self._refused)
             return Suppressed(self._refused[first].reason.value)
         if self._put is None or self.guard is None:
             raise DependencyUnavailable("a bulk entry met a suppression check")
