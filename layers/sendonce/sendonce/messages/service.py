@@ -6,7 +6,9 @@ nothing, on the condition that its recipient is on no suppression list its works
 stream (`sendonce.messages.handoff`), so the request makes no second call for either. A refused
 recipient has nothing written, and the refusal is raised inside the key's record, so it is never
 stored under an Idempotency-Key. A suppression that lands after the write is caught by the
-dispatcher, whose claim checks again in its own write.
+dispatcher, whose claim checks again in its own write. An email to several recipients is one
+message: its suppressed recipients are left out (and named), and it is refused only when none is
+left; its dedup identity and key tie are those of every recipient the send named (`lock_of`).
 """
 
 from __future__ import annotations
