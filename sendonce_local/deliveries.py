@@ -1,4 +1,6 @@
-"""The sandbox's record of every message that reached a provider (HTTP, SES or SNS)."""
+"""The sandbox's record of every message that reached a provider (HTTP, SES or SNS): one entry per
+accepted call. An email to several recipients is one call, so one entry, with `to` (a string for
+one address, else the list), `cc` and `bcc` as sent."""
 
 from __future__ import annotations
 
@@ -34,17 +36,21 @@ class DeliveryLog:
         *,
         message_id: str | None,
         channel: str | None,
-        to: str | None,
+        to: str | list[str] | None,
         subject: str | None,
         body: str | None,
         provider: str,
+        email: dict[str, Any] | None = None,
     ) -> None:
+        """`email`: an email's `cc`, `bcc`, `replyTo` and `html` as the call carried them, only those
+        it carried (an entry without them is as it always was)."""
         entry = {
             "messageId": message_id,
             "channel": channel,
             "to": to,
             "subject": subject,
             "body": body,
+            **(email or {}),
             "provider": provider,
             "at": now_rfc3339(),
         }

@@ -211,6 +211,7 @@ class EmulatorMiddleware:
                 subject=call.subject,
                 body=call.body,
                 provider=call.provider,
+                email=call.email,
             )
             log.info("%s accepted message %s for %s", call.provider.upper(), call.message_id, call.to)
 

@@ -20,10 +20,24 @@ SES_SEND_EMAIL_PATH = "/v2/email/outbound-emails"
 class ProviderCall:
     message_id: str | None
     channel: str
-    to: str | None
+    to: str | list[str] | None
     subject: str | None
     body: str | None
     provider: str
+    email: dict[str, Any] | None = None  # cc, bcc, replyTo, html: those the call carried
+
+
+def _email_fields(destination: dict[str, Any], reply_to: list[str], html: str | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if destination.get("CcAddresses"):
+        fields["cc"] = list(destination["CcAddresses"])
+    if destination.get("BccAddresses"):
+        fields["bcc"] = list(destination["BccAddresses"])
+    if reply_to:
+        fields["replyTo"] = reply_to[0] if len(reply_to) == 1 else list(reply_to)
+    if html is not None:
+        fields["html"] = html
+    return fields
 
 
 def ses_send_email(body: bytes) -> ProviderCall:
@@ -31,12 +45,17 @@ def ses_send_email(body: bytes) -> ProviderCall:
     request: dict[str, Any] = json.loads(body or b"{}")
     tags = {tag.get("Name"): tag.get("Value") for tag in request.get("EmailTags") or []}
     destination = request.get("Destination") or {}
-    to = ",".join(destination.get("ToAddresses") or []) or None
+    addresses = list(destination.get("ToAddresses") or [])
+    # One address as a string (as every entry before lists), several as the list sent.
+    to: str | list[str] | None = (addresses[0] if len(addresses) == 1 else addresses) or None
     content = request.get("Content") or {}
-    subject, text = _simple_content(content.get("Simple") or {})
+    simple = content.get("Simple") or {}
+    subject, text = _simple_content(simple)
+    html = ((simple.get("Body") or {}).get("Html") or {}).get("Data")
     if "Raw" in content:
         subject, text = _raw_content(content["Raw"].get("Data", ""))
-    return ProviderCall(tags.get(SES_MESSAGE_ID_TAG), "email", to, subject, text, "ses")
+    email = _email_fields(destination, list(request.get("ReplyToAddresses") or []), html)
+    return ProviderCall(tags.get(SES_MESSAGE_ID_TAG), "email", to, subject, text, "ses", email or None)
 
 
 def _simple_content(simple: dict[str, Any]) -> tuple[str | None, str | None]:

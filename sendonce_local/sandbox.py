@@ -76,7 +76,7 @@ class Fault:
     mode: str
     remaining: int
 
-    def matches(self, channel: str | None, to: str | None) -> bool:
+    def matches(self, channel: str | None, to: object) -> bool:
         return (
             self.remaining > 0
             and self.channel == channel
@@ -87,8 +87,11 @@ class Fault:
         return {"channel": self.channel, "to": self.to, "mode": self.mode, "count": self.remaining}
 
 
-def _same_recipient(a: str, b: str | None) -> bool:
-    if b is None:
+def _same_recipient(a: str, b: object) -> bool:
+    """Whether a fault's recipient is the call's (`b`: its `to`, or any address of an email's list)."""
+    if isinstance(b, list):
+        return any(_same_recipient(a, item) for item in b)
+    if not isinstance(b, str):
         return False
     if "@" in a:
         return a.lower() == b.lower()
@@ -169,6 +172,7 @@ class HttpProvider:
                 subject=message.get("subject"),
                 body=message.get("body"),
                 provider="http",
+                email={name: message[name] for name in ("cc", "bcc", "replyTo", "html") if name in message},
             )
         if fault is not None and fault.mode == "timeout":
             return Answer(answer.status, answer.body, delay_seconds=_provider_timeout_seconds() + 1)

@@ -36,6 +36,18 @@ def _delivery(message_id: str = "msg_01JAAAAAAAAAAAAAAAAAAAAAAA", workspace: str
     )
 
 
+def test_an_emails_lists_are_recorded_as_the_call_carried_them(stores: Stores) -> None:
+    delivery = replace(
+        _delivery(), to_list=("ann@example.com", "bo@example.com"), cc=(), bcc=("cy@example.com",)
+    )
+
+    assert stores.simulator.accept(delivery) == (delivery, True)
+    assert stores.simulator.deliveries(TWIN, delivery.message_id) == [delivery]
+    plain = _delivery("msg_01JBBBBBBBBBBBBBBBBBBBBBBB")
+    stores.simulator.accept(plain)
+    assert stores.simulator.deliveries(TWIN, plain.message_id) == [plain]
+
+
 def test_given_10_copies_of_one_call_at_once_then_one_records_and_all_get_its_record(stores: Stores) -> None:
     store = stores.simulator
     calls = [replace(_delivery(), at=NOW + timedelta(seconds=i)) for i in range(COPIES)]

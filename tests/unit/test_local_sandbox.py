@@ -126,6 +126,60 @@ def test_ses_send_email() -> None:
     )
 
 
+def test_an_ses_email_to_several_is_one_call_with_to_cc_and_bcc_as_sent() -> None:
+    request = {
+        "FromEmailAddress": "no-reply@sendonce.local",
+        "Destination": {
+            "ToAddresses": ["a@example.com", "b@example.com"],
+            "CcAddresses": ["c@example.com"],
+            "BccAddresses": ["d@example.com"],
+        },
+        "ReplyToAddresses": ["desk@example.com"],
+        "Content": {"Simple": {"Subject": {"Data": "S"}, "Body": {"Html": {"Data": "<p>B</p>"}}}},
+        "EmailTags": [{"Name": "sendonce-message-id", "Value": "msg_6"}],
+    }
+    log = DeliveryLog()
+
+    call = ses_send_email(json.dumps(request).encode())
+    log.record(
+        message_id=call.message_id,
+        channel=call.channel,
+        to=call.to,
+        subject=call.subject,
+        body=call.body,
+        provider=call.provider,
+        email=call.email,
+    )
+
+    (entry,) = log.all()
+    assert entry["to"] == ["a@example.com", "b@example.com"]
+    assert (entry["cc"], entry["bcc"], entry["replyTo"]) == (
+        ["c@example.com"],
+        ["d@example.com"],
+        "desk@example.com",
+    )
+    assert entry["html"] == "<p>B</p>"
+
+
+def test_an_http_email_to_a_list_is_recorded_as_sent_and_a_fault_on_one_of_its_addresses_applies(
+    provider: HttpProvider, log: DeliveryLog
+) -> None:
+    provider.arm({"channel": "email", "to": "B@example.com", "mode": "error_400", "count": 1})
+    email = {"messageId": "m1", "channel": "email", "to": ["a@example.com", "b@example.com"], "subject": "s"}
+    raw = json.dumps({**email, "body": "hi", "cc": [], "bcc": ["c@example.com"]}).encode()
+
+    assert provider.send(TOKEN, "m1", raw).status == 400
+    assert provider.send(TOKEN, "m1", raw).status == 201
+
+    (entry,) = log.all()
+    assert (entry["to"], entry["cc"], entry["bcc"]) == (
+        ["a@example.com", "b@example.com"],
+        [],
+        ["c@example.com"],
+    )
+    assert "replyTo" not in entry
+
+
 # ---------------------------------------------------------------------------- POST /inbound
 @pytest.mark.parametrize(
     ("request_body", "sender", "opts_out"),

@@ -53,6 +53,12 @@ messages = st.builds(
     idempotency_key=maybe(st.none(), text),
     attempts=st.integers(0, 50),
     error=maybe(st.none(), st.builds(MessageFailure, text, text)),
+    to_list=maybe(st.none(), st.tuples(text, text)),
+    cc=maybe(st.none(), st.lists(text, max_size=2).map(tuple)),
+    bcc=maybe(st.none(), st.lists(text, max_size=2).map(tuple)),
+    reply_to=maybe(st.none(), text),
+    html=maybe(st.none(), text),
+    suppressed_recipients=st.lists(text, max_size=2).map(tuple),
 )
 
 
@@ -110,6 +116,38 @@ def test_a_message_with_every_field_set() -> None:
             "updatedAt": "2026-01-01T12:00:02.005Z",
         },
     )
+
+
+def test_an_email_with_every_list_field_shows_them_after_to_and_before_subject() -> None:
+    message = _message(
+        subject="s",
+        to="ada@example.com",
+        to_list=("ada@example.com", "bo@example.com"),
+        cc=(),
+        bcc=("cy@example.com",),
+        reply_to="desk@example.com",
+        html="<p>hi</p>",
+        suppressed_recipients=("dee@example.com",),
+    )
+
+    shown = MessageModel.of(message).model_dump(mode="json")
+
+    assert list(shown)[:9] == [
+        "id",
+        "channel",
+        "to",
+        "cc",
+        "bcc",
+        "replyTo",
+        "html",
+        "suppressedRecipients",
+        "subject",
+    ]
+    assert shown["to"] == ["ada@example.com", "bo@example.com"]
+    assert (shown["cc"], shown["bcc"]) == ([], ["cy@example.com"])
+    assert (shown["replyTo"], shown["html"]) == ("desk@example.com", "<p>hi</p>")
+    assert shown["suppressedRecipients"] == ["dee@example.com"]
+    assert shown == message_shape(message)
 
 
 def test_a_message_with_its_nulls() -> None:

@@ -605,3 +605,46 @@ def test_the_validator_catches_an_answer_off_its_schema() -> None:
         {**good, "message": {k: v for k, v in good["message"].items() if k != "to"}}
     )
     assert not validator.is_valid({**good, "success": False})
+
+
+EMAIL_LISTS = {
+    "channel": "email",
+    "to": ["ada@example.com", "Bo@example.com"],
+    "cc": ["ADA@example.com", "cy@example.com"],
+    "bcc": ["dee@example.com"],
+    "replyTo": "desk@example.com",
+    "subject": "s",
+    "html": "<p>hi</p>",
+}
+
+
+def _valid(route_key: str, status: int, answer: Answer) -> dict[str, Any]:
+    assert answer["statusCode"] == status, answer["body"]
+    _, schema = _schema(route_key, status)
+    assert schema is not None
+    body: dict[str, Any] = json.loads(answer["body"])
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in Draft202012Validator(schema).iter_errors(body)]
+    assert errors == [], answer["body"]
+    return body
+
+
+def test_an_email_with_lists_is_answered_on_the_documented_schemas_of_send_get_and_batch(api: Api) -> None:
+    """Email as senders write it: to a list, cc, bcc, replyTo and html (no body) are each documented."""
+    sent = _valid(m.SEND_MESSAGE.key, 201, api.call("POST", "/v1/messages", EMAIL_LISTS))
+    shown = sent["message"]
+    assert (shown["to"], shown["cc"], shown["bcc"]) == (
+        ["ada@example.com", "Bo@example.com"],
+        ["cy@example.com"],
+        ["dee@example.com"],
+    )
+    assert (shown["replyTo"], shown["html"], shown["body"]) == ("desk@example.com", "<p>hi</p>", "")
+
+    got = _valid(messages_router.GET_MESSAGE.key, 200, api.call("GET", f"/v1/messages/{shown['id']}"))
+    assert got["message"] == shown
+
+    items = [{**EMAIL_LISTS, "subject": "batched"}, {**SMS, "cc": ["a@example.com"]}]
+    batch = api.call("POST", "/v1/messages/batch", {"messages": items})
+    results = _valid(m.SEND_BATCH.key, 200, batch)["results"]
+    assert [result["status"] for result in results] == [201, 400]
+    assert results[0]["message"]["cc"] == ["cy@example.com"]
+    assert results[1]["error"]["details"][0]["field"] == "cc"  # the item's own Result names its field

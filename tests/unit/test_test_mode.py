@@ -297,6 +297,36 @@ def test_the_ses_mailbox_simulators_addresses_end_as_ses_would_end_them(
     assert (delivery.to, delivery.subject, delivery.channel) == (to, "hi", "email")
 
 
+def test_an_email_to_several_meets_its_first_listed_recipients_behaviour_and_reports_about_it(
+    clock: ManualClock,
+) -> None:
+    """One call for all its recipients: the bounce address in cc bounces the message, and the bounce
+    names that address (the one suppressed), not the first recipient."""
+    sim = _Simulated()
+    message = _message(
+        TWIN,
+        "ann@example.com",
+        clock,
+        channel="email",
+        subject="hi",
+        to_list=("ann@example.com",),
+        cc=("bounce@simulator.amazonses.com",),
+        bcc=("cy@example.com",),
+    )
+
+    sim.simulator(clock).send(message)
+
+    [bounce] = sim.events.published
+    assert (bounce.type, bounce.suppression_reason) == (ProviderEventType.FAILED, Reason.BOUNCED)
+    assert bounce.to == "bounce@simulator.amazonses.com"
+    [delivery] = sim.deliveries(message)
+    assert (delivery.to_list, delivery.cc, delivery.bcc) == (
+        ("ann@example.com",),
+        ("bounce@simulator.amazonses.com",),
+        ("cy@example.com",),
+    )
+
+
 def test_a_replay_reports_again_under_the_same_event_ids_so_a_lost_report_is_applied_once(
     clock: ManualClock,
 ) -> None:

@@ -161,6 +161,12 @@ class InMemorySuppressions:
             return None
         return shared
 
+    def refused(self, workspace_id: str, addresses: Sequence[str]) -> dict[str, Suppression]:
+        """The entries in force for these recipients, by key, in the recipients' order."""
+        with self.guard:
+            found = {recipient_key(a): self._in_force(workspace_id, recipient_key(a)) for a in addresses}
+        return {key: entry for key, entry in found.items() if entry is not None}
+
     @_atomic
     def find_many(self, workspace_id: str, keys: Any) -> dict[str, Suppression]:
         self.reads += 1
@@ -366,9 +372,14 @@ class InMemoryStore:
             return Created(message)  # this very create, written before: a retry writes nothing twice
         if lock is None and claim.template_lock_id is not None:
             lock = self._held(claim.template_lock_id, now)  # the second lock, in the same write
-        entry = self.suppressions.in_force(message.workspace_id, recipient_key(message.to))
-        if entry is not None:
-            return Suppressed(entry.reason.value)  # before a tie or a lock, as the adapter explains
+        # Every recipient checked (the adapter's checks, or its read when they do not fit): the
+        # suppressed ones dropped, and with nobody left, refused before a tie or a lock.
+        refused = self.suppressions.refused(message.workspace_id, message.recipients)
+        if refused:
+            left = message.without(refused.keys())
+            if left is None:
+                return Suppressed(next(iter(refused.values())).reason.value)
+            message = left
         if tie is not None and tie.tie_id in self.ties:
             message_id, fingerprint = self.ties[tie.tie_id]
             return TiedToKey(original=self.messages.get(message_id), payload_fingerprint=fingerprint)
@@ -480,9 +491,12 @@ class InMemoryStore:
             return ClaimRefused(current=current)
         if current.send_at is not None and current.send_at > now:
             return ClaimRefused(current=current, not_due_until=current.send_at)
-        entry = self.suppressions.in_force(workspace_id, recipient_key(current.to))
-        if unless_suppressed and entry is not None:
-            return ClaimSuppressed(entry.reason.value)
+        refused = self.suppressions.refused(workspace_id, current.recipients) if unless_suppressed else {}
+        if refused:  # the adapter's: the suppressed recipients dropped, and with nobody left, refused
+            left = current.without(refused.keys())
+            if left is None:
+                return ClaimSuppressed(next(iter(refused.values())).reason.value)
+            current = left
         claimed = replace(current.with_status(Status.SENDING, now), attempts=current.attempts + 1, error=None)
         self.messages[message_id] = claimed
         self.outbox_due[message_id] = now + timedelta(seconds=claim_seconds)  # a dead claim's deadline
@@ -687,27 +701,32 @@ class InMemoryProviderEvents:
                 self.store.messages[current.id] = replace(changed, error=event.error or current.error)
                 self.store.outbox_due.pop(current.id, None)
                 applied = True
-            suppression = _suppression(event, current, now)
-            if suppression is not None:
+            for suppression in _suppressions(event, current, now):
                 self.suppressions.put(*suppression)
                 applied = True
             return (EventOutcome.APPLIED if applied else EventOutcome.IGNORED), current
 
 
-def _suppression(
+def _suppressions(
     event: ProviderEvent, current: Message | None, now: datetime
-) -> tuple[str | None, Suppression] | None:
-    """(workspace, entry) the event suppresses its recipient in (None: every workspace), if any; an
-    event naming a message nobody knows suppresses nothing."""
+) -> list[tuple[str | None, Suppression]]:
+    """(workspace, entry) for each recipient the event suppresses (None: every workspace); an event
+    naming a message nobody knows suppresses nothing; an email's bounce, the recipients it names."""
     reason = event.suppression_reason
     if reason is None:
-        return None
+        return []
     if event.message_id is None:
-        return None if event.to is None else (None, Suppression(to=event.to, reason=reason, created_at=now))
+        return [] if event.to is None else [(None, Suppression(to=event.to, reason=reason, created_at=now))]
     if current is None:
-        return None
-    entry = Suppression(to=event.to or current.to, reason=reason, created_at=now, message_id=current.id)
-    return current.workspace_id, entry
+        return []
+    own = {recipient_key(address): address for address in current.requested_recipients}
+    named = {
+        recipient_key(to): own.get(recipient_key(to), to) for to in (event.to or current.to, *event.also)
+    }
+    return [
+        (current.workspace_id, Suppression(to=to, reason=reason, created_at=now, message_id=current.id))
+        for to in named.values()
+    ]
 
 
 @dataclass

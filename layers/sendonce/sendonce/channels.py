@@ -41,6 +41,9 @@ class ChannelSpec(Struct, frozen=True):
     sms: bool = False
     # Its messages and templates may carry an `html` part besides the text `body`.
     html: bool = False
+    # Its sends may name several recipients (`to` as a list, `cc`, `bcc`) and a `replyTo`: one
+    # message, one provider call carrying them all.
+    recipient_lists: bool = False
 
     @property
     def channel(self) -> Channel:
@@ -104,4 +107,13 @@ def normalise_recipient(channel: str, raw: str) -> Recipient:
 register(ChannelSpec("sms", normalise_phone, subject="forbidden", providers=("sns", "http"), sms=True))
 # iMessage reaches a phone number or an Apple ID email address.
 register(ChannelSpec("imessage", normalise_phone_or_email, subject="forbidden", providers=("http",)))
-register(ChannelSpec("email", normalise_email, subject="required", providers=("ses", "http"), html=True))
+register(
+    ChannelSpec(
+        "email",
+        normalise_email,
+        subject="required",
+        providers=("ses", "http"),
+        html=True,
+        recipient_lists=True,
+    )
+)

@@ -86,7 +86,7 @@ class AsyncMessages:
     async def send(
         self,
         channel: str,
-        to: str,
+        to: str | Sequence[str],
         body: str | None = None,
         *,
         subject: str | None = None,
@@ -94,9 +94,10 @@ class AsyncMessages:
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         smart_encoding: bool = False,
-        template: str | None = None,
-        template_version: int | None = None,
-        data: Mapping[str, Any] | None = None,
+        cc: Sequence[str] | None = None,
+        bcc: Sequence[str] | None = None,
+        reply_to: str | None = None,
+        html: str | None = None,
     ) -> SendResult:
         document = ops.message_body(
             channel,
@@ -106,6 +107,10 @@ class AsyncMessages:
             send_at=send_at,
             metadata=metadata,
             smart_encoding=smart_encoding,
+            cc=cc,
+            bcc=bcc,
+            reply_to=reply_to,
+            html=html,
             template=template,
             template_version=template_version,
             data=data,

@@ -90,22 +90,34 @@ def _id(value: str) -> str:
 
 def message_body(
     channel: str,
-    to: str,
+    to: str | Sequence[str],
     body: str | None,
     *,
     subject: str | None = None,
     send_at: datetime | str | None = None,
     metadata: Mapping[str, str] | None = None,
     smart_encoding: bool = False,
+    cc: Sequence[str] | None = None,
+    bcc: Sequence[str] | None = None,
+    reply_to: str | None = None,
+    html: str | None = None,
     template: str | None = None,
     template_version: int | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one send (and of one batch item, without its key): a written `body`, or a
-    `template` rendered with `data` (its latest version, or `template_version`)."""
-    document: dict[str, Any] = {"channel": channel, "to": to}
+    `template` rendered with `data` (its latest version, or `template_version`). Email: `to` may be a
+    list, and `cc`, `bcc`, `reply_to` and `html` may be given; with `html`, `body` may be None."""
+    document: dict[str, Any] = {"channel": channel, "to": to if isinstance(to, str) else list(to)}
     if body is not None:
         document["body"] = body
+    for name, value in (("cc", cc), ("bcc", bcc)):
+        if value is not None:
+            document[name] = list(value)
+    if reply_to is not None:
+        document["replyTo"] = reply_to
+    if html is not None:
+        document["html"] = html
     if template is not None:
         document["template"] = {"name": template}
         if template_version is not None:

@@ -123,7 +123,7 @@ class Messages:
     def send(
         self,
         channel: str,
-        to: str,
+        to: str | Sequence[str],
         body: str | None = None,
         *,
         subject: str | None = None,
@@ -131,6 +131,10 @@ class Messages:
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         smart_encoding: bool = False,
+        cc: Sequence[str] | None = None,
+        bcc: Sequence[str] | None = None,
+        reply_to: str | None = None,
+        html: str | None = None,
         template: str | None = None,
         template_version: int | None = None,
         data: Mapping[str, Any] | None = None,
@@ -139,7 +143,9 @@ class Messages:
 
         The content is `body` (and `subject` for email), or `template` rendered with `data` (its
         latest version, or `template_version`). `smart_encoding` (sms): the server replaces
-        characters that have a GSM-7 look-alike first."""
+        characters that have a GSM-7 look-alike first.
+        Email: `to` may be a list of addresses, with `cc`, `bcc` and `reply_to`; with `html`, `body`
+        (the text part) may be left out."""
         document = ops.message_body(
             channel,
             to,
@@ -148,6 +154,10 @@ class Messages:
             send_at=send_at,
             metadata=metadata,
             smart_encoding=smart_encoding,
+            cc=cc,
+            bcc=bcc,
+            reply_to=reply_to,
+            html=html,
             template=template,
             template_version=template_version,
             data=data,

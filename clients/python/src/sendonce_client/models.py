@@ -49,9 +49,15 @@ class MessageTemplate(Model):
 class Message(Model):
     id: str
     channel: Channel
-    to: str
+    to: str | list[str]  # an email's list when the send gave `to` as a list
+    # An email's, when it has them (None otherwise, and from a server before they were shown).
+    cc: list[str] | None = None
+    bcc: list[str] | None = None
+    reply_to: str | None = None
+    html: str | None = None
+    suppressed_recipients: list[str] | None = None  # left out: on the suppression list
     subject: str | None
-    body: str
+    body: str  # empty for an email sent with html alone
     # sms only: "GSM-7" or "UCS-2", and the parts it is sent in (None on other channels, and from a
     # server before they were shown).
     encoding: str | None = None
@@ -142,7 +148,9 @@ class SimulatedDelivery(Model):
 
     message_id: str
     channel: Channel
-    to: str
+    to: str | list[str]  # an email's list when its send gave one
+    cc: list[str] | None = None
+    bcc: list[str] | None = None
     subject: str | None
     body: str
     at: str

@@ -5,8 +5,12 @@ Every write is conditional on what the writer saw: a claim only from a waiting, 
 of an attempt only by the claim that started it; a settlement only of a message still `unknown`.
 So two dispatchers never both act on a message, and an operator never overrides a known outcome.
 
-A claim is one transaction: the message's update, and the recipient's suppression checks
-(`SuppressionGuard`). A transaction returns no item, so the claim is conditioned on the message
+A claim is one transaction: the message's update, and its recipients' suppression checks
+(`SuppressionGuard`; an email to more recipients than its checks fit reads their entries first).
+A recipient found suppressed is dropped: the claim is made again at once without them, and writes
+the message's recipients less them, each named in `suppressedRecipients`; with nobody left, the
+claim is refused (ClaimSuppressed) and the dispatcher ends the message `failed`. A transaction
+returns no item, so the claim is conditioned on the message
 being as the dispatcher holds it (its `updatedAt`, which every edit moves on, and its attempts):
 the copy its queue record carried, or, when that is stale or missing, the item as read (a refused
 condition returns it, so a stale copy costs no read).
@@ -27,6 +31,7 @@ from sendonce.adapters.dynamodb_items import (
     message_key,
     outbox_shard,
     parse_datetime,
+    recipient_attributes,
     workspace_status,
 )
 from sendonce.adapters.dynamodb_suppressions import SuppressionGuard
@@ -35,7 +40,10 @@ from sendonce.clock import rfc3339
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, ClaimSuppressed, SettleRefused
 from sendonce.errors import DependencyUnavailable
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, Status
-from sendonce.suppressions.model import recipient_key
+from sendonce.suppressions.model import Suppression, recipient_key
+
+# DynamoDB's most items in one transaction: the claim's update, and its recipients' checks.
+MAX_TRANSACTION_ITEMS = 100
 
 # What an `unknown` message settled as `failed` says when its attempt left no error of its own.
 SETTLED_FAILED = MessageFailure("settled_failed", "an operator settled the message as failed")
@@ -95,12 +103,24 @@ class _Seen(Struct, frozen=True):
             int(item.get("throttledAttempts", {}).get("N", "0")),
         )
 
-    def claimed(self, now: datetime) -> ClaimedMessage:
-        """The message as the claim's update leaves it."""
+    def claimed(self, now: datetime, sending: Message | None = None) -> ClaimedMessage:
+        """The message as the claim's update leaves it (`sending`: less its suppressed recipients)."""
         message = replace(
-            self.message.with_status(Status.SENDING, now), attempts=self.message.attempts + 1, error=None
+            (sending or self.message).with_status(Status.SENDING, now),
+            attempts=self.message.attempts + 1,
+            error=None,
         )
         return ClaimedMessage.of(message, self.first_attempt_at or now, self.throttled_attempts)
+
+
+def _without(message: Message, refused: dict[str, Suppression]) -> Message | None:
+    return message.without(refused.keys()) if refused else message
+
+
+def _suppressed(message: Message, refused: dict[str, Suppression]) -> ClaimSuppressed:
+    """Every recipient suppressed: the first one's reason, in the message's order."""
+    first = next(key for key in map(recipient_key, message.recipients) if key in refused)
+    return ClaimSuppressed(refused[first].reason.value)
 
 
 def _not_claimable(message: Message | None, now: datetime) -> ClaimRefused | None:
@@ -138,6 +158,7 @@ class DynamoDbDispatchStore:
         ):
             held = _Seen(seen)
         guard: SuppressionGuard | None = None
+        refused: dict[str, Suppression] = {}  # recipients met suppressed by this claim, by key
 
         def as_found(item: Item | None) -> _Seen | ClaimRefused:
             """The item as a claim may take it, or why it may not."""
@@ -148,47 +169,69 @@ class DynamoDbDispatchStore:
 
         def attempt() -> ClaimedMessage | ClaimRefused | ClaimSuppressed:
             nonlocal held, guard
-            if held is None:
-                found = as_found(self._table.get(message_key(message_id)))
-                if isinstance(found, ClaimRefused):
-                    return found
-                held = found
-            guard = guard or SuppressionGuard(self._table, workspace_id, recipient_key(held.message.to))
-            update = self._claim_update(held.message, now, claim_seconds)
-            # A token of this attempt's own: the SDK's retry of a lost answer is then no second claim,
-            # while another dispatcher's claim of the same copy is never taken for this one.
-            canceled = self._table.transact([update, *guard.items()], token=uuid.uuid4().hex)
-            if canceled is None:
-                return held.claimed(now)
-            if canceled.failed(0):
-                found = as_found(canceled.item(0) or self._table.get(message_key(message_id)))
-                if isinstance(found, ClaimRefused):
-                    return found
-                held = found  # changed since it was held: claimed as it is now
-                raise TryAgain
-            entry = guard.refusal(canceled, 1)
-            if entry is not None:
-                return ClaimSuppressed(entry.reason.value)
-            if canceled.contended:
-                raise TryAgain
-            raise DependencyUnavailable(f"the claim transaction was canceled: {canceled.codes}")
+            while True:
+                if held is None:
+                    found = as_found(self._table.get(message_key(message_id)))
+                    if isinstance(found, ClaimRefused):
+                        return found
+                    held = found
+                guard = guard or SuppressionGuard(
+                    self._table, workspace_id, (), room=MAX_TRANSACTION_ITEMS - 1
+                )
+                sending = _without(held.message, refused)
+                if sending is None:
+                    return _suppressed(held.message, refused)
+                guard.keys = tuple(recipient_key(address) for address in sending.recipients)
+                if not guard.fits and not guard.was_read:  # an email to many: read them first
+                    refused.update(guard.read_first())
+                    continue
+                update = self._claim_update(held.message, now, claim_seconds, sending=sending)
+                # A token of this attempt's own: the SDK's retry of a lost answer is then no second
+                # claim, while another dispatcher's claim of the same copy is never taken for this one.
+                canceled = self._table.transact([update, *guard.items()], token=uuid.uuid4().hex)
+                if canceled is None:
+                    return held.claimed(now, sending)
+                if canceled.failed(0):
+                    found = as_found(canceled.item(0) or self._table.get(message_key(message_id)))
+                    if isinstance(found, ClaimRefused):
+                        return found
+                    held = found  # changed since it was held: claimed as it is now
+                    raise TryAgain
+                met = guard.refusals(canceled, 1)
+                if met:
+                    refused.update(met)  # dropped, the rest claimed again at once; none left: ended
+                    continue
+                if canceled.contended:
+                    raise TryAgain
+                raise DependencyUnavailable(f"the claim transaction was canceled: {canceled.codes}")
 
         return with_retries(attempt, "the claim stayed contended")
 
     @staticmethod
-    def _claim_update(seen: Message, now: datetime, claim_seconds: int) -> dict[str, Any]:
-        """The claim's update, conditioned on the message as `seen`: what is sent is what it holds."""
+    def _claim_update(
+        seen: Message, now: datetime, claim_seconds: int, *, sending: Message
+    ) -> dict[str, Any]:
+        """The claim's update, conditioned on the message as `seen`: what is sent is what it holds,
+        less the recipients found suppressed (`sending`), which it writes as the message's."""
+        expression, names = _CLAIM_UPDATE, {"#status": "status", "#error": "error"}
+        values = {
+            **_claim_values(seen.workspace_id, seen.id, now, claim_seconds),
+            ":seen": {"S": rfc3339(seen.updated_at)},
+            ":attempts": {"N": str(seen.attempts)},
+        }
+        if sending.recipients != seen.recipients:
+            sets = []
+            for index, (name, value) in enumerate(recipient_attributes(sending).items()):
+                names[f"#r{index}"], values[f":r{index}"] = name, value
+                sets.append(f"#r{index} = :r{index}")
+            expression = expression.replace(" REMOVE ", ", " + ", ".join(sets) + " REMOVE ", 1)
         return {
             "Update": {
                 "Key": message_key(seen.id),
-                "UpdateExpression": _CLAIM_UPDATE,
+                "UpdateExpression": expression,
                 "ConditionExpression": f"{_CLAIM_CONDITION} AND updatedAt = :seen AND attempts = :attempts",
-                "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
-                "ExpressionAttributeValues": {
-                    **_claim_values(seen.workspace_id, seen.id, now, claim_seconds),
-                    ":seen": {"S": rfc3339(seen.updated_at)},
-                    ":attempts": {"N": str(seen.attempts)},
-                },
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

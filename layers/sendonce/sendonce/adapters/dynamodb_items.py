@@ -101,6 +101,11 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         "createdAt": {"S": rfc3339(message.created_at)},
         "updatedAt": {"S": rfc3339(message.updated_at)},
     }
+    item.update(recipient_attributes(message))
+    if message.reply_to is not None:
+        item["replyTo"] = {"S": message.reply_to}
+    if message.html is not None:
+        item["html"] = {"S": message.html}
     if message.subject is not None:
         item["subject"] = {"S": message.subject}
     if message.send_at is not None:
@@ -122,6 +127,32 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["outboxShard"] = {"S": outbox_shard(message.id)}
         item["outboxDueAt"] = {"S": rfc3339(outbox_due_at)}
     return item
+
+
+def _addresses(addresses: tuple[str, ...]) -> dict[str, list[dict[str, str]]]:
+    return {"L": [{"S": address} for address in addresses]}
+
+
+def recipient_attributes(message: Message) -> Item:
+    """Who a message goes to, as item attributes: `to` (its first recipient), and an email's lists
+    only when it has them (`toList`, `cc`, `bcc`, `suppressedRecipients`), so that a message to one
+    address is the item it always was. A claim that drops a suppressed recipient sets them again."""
+    item: Item = {"to": {"S": message.to}}
+    if message.to_list is not None:
+        item["toList"] = _addresses(message.to_list)
+    if message.cc is not None:
+        item["cc"] = _addresses(message.cc)
+    if message.bcc is not None:
+        item["bcc"] = _addresses(message.bcc)
+    if message.suppressed_recipients:
+        item["suppressedRecipients"] = _addresses(message.suppressed_recipients)
+    return item
+
+
+def _listed(item: Item, name: str) -> tuple[str, ...] | None:
+    if name not in item:
+        return None
+    return tuple(value["S"] for value in item[name]["L"])
 
 
 def opaque_cursor(text: str) -> str:
@@ -162,6 +193,12 @@ def from_item(item: Item) -> Message:
         error=MessageFailure(code=error["code"]["S"], message=error["message"]["S"]) if error else None,
         provider_message_id=item["providerMessageId"]["S"] if "providerMessageId" in item else None,
         dedup_lock_id=item["dedupLockId"]["S"] if "dedupLockId" in item else None,
+        to_list=_listed(item, "toList"),
+        cc=_listed(item, "cc"),
+        bcc=_listed(item, "bcc"),
+        reply_to=item["replyTo"]["S"] if "replyTo" in item else None,
+        html=item["html"]["S"] if "html" in item else None,
+        suppressed_recipients=_listed(item, "suppressedRecipients") or (),
         template=TemplateRef(template["name"]["S"], int(template["version"]["N"])) if template else None,
         template_lock_id=item["templateLockId"]["S"] if "templateLockId" in item else None,
     )

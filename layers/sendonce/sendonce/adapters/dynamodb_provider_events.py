@@ -28,7 +28,7 @@ from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message
 from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, ProviderEvent
 from sendonce.provider_events.ports import ApplyResult, EventOutcome
-from sendonce.suppressions.model import Suppression
+from sendonce.suppressions.model import Suppression, recipient_key
 
 _EVENT = 0  # the event record's place in the transaction
 
@@ -66,9 +66,9 @@ class DynamoDbProviderEventStore:
             effects = []
             if current is not None and current.status in APPLIES_FROM[event.type]:
                 effects.append({"Update": _status_change(event, current, now)})
-            suppression = _suppression(event, current, now)
-            if suppression is not None:
-                effects.append({"Update": entry_update(*suppression)})
+            effects.extend(
+                {"Update": entry_update(*suppression)} for suppression in _suppressions(event, current, now)
+            )
             if not effects:
                 # Nothing to change; still recorded, so that a repeat is known as one.
                 recorded = self._table.write("put_item", **record_event)
@@ -87,23 +87,30 @@ class DynamoDbProviderEventStore:
         return with_retries(attempt, "the message kept changing while an event was applied")
 
 
-def _suppression(
+def _suppressions(
     event: ProviderEvent, current: Message | None, now: datetime
-) -> tuple[str | None, Suppression] | None:
-    """(workspace, entry) the event suppresses its recipient in (workspace None: every workspace), if any.
+) -> list[tuple[str | None, Suppression]]:
+    """(workspace, entry) for each recipient the event suppresses (workspace None: every workspace).
     An event naming a message we do not know (gone past its retention) suppresses nothing: no
-    workspace is known for it, and another workspace must not be silenced by it."""
+    workspace is known for it, and another workspace must not be silenced by it. An email's bounce
+    suppresses the recipients it names (each once), none of the others."""
     reason = event.suppression_reason
     if reason is None:
-        return None
+        return []
     if event.message_id is None:
         if event.to is None:
-            return None
-        return None, Suppression(to=event.to, reason=reason, created_at=now)
+            return []
+        return [(None, Suppression(to=event.to, reason=reason, created_at=now))]
     if current is None:
-        return None
-    entry = Suppression(to=event.to or current.to, reason=reason, created_at=now, message_id=current.id)
-    return current.workspace_id, entry
+        return []
+    # Each as the message holds it (the provider may write it in another case), once.
+    own = {recipient_key(address): address for address in current.requested_recipients}
+    named = [own.get(recipient_key(to), to) for to in (event.to or current.to, *event.also)]
+    entries = {
+        recipient_key(to): Suppression(to=to, reason=reason, created_at=now, message_id=current.id)
+        for to in named
+    }
+    return [(current.workspace_id, entry) for entry in entries.values()]
 
 
 def _status_change(event: ProviderEvent, current: Message, now: datetime) -> dict[str, Any]:

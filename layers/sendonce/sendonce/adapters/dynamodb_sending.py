@@ -15,11 +15,14 @@ import json
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import partial
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
@@ -78,7 +81,7 @@ from sendonce.messages.ports import (
 )
 from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
-from sendonce.suppressions.model import recipient_key
+from sendonce.suppressions.model import Suppression, recipient_key
 
 
 class _QuotaShard(Enum):
@@ -99,6 +102,55 @@ BULK_SHARD_TRIES = 3
 # Full quota shards met in a row before a create reads every shard's count at once.
 PROBES_BEFORE_READING_SHARDS = 3
 MAX_TRANSACTION_BYTES = 3_500_000
+# The items of a create transaction that are not suppression checks, at most: the message, its dedup
+# lock, its key tie, a template's lock and its template's check, and the quota counter. The checks
+# get the rest of the 100.
+CREATE_ITEMS_RESERVED = 6
+
+
+class _Dropped(Struct, frozen=True):
+    """Some recipients' checks refused a create (their entries, by key): written again without them."""
+
+    refused: dict[str, Suppression]
+
+
+class _Draft:
+    """A create under way: the message as it will be written, its transaction's items (the message's
+    Put first) and its recipients' checks. Dropping suppressed recipients rewrites the message's Put;
+    the lock and the key tie stay, made of every recipient the send named."""
+
+    def __init__(
+        self,
+        message: Message,
+        items: list[dict[str, Any]],
+        put: Callable[[Message], dict[str, Any]] | None = None,
+        guard: SuppressionGuard | None = None,
+        template_at: int | None = None,
+    ) -> None:
+        self.message = message
+        self.items = items
+        self.guard = guard
+        self.template_at = template_at  # where its template's check is among its items, if it has one
+        self._put = put
+        self._refused: dict[str, Suppression] = {}
+        self._order = [recipient_key(address) for address in message.recipients]  # as the send named them
+
+    def drop(self, refused: dict[str, Suppression]) -> Suppressed | None:
+        """The message without the recipients `refused` names; Suppressed (the first recipient's
+        reason) when nobody is left."""
+        if not refused:
+            return None
+        self._refused.update(refused)
+        left = self.message.without(self._refused.keys())
+        if left is None:
+            first = next(key for key in self._order if key in self._refused)
+            return Suppressed(self._refused[first].reason.value)
+        if self._put is None or self.guard is None:
+            raise DependencyUnavailable("a bulk entry met a suppression check")
+        self.message = left
+        self.items = [self._put(left), *self.items[1:]]
+        self.guard.drop(refused.keys())
+        return None
 
 
 class DynamoDbSendingStore:
@@ -141,12 +193,7 @@ class DynamoDbSendingStore:
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         items: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "Item": to_item(message, handoff_due_at, self._expires_at(message)),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
+            self._message_put(message, handoff_due_at),
             _lock_put(message, claim.lock_id, claim.expires_at, now),
         ]
         if tie is not None:
@@ -173,34 +220,52 @@ class DynamoDbSendingStore:
             template_at = len(items)
             items.append(_template_check(message.workspace_id, template))
 
-        guard = SuppressionGuard(self._table, message.workspace_id, recipient_key(message.to))
+        guard = SuppressionGuard(
+            self._table,
+            message.workspace_id,
+            tuple(recipient_key(address) for address in message.recipients),
+            room=MAX_TRANSACTION_ITEMS - CREATE_ITEMS_RESERVED,
+        )
+        draft = _Draft(message, items, partial(self._message_put, due=handoff_due_at), guard, template_at)
+        if not guard.fits:  # a live email to many recipients: read them first (`SuppressionGuard`)
+            refused = draft.drop(guard.read_first())
+            if refused is not None:
+                return refused
         if quota is not None:
-            return self._create_charged(message, tie, items, quota, guard, template_at=template_at)
+            return self._create_charged(draft, tie, quota)
 
         def attempt() -> CreateOutcome:
-            token = message.id if not guard.stamp else _token(f"{message.id}.{guard.stamp}")
-            canceled = self._table.transact([*items, *guard.items()], token=token)
-            if canceled is None:
-                return Created(message)
-            outcome = self._explain(message, tie, canceled, guard, len(items), template_at=template_at)
-            if outcome is not None:
-                return outcome
-            if canceled.contended:
-                raise TryAgain  # a lock or tie changed meanwhile
-            raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
+            while True:
+                stamp = guard.stamp
+                token = draft.message.id if not stamp else _token(f"{draft.message.id}.{stamp}")
+                canceled = self._table.transact([*draft.items, *guard.items()], token=token)
+                if canceled is None:
+                    return Created(draft.message)
+                outcome = self._explain(
+                    draft.message, tie, canceled, guard, len(draft.items), template_at=draft.template_at
+                )
+                if isinstance(outcome, _Dropped):
+                    refused = draft.drop(outcome.refused)
+                    if refused is not None:
+                        return refused
+                    continue  # written again without them, at once
+                if outcome is not None:
+                    return outcome
+                if canceled.contended:
+                    raise TryAgain  # a lock or tie changed meanwhile
+                raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
 
         return with_retries(attempt, "the dedup lock stayed contended")
 
-    def _create_charged(
-        self,
-        message: Message,
-        tie: KeyTie | None,
-        items: list[dict[str, Any]],
-        quota: QuotaCharge,
-        guard: SuppressionGuard | None = None,
-        *,
-        template_at: int | None = None,
-    ) -> CreateOutcome:
+    def _message_put(self, message: Message, due: datetime) -> dict[str, Any]:
+        return {
+            "Put": {
+                "Item": to_item(message, due, self._expires_at(message)),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _create_charged(self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge) -> CreateOutcome:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
         room. QuotaSpent only once every shard of the plan in force was found full; a shard busy with
         another transaction is tried again, and one that stays busy is a 503, never a 429. A shard on
@@ -217,19 +282,15 @@ class DynamoDbSendingStore:
             while to_try:
                 shard = to_try.popleft()
                 outcome = with_retries(
-                    partial(
-                        self._try_charged,
-                        message,
-                        tie,
-                        items,
-                        quota,
-                        shard,
-                        guard=guard,
-                        template_at=template_at,
-                    ),
+                    partial(self._try_charged, draft, tie, quota, shard),
                     "the dedup lock stayed contended",
                 )
-                if outcome is _QuotaShard.BUSY:
+                if isinstance(outcome, _Dropped):
+                    refused = draft.drop(outcome.refused)
+                    if refused is not None:
+                        return refused
+                    to_try.appendleft(shard)  # the same shard, without them
+                elif outcome is _QuotaShard.BUSY:
                     busy.append(shard)
                 elif isinstance(outcome, NoRoom):
                     full_in_a_row += 1
@@ -258,16 +319,9 @@ class DynamoDbSendingStore:
             time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
 
     def _try_charged(
-        self,
-        message: Message,
-        tie: KeyTie | None,
-        items: list[dict[str, Any]],
-        quota: QuotaCharge,
-        shard: int,
-        *,
-        guard: SuppressionGuard | None = None,
-        template_at: int | None = None,
-    ) -> CreateOutcome | Refusal | _QuotaShard:
+        self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge, shard: int
+    ) -> CreateOutcome | Refusal | _QuotaShard | _Dropped:
+        message, items, guard = draft.message, draft.items, draft.guard
         checks = guard.items() if guard is not None else []
         counter = len(items) + len(checks)
         charged = [*items, *checks, self._require_quota().charge_item(quota, shard, 1)]
@@ -277,7 +331,7 @@ class DynamoDbSendingStore:
         )
         if canceled is None:
             return Created(message)
-        outcome = self._explain(message, tie, canceled, guard, len(items), template_at=template_at)
+        outcome = self._explain(message, tie, canceled, guard, len(items), template_at=draft.template_at)
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
@@ -302,17 +356,18 @@ class DynamoDbSendingStore:
         checks_at: int = 0,
         *,
         template_at: int | None = None,
-    ) -> CreateOutcome | None:
-        """What a canceled create met: its own earlier write, a suppressed recipient (before a tie or
-        a lock: a suppressed send is refused, whatever it duplicates), its key's tie, a held lock, a
-        template no longer as it was rendered (at `template_at`)."""
+    ) -> CreateOutcome | _Dropped | None:
+        """What a canceled create met: its own earlier write, suppressed recipients (before a tie or
+        a lock: a suppressed send is refused, whatever it duplicates; with others left, those are
+        written without them), its key's tie, a held lock, a template no longer as it was rendered
+        (at `template_at`)."""
         lock_item = canceled.item(_LOCK) if canceled.failed(_LOCK) else None
         if lock_item is not None and lock_item["messageId"]["S"] == message.id:
             return Created(message)  # our own committed write, met again by a retry
         if guard is not None:
-            entry = guard.refusal(canceled, checks_at)
-            if entry is not None:
-                return Suppressed(entry.reason.value)
+            refused = guard.refusals(canceled, checks_at)
+            if refused:
+                return _Dropped(refused)
         if tie is not None and canceled.failed(_TIE):
             tie_item = canceled.item(_TIE) or self._table.get(tie_key(tie.tie_id))
             if tie_item is None:
@@ -457,7 +512,7 @@ class DynamoDbSendingStore:
     ) -> None:
         """In order, each entry as `create` writes it with its unit of quota."""
         for index, message, pair in pending:
-            outcome = self._create_charged(message, None, pair, quota)
+            outcome = self._create_charged(_Draft(message, pair), None, quota)
             if isinstance(outcome, TiedToKey | Suppressed | TemplateChanged):  # no tie nor check in bulk
                 raise DependencyUnavailable("a bulk entry met a key tie or a suppression check")
             outcomes[index] = outcome

@@ -66,6 +66,10 @@ class DynamoDbSimulatorStore:
         if delivery.subject is not None:
             expression += ", subject = :subject"
             values[":subject"] = {"S": delivery.subject}
+        for name, addresses in (("toList", delivery.to_list), ("cc", delivery.cc), ("bcc", delivery.bcc)):
+            if addresses is not None:  # an email's lists, only when it has them
+                expression += f", {name} = :{name}"
+                values[f":{name}"] = {"L": [{"S": address} for address in addresses]}
         # UpdateItem, not PutItem: the dispatchers' role writes the table with UpdateItem alone.
         answer = self._table.write(
             "update_item",
@@ -107,4 +111,11 @@ def _delivery(item: Item) -> SimulatedDelivery:
         at=parse_datetime(item["at"]["S"]),
         provider_id=item["providerId"]["S"],
         idempotency_key=item["idempotencyKey"]["S"],
+        to_list=_listed(item, "toList"),
+        cc=_listed(item, "cc"),
+        bcc=_listed(item, "bcc"),
     )
+
+
+def _listed(item: Item, name: str) -> tuple[str, ...] | None:
+    return tuple(value["S"] for value in item[name]["L"]) if name in item else None

@@ -124,50 +124,119 @@ def in_force(own: Item | None, shared: Item | None) -> Item | None:
 
 
 class SuppressionGuard(Struct):
-    """The ConditionChecks, for a transaction, that a recipient is on no list its workspace is subject
-    to: no entry on the workspace's own item, and none on the shared item (live workspaces only), or
-    one no newer than the workspace's removal of it. A refusal that turns out to be a shared entry the
-    workspace removed teaches the guard that removal (`cleared`): the transaction is tried again."""
+    """The ConditionChecks, for a transaction, that a message's recipients (their keys, in the
+    message's order) are on no list its workspace is subject to: no entry on the workspace's own item,
+    and none on the shared item (live workspaces only), or one no newer than the workspace's removal
+    of it. A refusal that turns out to be a shared entry the workspace removed teaches the guard that
+    removal (`cleared`): the transaction is tried again.
+
+    At most `room` checks go in the transaction (what its other items leave of DynamoDB's 100). When a
+    message's checks do not all fit (a live workspace's email to more than `room // 2` recipients),
+    `read_first` reads every recipient's two items in one strongly consistent BatchGetItem before the
+    transaction: an entry in force then drops its recipient at once, and the transaction checks every
+    recipient's own item and as many shared items as fit (those that exist first, then in order). A
+    suppression in place before the read is always seen; only a shared opt-out committed between the
+    read and the write, for a recipient whose shared item is not checked, is left to the claim's
+    check."""
 
     table: DynamoDbTable
     workspace_id: str
-    key: str
-    cleared: str | None = None  # the workspace's removal of the shared entry, once met
+    keys: tuple[str, ...]
+    room: int
+    cleared: dict[str, str] = {}  # the workspace's removals of shared entries, once met, by key
+    shared_seen: frozenset[str] = frozenset()  # keys whose shared item the read found
+    was_read: bool = False
+    _checked: tuple[tuple[str, bool], ...] = ()  # what each check of `items()` is: (key, shared)
+
+    def _wanted(self) -> list[tuple[str, bool]]:
+        """Every check the recipients need, the own items first; shared ones that exist before others."""
+        own = [(key, False) for key in self.keys]
+        if not shares_opt_outs(self.workspace_id):
+            return own
+        shared = sorted(self.keys, key=lambda key: key not in self.shared_seen)  # stable: in order
+        return own + [(key, True) for key in shared]
+
+    @property
+    def fits(self) -> bool:
+        return len(self._wanted()) <= self.room
+
+    def read_first(self) -> dict[str, Suppression]:
+        """Every recipient's items, read at once (only when the checks do not all fit): the entries in
+        force, by key (their recipients are to be dropped), and what the read taught the checks."""
+        wanted = {
+            key: (suppression_key(self.workspace_id, key), suppression_key(None, key)) for key in self.keys
+        }
+        shared = shares_opt_outs(self.workspace_id)
+        found = self.table.batch_get(
+            [item_key for own, other in wanted.values() for item_key in ((own, other) if shared else (own,))]
+        )
+        in_force_now: dict[str, Suppression] = {}
+        cleared = dict(self.cleared)
+        seen = set(self.shared_seen)
+        for key, (own_key, shared_key) in wanted.items():
+            own, other = found.get(own_key["pk"]["S"]), found.get(shared_key["pk"]["S"]) if shared else None
+            item = in_force(own, other)
+            if item is not None:
+                in_force_now[key] = _entry(item)
+            if own is not None and "clearedAt" in own:
+                cleared[key] = own["clearedAt"]["S"]
+            if other is not None:
+                seen.add(key)
+        self.cleared, self.shared_seen, self.was_read = cleared, frozenset(seen), True
+        return in_force_now
+
+    def drop(self, keys: Collection[str]) -> None:
+        self.keys = tuple(key for key in self.keys if key not in keys)
 
     def items(self) -> list[dict[str, Any]]:
-        checks = [_absent(suppression_key(self.workspace_id, self.key))]
-        if shares_opt_outs(self.workspace_id):
-            checks.append(_absent(suppression_key(None, self.key), self.cleared))
-        return checks
+        self._checked = tuple(self._wanted()[: self.room])
+        return [
+            _absent(suppression_key(None, key), self.cleared.get(key))
+            if shared
+            else _absent(suppression_key(self.workspace_id, key))
+            for key, shared in self._checked
+        ]
 
     @property
     def stamp(self) -> str:
         """What tells one version of the checks from another (a transaction's token changes with it)."""
-        return self.cleared or ""
+        if len(self.keys) <= 1 and not self.was_read:
+            return "".join(self.cleared.values())  # one recipient: the stamp it always had
+        state = [self.keys, sorted(self.cleared.items()), sorted(self.shared_seen)]
+        return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
 
-    def refusal(self, canceled: Cancellation, first: int) -> Suppression | None:
-        """The entry that refused the transaction whose checks are its items from `first` on; None
-        when neither check failed. TryAgain when the item changed since, or when the shared entry
-        turns out to be one the workspace removed (the checks now allow for the removal)."""
-        own_key = suppression_key(self.workspace_id, self.key)
-        if canceled.failed(first):
-            own = canceled.item(first) or self.table.get(own_key)
-            if own is None or not _is_entry(own):
-                raise TryAgain  # removed since
-            return _entry(own)
-        if not shares_opt_outs(self.workspace_id) or not canceled.failed(first + 1):
-            return None
-        shared = canceled.item(first + 1) or self.table.get(suppression_key(None, self.key))
-        if shared is None or not _is_entry(shared):
+    def refusals(self, canceled: Cancellation, first: int) -> dict[str, Suppression]:
+        """The entries that refused the transaction whose checks are its items from `first` on, by key;
+        empty when no check failed. TryAgain when none refused but an item changed since, or a shared
+        entry turns out to be one the workspace removed (the checks now allow for the removal)."""
+        refused: dict[str, Suppression] = {}
+        again = False
+        for position, (key, shared) in enumerate(self._checked):
+            if not canceled.failed(first + position) or key in refused:
+                continue
+            own_key = suppression_key(self.workspace_id, key)
+            if not shared:
+                own = canceled.item(first + position) or self.table.get(own_key)
+                if own is None or not _is_entry(own):
+                    again = True  # removed since
+                else:
+                    refused[key] = _entry(own)
+                continue
+            other = canceled.item(first + position) or self.table.get(suppression_key(None, key))
+            if other is None or not _is_entry(other):
+                again = True
+                continue
+            own = self.table.get(own_key)  # the removal the check could not see: one read, only here
+            in_force_now = in_force(own, other)
+            if in_force_now is not None:
+                refused[key] = _entry(in_force_now)
+            else:
+                if own is not None and "clearedAt" in own:
+                    self.cleared = {**self.cleared, key: own["clearedAt"]["S"]}
+                again = True
+        if not refused and again:
             raise TryAgain
-        own = self.table.get(own_key)  # the removal the check could not see: one read, only here
-        in_force_now = in_force(own, shared)
-        if in_force_now is not None:
-            return _entry(in_force_now)
-        if own is None or "clearedAt" not in own:
-            raise TryAgain
-        self.cleared = own["clearedAt"]["S"]
-        raise TryAgain
+        return refused
 
 
 def _absent(key: Item, cleared: str | None = None) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from sendonce.side_by_side import side_by_side
 # SQS takes at most 10 records in one SendMessageBatch, and holds one back at most 15 minutes.
 SQS_BATCH_LIMIT = 10
 MAX_DELAY_SECONDS = 900
+# SQS takes records of at most 256 KiB: a record whose copy would make it larger carries none.
+MAX_COPY_BYTES = 200_000
 
 
 def queue_body(message: Deliverable) -> str:
@@ -29,6 +31,10 @@ def queue_body(message: Deliverable) -> str:
     body: dict[str, Any] = {"messageId": message.id, "workspaceId": message.workspace_id}
     if isinstance(message, Message):
         body["message"] = to_item(message, outbox_due_at=None)
+        copied = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+        if len(copied.encode("utf-8")) <= MAX_COPY_BYTES:
+            return copied
+        del body["message"]  # an email with a large html part: the claim reads the item instead
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -3,11 +3,19 @@
 The record is keyed by (workspace, key), so one workspace's key never meets another's; it is
 compared on the canonical parsed body, and it stores the complete HTTP answer, so a replay is the
 original status code and body, byte for byte.
+
+A record is one DynamoDB item (400 KB at most), and Powertools writes the answer into it as JSON
+once more: an answer whose body is large (an email's html part, a batch's results) is stored with
+its body compressed (`bodyZ`, zlib and base64), and given back to its callers whole, so any answer
+the request limits allow fits its record.
 """
 
 from __future__ import annotations
 
+import base64
+import zlib
 from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import (
@@ -23,6 +31,26 @@ KEY_PREFIX = "sendonce.v1.messages.send"
 StoredAnswer = dict[str, Any]
 # `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.
 SendOnce = Callable[..., StoredAnswer]
+
+
+# Bodies longer than this are stored compressed; shorter ones as they are (every record before).
+COMPRESS_OVER_CHARS = 32_768
+
+
+def _packed(answer: StoredAnswer) -> StoredAnswer:
+    body = answer.get("body")
+    if not isinstance(body, str) or len(body) <= COMPRESS_OVER_CHARS:
+        return answer
+    packed = {name: value for name, value in answer.items() if name != "body"}
+    packed["bodyZ"] = base64.b64encode(zlib.compress(body.encode("utf-8"), 6)).decode("ascii")
+    return packed
+
+
+def _unpacked(answer: StoredAnswer) -> StoredAnswer:
+    if "bodyZ" not in answer:
+        return answer
+    body = zlib.decompress(base64.b64decode(answer["bodyZ"])).decode("utf-8")
+    return {**{name: value for name, value in answer.items() if name != "bodyZ"}, "body": body}
 
 
 def _mark_replayed(response: Any, idempotent_data: DataRecord) -> Any:
@@ -47,10 +75,20 @@ def make_idempotent(
 
     `key_prefix`: the keys' namespace (a route's own, such as the batch route's)."""
     persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
+
+    @wraps(send)
+    def packing(*args: Any, **kwargs: Any) -> StoredAnswer:
+        return _packed(send(*args, **kwargs))
+
     wrapped: SendOnce = idempotent_function(
         data_keyword_argument="request",
         persistence_store=persistence,
         config=config,
         key_prefix=key_prefix,
-    )(send)
-    return wrapped
+    )(packing)
+
+    @wraps(send)
+    def unpacking(*args: Any, **kwargs: Any) -> StoredAnswer:
+        return _unpacked(wrapped(*args, **kwargs))
+
+    return unpacking

@@ -23,18 +23,33 @@ def sms_count(channel: str, body: str) -> sms.SmsCount | None:
 
 
 def message_shape(message: Message) -> dict[str, Any]:
-    """The message as the API shows it, as JSON values: a status webhook's `data.message`."""
+    """The message as the API shows it, as JSON values: a status webhook's `data.message`. An email's
+    `cc`, `bcc`, `replyTo`, `html` and `suppressedRecipients`, and a templated message's `template`,
+    are there only when it has them, so a message with none of them looks as it did before they
+    existed."""
     error, template = message.error, message.template
     counted = sms_count(message.channel, message.body)
+    email: dict[str, Any] = {}
+    if message.cc is not None:
+        email["cc"] = list(message.cc)
+    if message.bcc is not None:
+        email["bcc"] = list(message.bcc)
+    if message.reply_to is not None:
+        email["replyTo"] = message.reply_to
+    if message.html is not None:
+        email["html"] = message.html
+    if message.suppressed_recipients:
+        email["suppressedRecipients"] = list(message.suppressed_recipients)
     return {
         "id": message.id,
         "channel": message.channel.value,
-        "to": message.to,
+        "to": message.to if message.to_list is None else list(message.to_list),
+        **email,
         "subject": message.subject,
         "body": message.body,
         "encoding": counted.encoding.value if counted is not None else None,
         "segments": counted.segments if counted is not None else None,
-        "template": {"name": template.name, "version": template.version} if template is not None else None,
+        **({"template": {"name": template.name, "version": template.version}} if template is not None else {}),
         "status": message.status.value,
         "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
         "metadata": dict(message.metadata),

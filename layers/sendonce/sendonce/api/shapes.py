@@ -135,6 +135,10 @@ class MessageError(ResponseModel):
     message: str
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class MessageTemplate(ResponseModel):
     name: str
     version: int
@@ -143,9 +147,22 @@ class MessageTemplate(ResponseModel):
 class MessageModel(ResponseModel):
     id: str
     channel: str = Field(json_schema_extra=channel_names)
-    to: str
+    to: str | list[str] = Field(
+        description="The normalised recipient; an email's list when the send gave `to` as a list"
+    )
+    # An email's, present only when it has them: a message without them looks as before they existed.
+    cc: list[str] | None = Field(default=None, exclude_if=_absent, description="Email: as accepted")
+    bcc: list[str] | None = Field(default=None, exclude_if=_absent, description="Email: as accepted")
+    replyTo: str | None = Field(default=None, exclude_if=_absent, description="Email: where replies go")
+    html: str | None = Field(default=None, exclude_if=_absent, description="Email: the html part")
+    suppressedRecipients: list[str] | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Email: the recipients left out because they are on the suppression list "
+        "(normalised), at acceptance or before the provider call",
+    )
     subject: str | None
-    body: str
+    body: str = Field(description="The text; an empty string for an email sent with html alone")
     # A default: an event recorded before messages carried them still shows its message.
     encoding: Literal["GSM-7", "UCS-2"] | None = Field(
         default=None,
@@ -158,7 +175,9 @@ class MessageModel(ResponseModel):
         "153 or 67 each when it takes more)",
     )
     template: MessageTemplate | None = Field(
-        default=None, description="Sent from a template: the template's name and the version it rendered"
+        default=None,
+        exclude_if=_absent,
+        description="Sent from a template: the template's name and the version it rendered",
     )
     status: Status
     sendAt: str | None

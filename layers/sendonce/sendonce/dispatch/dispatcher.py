@@ -9,7 +9,8 @@ transient failure on the count of attempts that were not throttled. The provider
 claimed message itself, so a test message's mode decides it (the simulator, and nothing else).
 
 A message whose recipient is suppressed fails with `recipient_suppressed`, and no provider is
-called. The check is a condition of the claim's own write, so a suppression committed before the
+called; an email's suppressed recipients are left out by the claim (and named), and it fails only
+when none is left. The check is a condition of the claim's own write, so a suppression committed before the
 attempt started (the claim) is always seen, whatever raced the send's own check. The claim sends
 the message as its queue record carried it while the message is still as it was then; a record that
 carries none (the outbox's) costs one read more.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from typing import Any
 
 MAX_KEY_LENGTH = 255
@@ -51,7 +52,15 @@ def payload_fingerprint(payload: Any) -> str:
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
-def tie_identity(workspace_id: str, key: str, destination: str) -> str:
-    """Which (workspace, key, destination) a message is tied to, forever."""
+def tie_identity(workspace_id: str, key: str, destination: str | Collection[str]) -> str:
+    """Which (workspace, key, destination) a message is tied to, forever. The destination of a message
+    to several recipients is their set (dedup forms, in any order): a `v2` value, which no
+    single-recipient (`v1`) tie can equal; a set of one is that recipient's `v1` tie, as before lists."""
+    if not isinstance(destination, str):
+        recipients = sorted(set(destination))
+        if len(recipients) != 1:
+            encoded = json.dumps(["v2", workspace_id, key, recipients], separators=(",", ":"))
+            return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+        destination = recipients[0]
     encoded = json.dumps(["v1", workspace_id, key, destination], separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()

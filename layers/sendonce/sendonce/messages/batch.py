@@ -9,7 +9,9 @@ NotWritten: sending it again is safe, because its lock answers a copy that was w
 A command to a suppressed recipient is Suppressed and written not at all: one read for the batch
 before its transactions (checks inside them would halve the entries a transaction holds, and one
 suppressed entry would cancel its 25 neighbours' write), and the dispatcher's claim checks again
-inside its own write, so a suppression that lands in between still stops the delivery.
+inside its own write, so a suppression that lands in between still stops the delivery. An email
+item to several recipients drops its suppressed ones (named in its `suppressedRecipients`) and is
+Suppressed only when none is left; its dedup identity stays that of every recipient it named.
 A command from a template is rendered first, as the single send renders it; one whose template is
 unknown or refuses its data is NotRendered, and written not at all.
 """
@@ -68,11 +70,20 @@ def suppressed(
     if suppressions is None or not commands:
         return {}
     found = suppressions.find_many(
-        commands[0].workspace_id, {command.recipient.dedup_form for command in commands}
+        commands[0].workspace_id,
+        {recipient.dedup_form for command in commands for recipient in command.recipients},
     )
     if found:
         refused(commands[0].workspace_id, [entry.reason.value for entry in found.values()])
     return found
+
+
+def all_refused(command: SendCommand, refused: dict[str, Suppression]) -> Suppression | None:
+    """The entry that refuses the command as a whole (its first recipient's), when every recipient
+    it names is suppressed; None when someone is left to send to."""
+    if not all(recipient.dedup_form in refused for recipient in command.recipients):
+        return None
+    return refused[command.recipients[0].dedup_form]
 
 
 class BatchSender:
@@ -113,16 +124,14 @@ class BatchSender:
 
     def _send_rendered(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
         refused = suppressed(self._suppressions, commands)
-        sendable = [command for command in commands if command.recipient.dedup_form not in refused]
-        sent = iter(self._write(sendable) if sendable else [])
+        refusals = [all_refused(command, refused) for command in commands]
+        sendable = [command for command, refusal in zip(commands, refusals, strict=True) if refusal is None]
+        sent = iter(self._write(sendable, refused) if sendable else [])
         return [
-            Suppressed(refused[command.recipient.dedup_form].reason.value)
-            if command.recipient.dedup_form in refused
-            else next(sent)
-            for command in commands
+            Suppressed(refusal.reason.value) if refusal is not None else next(sent) for refusal in refusals
         ]
 
-    def _write(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
+    def _write(self, commands: Sequence[SendCommand], refused: dict[str, Suppression]) -> list[BatchOutcome]:
         now = self._clock()
         # The first command of each identity is written; the later ones are its duplicates (a command
         # from a template has two identities: it follows the first leader holding either).
@@ -136,9 +145,11 @@ class BatchSender:
             if leader is None:
                 leader = len(entries)
                 leaders.update(dict.fromkeys(locks, leader))
+                message = new_message(command, now)
                 entries.append(
                     NewMessage(
-                        message=new_message(command, now),
+                        # Its suppressed recipients left out; its locks stay those of all it named.
+                        message=message.without(refused.keys()) or message,
                         claim=claim,
                         handoff_due_at=handoff_due_at(now, command.send_at),
                     )

@@ -33,7 +33,7 @@ from msgspec.structs import replace
 
 from sendonce import channels
 from sendonce.clock import Clock, rfc3339
-from sendonce.dedup.identity import dedup_identity
+from sendonce.dedup.identity import message_identity
 from sendonce.errors import DependencyUnavailable, DuplicateContent, InvalidEdit, MessageNotEditable
 from sendonce.idempotency.keys import payload_fingerprint, tie_identity
 from sendonce.messages.handoff import handoff_due_at
@@ -47,6 +47,7 @@ from sendonce.messages.ports import (
     NotEditable,
     SendingStore,
 )
+from sendonce.messages.recipients import tie_destination
 from sendonce.observability import logger
 
 # Another edit committed between a read and a write: read again, a bounded number of times.
@@ -66,7 +67,15 @@ class MessageChanges(Struct, frozen=True):
 
 def edited_payload(message: Message) -> dict[str, Any]:
     """The `POST /v1/messages` body that would create the message as it now is."""
-    payload: dict[str, Any] = {"channel": message.channel.value, "to": message.to, "body": message.body}
+    to: str | list[str] = message.to if message.to_list is None else list(message.to_list)
+    payload: dict[str, Any] = {"channel": message.channel.value, "to": to, "body": message.body}
+    for name, value in (("cc", message.cc), ("bcc", message.bcc)):
+        if value is not None:
+            payload[name] = list(value)
+    if message.reply_to is not None:
+        payload["replyTo"] = message.reply_to
+    if message.html is not None:
+        payload["html"] = message.html
     if message.subject is not None:
         payload["subject"] = message.subject
     if message.send_at is not None:
@@ -96,8 +105,15 @@ def plan_edit(
         metadata=dict(current.metadata if changes.metadata is None else changes.metadata),
         updated_at=max(now, current.updated_at + _TICK),
     )
-    recipient = channels.normalise_recipient(current.channel, current.to)
-    lock_id = dedup_identity(current.workspace_id, recipient.dedup_form, edited.subject, edited.body)
+    # Every recipient the send named, suppressed ones included: the identity it was created with.
+    requested = current.requested_recipients
+    lock_id = message_identity(
+        current.workspace_id,
+        [channels.normalise_recipient(current.channel, address).dedup_form for address in requested],
+        edited.subject,
+        edited.body,
+        edited.html,
+    )
     claim = None
     if lock_id != current.dedup_lock_id:
         claim = DedupClaim(lock_id=lock_id, expires_at=now + dedup_window)
@@ -105,7 +121,7 @@ def plan_edit(
     tie = None
     if current.idempotency_key is not None:
         tie = KeyTie(
-            tie_id=tie_identity(current.workspace_id, current.idempotency_key, current.to),
+            tie_id=tie_identity(current.workspace_id, current.idempotency_key, tie_destination(requested)),
             payload_fingerprint=payload_fingerprint(edited_payload(edited)),
         )
     due = None

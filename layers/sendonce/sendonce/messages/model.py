@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from enum import StrEnum
 
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from sendonce.messages.recipients import ascii_lower
 from sendonce.modes import Mode, mode_of
 
 
@@ -74,6 +76,17 @@ class Message(Struct, frozen=True):
     error: MessageFailure | None = None
     provider_message_id: str | None = None
     dedup_lock_id: str | None = None
+    # Email as senders write it (docs/api.md): `to` above is always the first recipient left (what
+    # logs mask and a single-recipient message holds alone). `to_list`: the `to` field when the send
+    # gave a list (None: it gave one address as a string); `cc`, `bcc` (None: not given), `reply_to`
+    # and `html` as accepted, after de-duplication; `suppressed_recipients`: the recipients dropped
+    # because they are suppressed, at acceptance or at the claim.
+    to_list: tuple[str, ...] | None = None
+    cc: tuple[str, ...] | None = None
+    bcc: tuple[str, ...] | None = None
+    reply_to: str | None = None
+    html: str | None = None
+    suppressed_recipients: tuple[str, ...] = ()
     template: TemplateRef | None = None
     # Sent from a template: its second dedup lock, on the template's name and data to the recipient
     # (`sendonce.dedup.identity.template_identity`), taken and released with the first.
@@ -91,3 +104,43 @@ class Message(Struct, frozen=True):
 
     def with_status(self, status: Status, at: datetime) -> Message:
         return replace(self, status=status, updated_at=at)
+
+    @property
+    def to_addresses(self) -> tuple[str, ...]:
+        """The `to` field's addresses: the one given as a string, or the list."""
+        return (self.to,) if self.to_list is None else self.to_list
+
+    @property
+    def recipients(self) -> tuple[str, ...]:
+        """Everyone the message goes to, once each, in the order to, cc, bcc."""
+        return (*self.to_addresses, *(self.cc or ()), *(self.bcc or ()))
+
+    @property
+    def requested_recipients(self) -> tuple[str, ...]:
+        """Everyone the send named, suppressed ones included: what its dedup identity and key tie
+        are made of, so that dropping a recipient never changes either."""
+        return (*self.recipients, *self.suppressed_recipients)
+
+    def without(self, keys: Collection[str]) -> Message | None:
+        """The message without the recipients whose key (`recipient_key`) is in `keys`, each named in
+        `suppressed_recipients`; None when nobody would be left."""
+        dropped = tuple(address for address in self.recipients if ascii_lower(address) in keys)
+        if not dropped:
+            return self
+
+        def kept(addresses: tuple[str, ...] | None) -> tuple[str, ...] | None:
+            return None if addresses is None else tuple(a for a in addresses if a not in dropped)
+
+        left = [address for address in self.recipients if address not in dropped]
+        if not left:
+            return None
+        # A `to` given as a string that is dropped becomes the empty list: the string is no one now.
+        to_list = kept(self.to_list) if self.to_list is not None else (() if self.to in dropped else None)
+        return replace(
+            self,
+            to=left[0],
+            to_list=to_list,
+            cc=kept(self.cc),
+            bcc=kept(self.bcc),
+            suppressed_recipients=(*self.suppressed_recipients, *dropped),
+        )

@@ -169,10 +169,12 @@ class SendingStore(DedupLocks, Protocol):
     ) -> CreateOutcome:
         """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
         of them, while its recipient is on no suppression list its workspace is subject to (checked in
-        the same write: Suppressed, before a tie or a held lock). A held lock or tie is answered
-        before the quota: a duplicate or a replay is never QuotaSpent. With `template`, also while
-        the template is as the send rendered it (checked in the same write: TemplateChanged, after a
-        tie or a held lock).
+        the same write: Suppressed, before a tie or a held lock). An email's recipients are each
+        checked: the suppressed ones are dropped (Created's message names them in
+        `suppressed_recipients`; the lock and tie stay as given), and with nobody left, Suppressed
+        (the first recipient's reason). A held lock or tie is answered before the quota: a duplicate
+        or a replay is never QuotaSpent. With `template`, also while the template is as the send
+        rendered it (checked in the same write: TemplateChanged, after a tie or a held lock).
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
         """

@@ -6,7 +6,12 @@ compares (an email's local part compared without ASCII case, as docs/api.md stat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from msgspec import Struct
+
+# An email's recipients in all (to, cc and bcc), counted after de-duplication.
+MAX_RECIPIENTS = 50
 
 
 class InvalidRecipient(ValueError):
@@ -50,6 +55,30 @@ def ascii_lower(text: str) -> str:
 
 
 _ASCII_UPPER_TO_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def deduplicated(*fields: Sequence[Recipient]) -> tuple[tuple[Recipient, ...], ...]:
+    """The fields (to, cc, bcc, in that order) with each recipient kept once, where it first appears:
+    two addresses are one recipient when their dedup forms are (`Ann@x.io` and `ann@x.io`)."""
+    seen: set[str] = set()
+    kept: list[tuple[Recipient, ...]] = []
+    for recipients in fields:
+        field: list[Recipient] = []
+        for recipient in recipients:
+            if recipient.dedup_form not in seen:
+                seen.add(recipient.dedup_form)
+                field.append(recipient)
+        kept.append(tuple(field))
+    return tuple(kept)
+
+
+def tie_destination(addresses: Sequence[str]) -> str | list[str]:
+    """What an Idempotency-Key's tie names as the destination of a message to `addresses`
+    (normalised): the address itself for one (the tie of every send before lists), else the set of
+    their dedup forms (`idempotency.keys.tie_identity`)."""
+    if len(addresses) == 1:
+        return addresses[0]
+    return [ascii_lower(address) for address in addresses]
 
 
 def normalise_phone_or_email(raw: str) -> Recipient:

@@ -8,7 +8,9 @@ template is rendered first, and its message takes a second lock (the template's 
 recipient) in that same write. A refused
 recipient has nothing written, and the refusal is raised inside the key's record, so it is never
 stored under an Idempotency-Key. A suppression that lands after the write is caught by the
-dispatcher, whose claim checks again in its own write.
+dispatcher, whose claim checks again in its own write. An email to several recipients is one
+message: its suppressed recipients are left out (and named), and it is refused only when none is
+left; its dedup identity and key tie are those of every recipient the send named (`lock_of`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from sendonce.clock import Clock, utc_now
-from sendonce.dedup.identity import dedup_identity, template_identity
+from sendonce.dedup.identity import message_identity, template_identity
 from sendonce.errors import (
     DependencyUnavailable,
     IdempotencyKeyReused,
@@ -41,6 +43,7 @@ from sendonce.messages.handoff import handoff_due_at, handoff_of
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import (
     BODY_MAX_CHARACTERS,
+    HTML_MAX_CHARACTERS,
     SUBJECT_MAX_CHARACTERS,
     Channel,
     Message,
@@ -63,7 +66,7 @@ from sendonce.messages.ports import (
     TemplateInForce,
     TemplateUse,
 )
-from sendonce.messages.recipients import Recipient
+from sendonce.messages.recipients import Recipient, tie_destination
 from sendonce.observability import logger, metrics
 
 if TYPE_CHECKING:
@@ -77,7 +80,7 @@ class SendCommand(Struct, frozen=True):
 
     workspace_id: str
     channel: Channel
-    recipient: Recipient
+    recipient: Recipient  # the first recipient: a single-recipient send's only one
     body: str
     subject: str | None = None
     send_at: datetime | None = None
@@ -86,6 +89,19 @@ class SendCommand(Struct, frozen=True):
     payload_fingerprint: str | None = None
     template: TemplateUse | None = None
     smart_encoding: bool = False  # a rendered sms body's look-alikes replaced (a written one's are already)
+    # An email's recipient lists, de-duplicated across them (`recipients.deduplicated`): `to_list`
+    # when `to` was a list (None: `recipient` alone, given as a string), `cc` and `bcc` when given.
+    to_list: tuple[Recipient, ...] | None = None
+    cc: tuple[Recipient, ...] | None = None
+    bcc: tuple[Recipient, ...] | None = None
+    reply_to: str | None = None
+    html: str | None = None
+
+    @property
+    def recipients(self) -> tuple[Recipient, ...]:
+        """Everyone the send names, once each, in the order to, cc, bcc."""
+        to = (self.recipient,) if self.to_list is None else self.to_list
+        return (*to, *(self.cc or ()), *(self.bcc or ()))
 
 
 class SendResult(Struct, frozen=True):
@@ -97,17 +113,25 @@ class SendResult(Struct, frozen=True):
 
 
 def lock_of(command: SendCommand) -> str:
-    """The dedup identity a command's message would lock: two commands with the same are one message."""
-    return dedup_identity(command.workspace_id, command.recipient.dedup_form, command.subject, command.body)
+    """The dedup identity a command's message would lock: two commands with the same are one message.
+    Made of every recipient the command names, so dropping a suppressed one never changes it."""
+    return message_identity(
+        command.workspace_id,
+        [recipient.dedup_form for recipient in command.recipients],
+        command.subject,
+        command.body,
+        command.html,
+    )
 
 
 def template_lock_of(command: SendCommand) -> str | None:
-    """The second identity of a send from a template: its name and data to the recipient, whatever
-    version it renders (None for a send written by its sender)."""
+    """The second identity of a send from a template: its name and data to every recipient the send
+    names, whatever version it renders (None for a send written by its sender)."""
     if command.template is None:
         return None
     use = command.template
-    return template_identity(command.workspace_id, command.recipient.dedup_form, use.name, use.data)
+    recipients = [recipient.dedup_form for recipient in command.recipients]
+    return template_identity(command.workspace_id, recipients, use.name, use.data)
 
 
 def claim_of(command: SendCommand, expires_at: datetime) -> DedupClaim:
@@ -159,8 +183,14 @@ def rendered(
     _fits("body", body, BODY_MAX_CHARACTERS)
     if content.subject is not None:
         _fits("subject", content.subject, SUBJECT_MAX_CHARACTERS)
+    if content.html is not None:
+        _fits("html", content.html, HTML_MAX_CHARACTERS)
     return replace(
-        command, body=body, subject=content.subject, template=replace(use, version=content.version)
+        command,
+        body=body,
+        subject=content.subject,
+        html=content.html,
+        template=replace(use, version=content.version),
     )
 
 
@@ -209,9 +239,14 @@ def new_message(command: SendCommand, now: datetime) -> Message:
         id=new_message_id(),
         workspace_id=command.workspace_id,
         channel=command.channel,
-        to=command.recipient.address,
+        to=command.recipients[0].address,
         subject=command.subject,
         body=command.body,
+        to_list=_addresses(command.to_list),
+        cc=_addresses(command.cc),
+        bcc=_addresses(command.bcc),
+        reply_to=command.reply_to,
+        html=command.html,
         status=Status.SCHEDULED if scheduled else Status.QUEUED,
         send_at=command.send_at,
         metadata=dict(command.metadata),
@@ -220,6 +255,10 @@ def new_message(command: SendCommand, now: datetime) -> Message:
         updated_at=now,
         template=TemplateRef(use.name, use.version) if use is not None and use.version is not None else None,
     )
+
+
+def _addresses(recipients: tuple[Recipient, ...] | None) -> tuple[str, ...] | None:
+    return None if recipients is None else tuple(recipient.address for recipient in recipients)
 
 
 class MessageService:
@@ -262,7 +301,11 @@ class MessageService:
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
             tie = KeyTie(
-                tie_id=tie_identity(command.workspace_id, command.idempotency_key, command.recipient.address),
+                tie_id=tie_identity(
+                    command.workspace_id,
+                    command.idempotency_key,
+                    tie_destination([recipient.address for recipient in command.recipients]),
+                ),
                 payload_fingerprint=command.payload_fingerprint,
             )
 

@@ -43,7 +43,8 @@ class ProviderEvent(Struct, frozen=True):
     """`message_id`: None only for an opt-out that names no message (a STOP to the shared number).
     `suppress`: the suppression reason the event puts the recipient on the list for, if any (in the
     named message's workspace; in every workspace when no message is named). `to`: the recipient
-    it speaks of, normalised, when the provider names one (else the message's)."""
+    it speaks of, normalised, when the provider names one (else the message's); `also`: the other
+    recipients it speaks of (an SES bounce or complaint naming several of an email's recipients)."""
 
     provider: str
     event_id: str
@@ -53,6 +54,7 @@ class ProviderEvent(Struct, frozen=True):
     error: MessageFailure | None = None
     suppress: Reason | None = None
     to: str | None = None
+    also: tuple[str, ...] = ()
 
     @property
     def suppression_reason(self) -> Reason | None:
@@ -79,6 +81,7 @@ class ProviderEvent(Struct, frozen=True):
                 "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
                 "suppress": self.suppress.value if self.suppress else None,
                 "to": self.to,
+                **({"also": list(self.also)} if self.also else {}),
             },
             separators=(",", ":"),
         )
@@ -98,6 +101,7 @@ def from_json(text: str) -> ProviderEvent:
         error=MessageFailure(str(error["code"]), str(error["message"])) if error else None,
         suppress=Reason(suppress) if suppress else None,
         to=str(to) if to is not None else None,
+        also=tuple(str(address) for address in data.get("also") or ()),
     )
 
 
@@ -137,6 +141,10 @@ def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> 
     elif kind == "Reject":
         error = MessageFailure("rejected", str((notification.get("reject") or {}).get("reason", "rejected")))
     detail = notification.get(kind[0].lower() + kind[1:]) or {}
+    # The recipients it names: an email to several may bounce for some of them only, and only those
+    # are suppressed (none named: the message's own recipient).
+    named = detail.get("bouncedRecipients") or detail.get("complainedRecipients")
+    addresses = [str(r["emailAddress"]) for r in named or [] if isinstance(r, dict) and r.get("emailAddress")]
     occurred_at = str(detail.get("timestamp") or mail.get("timestamp") or "")
     # SES gives no event id: the same notification always hashes to the same one.
     event_id = hashlib.sha256(
@@ -150,4 +158,6 @@ def from_ses_notification(notification: dict[str, Any], message_id_tag: str) -> 
         occurred_at=occurred_at,
         error=error,
         suppress=suppress,
+        to=addresses[0] if addresses else None,
+        also=tuple(addresses[1:]),
     )

@@ -1,5 +1,8 @@
 """Email through Amazon SES (v2). SES has no idempotency key: a 5xx or a lost answer ends `unknown`.
 
+One message is one `SendEmail` carrying every recipient it has left (To, Cc, Bcc), its reply-to
+address, and its text and html parts (an email sent with html alone has no text part).
+
 How each failure is read is `aws_errors.classify`'s to say; the client is built with SDK retries off.
 """
 
@@ -24,14 +27,28 @@ class SesProvider:
         self._extra = {"ConfigurationSetName": configuration_set} if configuration_set else {}
 
     def send(self, message: Message) -> str:
+        destination: dict[str, list[str]] = {}
+        if message.to_addresses:
+            destination["ToAddresses"] = list(message.to_addresses)
+        if message.cc:
+            destination["CcAddresses"] = list(message.cc)
+        if message.bcc:
+            destination["BccAddresses"] = list(message.bcc)
+        body: dict[str, dict[str, str]] = {}
+        if message.body or message.html is None:
+            body["Text"] = {"Data": message.body, "Charset": "UTF-8"}
+        if message.html is not None:
+            body["Html"] = {"Data": message.html, "Charset": "UTF-8"}
+        reply_to = {"ReplyToAddresses": [message.reply_to]} if message.reply_to is not None else {}
         try:
             response = self._client.send_email(
                 FromEmailAddress=self._from,
-                Destination={"ToAddresses": [message.to]},
+                Destination=destination,
+                **reply_to,
                 Content={
                     "Simple": {
                         "Subject": {"Data": message.subject or "", "Charset": "UTF-8"},
-                        "Body": {"Text": {"Data": message.body, "Charset": "UTF-8"}},
+                        "Body": body,
                     }
                 },
                 EmailTags=[{"Name": MESSAGE_ID_TAG, "Value": message.id}],

@@ -23,6 +23,10 @@ class SimulatedDelivery(Struct, frozen=True):
     at: datetime
     provider_id: str
     idempotency_key: str
+    # An email's lists as the call carried them (None: not given); `to` is then its first recipient.
+    to_list: tuple[str, ...] | None = None
+    cc: tuple[str, ...] | None = None
+    bcc: tuple[str, ...] | None = None
 
 
 class SimulatorStore(Protocol):

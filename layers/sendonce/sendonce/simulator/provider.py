@@ -23,7 +23,7 @@ from sendonce.observability import logger
 from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventQueue
 from sendonce.simulator.ports import SimulatedDelivery, SimulatorStore
-from sendonce.simulator.recipients import TRANSIENT_FAILURES, Behaviour, behaviour_for
+from sendonce.simulator.recipients import TRANSIENT_FAILURES, Behaviour, deciding
 from sendonce.suppressions.model import Reason
 
 NAME = SIMULATOR
@@ -56,7 +56,7 @@ class Simulator:
     def _send(self, message: Message) -> str:
         if message.mode is not Mode.TEST:
             raise PermanentFailure("simulator_live_message", "the simulator takes test messages only")
-        behaviour = behaviour_for(message.to)
+        recipient, behaviour = deciding(message.recipients)
         now = self._clock()
         if behaviour is Behaviour.PERMANENT_FAILURE:
             raise PermanentFailure("provider_rejected", "the simulator refused the message (permanently)")
@@ -78,6 +78,9 @@ class Simulator:
                 at=now,
                 provider_id=f"sim_{message.id}",
                 idempotency_key=message.id,  # the HTTP provider's Idempotency-Key: the message id
+                to_list=message.to_list,
+                cc=message.cc,
+                bcc=message.bcc,
             )
         )
         logger.info(
@@ -90,12 +93,14 @@ class Simulator:
             },
         )
         # Reported again on a replay: a report lost the first time is made, and applied once.
-        self._report(message, behaviour, delivery)
+        self._report(message, recipient, behaviour, delivery)
         if behaviour is Behaviour.LOST_ANSWER and first:
             raise AmbiguousOutcome("provider_timeout", "the provider did not answer in time")
         return delivery.provider_id
 
-    def _report(self, message: Message, behaviour: Behaviour, delivery: SimulatedDelivery) -> None:
+    def _report(
+        self, message: Message, recipient: str, behaviour: Behaviour, delivery: SimulatedDelivery
+    ) -> None:
         # As SES reports them: a permanent bounce fails the message and suppresses its recipient; a
         # complaint comes after the delivery and suppresses too (in the twin: the message's workspace).
         reports: list[tuple[str, ProviderEventType, MessageFailure | None, Reason | None]] = [
@@ -116,7 +121,8 @@ class Simulator:
                 occurred_at=rfc3339(delivery.at),
                 error=error,
                 suppress=suppress,
-                to=message.to if kind is ProviderEventType.OPTED_OUT else None,
+                # The recipient it is about: of an email to several, the one that bounced or complained.
+                to=recipient if suppress is not None or kind is ProviderEventType.OPTED_OUT else None,
             )
             try:
                 self._events.publish(event, delay_seconds=REPORT_DELAY_SECONDS)

@@ -8,6 +8,7 @@ table is accepted and then delivered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -42,3 +43,13 @@ def behaviour_for(to: str) -> Behaviour:
     """What the simulator does with a message to `to` (normalised as the API stores it)."""
     key = to.lower() if "@" in to else to  # only ASCII letters differ in case in the table's addresses
     return RECIPIENTS.get(key, Behaviour.DELIVERED)
+
+
+def deciding(recipients: Sequence[str]) -> tuple[str, Behaviour]:
+    """Of a message's recipients (in the order to, cc, bcc), the one whose behaviour the message meets:
+    the first in the table, else the first (an email to several is one call, so one behaviour)."""
+    for to in recipients:
+        behaviour = behaviour_for(to)
+        if behaviour is not Behaviour.DELIVERED:
+            return to, behaviour
+    return recipients[0], Behaviour.DELIVERED

@@ -47,7 +47,13 @@ class UsageReport(ResponseModel):
 class SimulatedDeliveryModel(ResponseModel):
     messageId: str
     channel: str = Field(json_schema_extra=channel_names)
-    to: str
+    to: str | list[str] = Field(description="As the message shows it: an email's list when its send gave one")
+    cc: list[str] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="An email's, when it has them: as sent"
+    )
+    bcc: list[str] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="An email's, when it has them: as sent"
+    )
     subject: str | None
     body: str
     at: str = Field(description="RFC 3339: when the simulator accepted the call")
@@ -57,7 +63,9 @@ class SimulatedDeliveryModel(ResponseModel):
         return cls(
             messageId=delivery.message_id,
             channel=delivery.channel,
-            to=delivery.to,
+            to=delivery.to if delivery.to_list is None else list(delivery.to_list),
+            cc=list(delivery.cc) if delivery.cc is not None else None,
+            bcc=list(delivery.bcc) if delivery.bcc is not None else None,
             subject=delivery.subject,
             body=delivery.body,
             at=rfc3339(delivery.at),
