@@ -161,7 +161,6 @@ def test_a_message_with_its_nulls() -> None:
         "body": 'Hello, 世界 "q" \\ \n',
         "encoding": "UCS-2",
         "segments": 1,
-        "template": None,
         "status": "queued",
         "sendAt": None,
         "metadata": {},

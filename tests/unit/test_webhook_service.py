@@ -179,7 +179,6 @@ def _shown_message(message_id: str) -> dict[str, Any]:
         "body": "hi",
         "encoding": "GSM-7",
         "segments": 1,
-        "template": None,
         "status": "queued",
         "sendAt": None,
         "metadata": {},

@@ -98,6 +98,9 @@ class AsyncMessages:
         bcc: Sequence[str] | None = None,
         reply_to: str | None = None,
         html: str | None = None,
+        template: str | None = None,
+        template_version: int | None = None,
+        data: Mapping[str, Any] | None = None,
     ) -> SendResult:
         document = ops.message_body(
             channel,

@@ -22,7 +22,6 @@ from functools import partial
 from typing import Any
 
 from msgspec import Struct
-from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (

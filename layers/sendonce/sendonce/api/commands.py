@@ -149,7 +149,6 @@ class SendMessageRequest(RecipientRequest):
             raise ValueError(f"is {size} bytes as JSON, over {DATA_MAX_BYTES}")
         return value
 
-
     @field_validator("subject")
     @classmethod
     def _subject_as_the_channel_says(cls, value: str | None, info: ValidationInfo) -> str | None:

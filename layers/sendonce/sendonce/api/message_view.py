@@ -49,7 +49,9 @@ def message_shape(message: Message) -> dict[str, Any]:
         "body": message.body,
         "encoding": counted.encoding.value if counted is not None else None,
         "segments": counted.segments if counted is not None else None,
-        **({"template": {"name": template.name, "version": template.version}} if template is not None else {}),
+        **(
+            {"template": {"name": template.name, "version": template.version}} if template is not None else {}
+        ),
         "status": message.status.value,
         "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
         "metadata": dict(message.metadata),
