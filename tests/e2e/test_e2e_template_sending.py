@@ -1,5 +1,7 @@
 """Sending from a template through the local stack (`make run`): rendered at acceptance, delivered
-once, and once only across a new version, with or without an Idempotency-Key."""
+once, and once only across a new version, with or without an Idempotency-Key; a templated email to
+three recipients (one given twice, in another case) is one message and one delivery, and its
+template's render preview shows what was sent."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from tests.e2e.e2e_support import (
     created_id,
     deliveries_of,
     error_code,
+    eventually,
     send,
+    unique_email,
     unique_phone,
     wait_status,
 )
@@ -68,3 +72,53 @@ def test_a_deleted_template_takes_no_send(stack: LocalStack) -> None:
 
     assert answer.status_code == 422
     assert error_code(answer) == "template_not_found"
+
+
+def test_a_templated_email_to_three_one_given_twice_then_a_render_preview(stack: LocalStack) -> None:
+    name = f"receipt-{uuid.uuid4().hex[:8]}"
+    template = {
+        "name": name,
+        "channel": "email",
+        "subject": "Order {{ order.id }}",
+        "body": "Thanks {{ name }}, {{ order.lines | length }} items.",
+        "html": "<p>Thanks {{ name }}</p>",
+    }
+    assert _call(stack, "POST", "/v1/templates", template).status_code == 201
+    ann, bob, cy = unique_email("ann"), unique_email("bob"), unique_email("cy")
+    data = {"name": "<Ann & co>", "order": {"id": "A-17", "lines": [1, 2, 3]}}
+    request = {
+        "channel": "email",
+        "to": [ann, bob],
+        "cc": [ann.upper().replace("@EXAMPLE.COM", "@example.com")],  # ann again, in another case
+        "bcc": [cy],
+        "template": {"name": name},
+        "data": data,
+    }
+
+    answer = send(stack, request)
+    message_id = created_id(answer)
+    shown = answer.json()["message"]
+    assert (shown["to"], shown["cc"], shown["bcc"]) == ([ann, bob], [], [cy])
+    assert (shown["subject"], shown["body"]) == ("Order A-17", "Thanks <Ann & co>, 3 items.")
+    assert shown["html"] == "<p>Thanks &lt;Ann &amp; co&gt;</p>"  # html auto-escaped; the text is not
+    assert shown["template"] == {"name": name, "version": 1}
+    # The same template and data to the same three, in other fields, across a new version: a duplicate.
+    version_2 = {"subject": "Order {{ order.id }}", "body": "v2 {{ name }}", "html": "<p>v2</p>"}
+    assert _call(stack, "POST", f"/v1/templates/{name}/versions", version_2).status_code == 201
+    again = send(stack, request | {"to": [cy], "cc": [bob], "bcc": [ann]})
+    assert again.status_code == 200, again.text
+    assert again.json()["message"]["id"] == message_id
+
+    wait_status(stack, message_id, SETTLED)
+    (delivery,) = eventually(lambda: deliveries_of(stack, message_id))
+    assert (delivery["to"], delivery.get("cc", []), delivery["bcc"]) == ([ann, bob], [], [cy])
+    assert delivery["subject"] == "Order A-17"
+
+    preview = _call(stack, "POST", f"/v1/templates/{name}/render", {"data": data, "version": 1})
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["rendered"] == {
+        "subject": "Order A-17",
+        "body": "Thanks <Ann & co>, 3 items.",
+        "html": "<p>Thanks &lt;Ann &amp; co&gt;</p>",
+    }
+    assert preview.json()["sms"] is None
