@@ -9,6 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 from sendonce.api.commands import SendMessageRequest, command_of
 from sendonce.channels import normalise_recipient
@@ -16,7 +18,7 @@ from sendonce.errors import TemplateDataInvalid, UnknownTemplate
 from sendonce.messages.batch import BatchSender, NotRendered
 from sendonce.messages.model import Channel, TemplateRef
 from sendonce.messages.ports import TemplatedContent, TemplateUse
-from sendonce.messages.service import MessageService, SendCommand, SendResult
+from sendonce.messages.service import MessageService, SendCommand, SendResult, template_lock_of
 from sendonce.templates.model import Template, TemplateContent
 from sendonce.templates.service import TemplateService
 
@@ -321,3 +323,35 @@ def test_the_command_carries_the_request_not_a_render() -> None:
     assert command.template == TemplateUse("otp", {"b": 1, "a": 2}, 2)
     assert command.body == ""
     assert command.smart_encoding
+
+
+# ---------------------------------------------------------------------------- the template's identity
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+data_objects = st.dictionaries(st.text(max_size=6), json_values, max_size=5)  # keys shorter than 7
+
+
+def _template_lock(body: dict[str, Any]) -> str | None:
+    request = SendMessageRequest.model_validate({"channel": "email", "template": {"name": "receipt"}, **body})
+    return template_lock_of(command_of(request, "ws_a", None))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=data_objects, order=st.randoms(use_true_random=False))
+def test_property_the_template_identity_is_the_data_whatever_its_key_order_and_the_recipient_set(
+    data: dict[str, Any], order: Any
+) -> None:
+    keys = list(data)
+    order.shuffle(keys)
+    reordered = {key: data[key] for key in keys}
+
+    one = _template_lock({"to": ["ann@x.io", "bo@x.io"], "data": data})
+    other = _template_lock({"to": ["BO@x.io"], "cc": ["ann@X.io"], "data": reordered})
+
+    assert one is not None
+    assert one == other
+    assert one != _template_lock({"to": ["ann@x.io"], "data": data})  # another set of recipients
+    assert one != _template_lock({"to": ["ann@x.io", "bo@x.io"], "data": {**data, "seven!!": 1}})
