@@ -20,17 +20,9 @@ from typing import Any
 
 from bench.call_counter import COUNTER
 from bench.events import send_event
-from bench.local_stack import (
-    API_KEY,
-    DYNAMODB_LOCAL,
-    MOTO,
-    BenchStack,
-    dynamodb_engine,
-    start_stack,
-)
+from bench.local_stack import API_KEY, BenchStack, drain, engines_named, on_each_engine
 from bench.quiet import silenced_stdout
 from bench.stats import median_of_rounds, mode, percentile, spread
-from sendonce_local import dynamodb_local
 from sendonce_local.lambda_runtime import LambdaContext
 
 SIZES = (100, 500)
@@ -66,19 +58,6 @@ def _created(answer: dict[str, Any], size: int) -> bool:
     return len(results) == size and all(result["status"] == 201 for result in results)
 
 
-def _drain(sqs: Any, queue: str) -> None:
-    while True:
-        records = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=60).get(
-            "Messages", []
-        )
-        if not records:
-            return
-        sqs.delete_message_batch(
-            QueueUrl=queue,
-            Entries=[{"Id": str(i), "ReceiptHandle": r["ReceiptHandle"]} for i, r in enumerate(records)],
-        )
-
-
 def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
     batches = {size: Samples() for size in SIZES}
     singles = Samples()  # the time of 100 single sends, one sample a round
@@ -97,7 +76,7 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
             for step in steps:
                 # moto's SQS slows down as a queue grows, and no dispatcher drains it here: start each
                 # step empty (PurgeQueue is allowed once a minute).
-                _drain(sqs, queue)
+                drain(sqs, queue)
                 if step == "singles":
                     events = [send_event(_item(next(numbers)), API_KEY) for _ in range(100)]
                     started = time.perf_counter()
@@ -151,28 +130,12 @@ def run_batch_bench(rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The batch figures on moto, and the same rounds with the tables on DynamoDB Local when it is
     installed: moto's cost grows with a transaction's items far faster than DynamoDB's does, so the
     share a batch takes of 100 single sends is known on AWS's own engine too (SQS stays on moto)."""
-    engines = [MOTO] + ([DYNAMODB_LOCAL] if dynamodb_local.unavailable() is None else [])
     print(
-        f"batch: {rounds} rounds of a 100-item batch against 100 single sends, on {', '.join(engines)} ...",
+        f"batch: {rounds} rounds of a 100-item batch against 100 single sends, on {engines_named()} ...",
         file=sys.stderr,
         flush=True,
     )
-    stack = start_stack()
-    figures: dict[str, Any] = {}
-    details: dict[str, Any] = {"rounds": rounds}
-    try:
-        for engine in engines:
-            with dynamodb_engine(stack, engine):
-                measured, seen = _measure(stack, rounds)
-            if engine == MOTO:
-                figures.update(measured)
-                details.update(seen)
-            else:
-                figures[engine] = measured
-                details[engine] = seen
-    finally:
-        stack.stop()
-    return figures, details
+    return on_each_engine(lambda stack: _measure(stack, rounds), {"rounds": rounds})
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -114,3 +114,47 @@ def dynamodb_engine(stack: BenchStack, engine: str, tables: tuple[str, ...] = ()
             os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = saved
         composition.reset_all()
         server.stop()
+
+
+Measure = Callable[[BenchStack], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def on_each_engine(measure: Measure, details: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`measure`'s figures and details on moto, and again with the tables on DynamoDB Local when it is
+    installed (under its name; SQS stays on moto), on one stack started for them."""
+    engines = [MOTO] + ([DYNAMODB_LOCAL] if dynamodb_local.unavailable() is None else [])
+    stack = start_stack()
+    figures: dict[str, Any] = {}
+    try:
+        for engine in engines:
+            with dynamodb_engine(stack, engine):
+                measured, seen = measure(stack)
+            if engine == MOTO:
+                figures.update(measured)
+                details.update(seen)
+            else:
+                figures[engine] = measured
+                details[engine] = seen
+    finally:
+        stack.stop()
+    return figures, details
+
+
+def engines_named() -> str:
+    """The engines `on_each_engine` measures on, for a progress line."""
+    return MOTO + (f", {DYNAMODB_LOCAL}" if dynamodb_local.unavailable() is None else "")
+
+
+def drain(sqs: Any, queue: str) -> None:
+    """Every record of a queue received and deleted: moto's SQS slows down as a queue grows, and no
+    dispatcher drains it in a bench of the API alone."""
+    while True:
+        records = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=60).get(
+            "Messages", []
+        )
+        if not records:
+            return
+        sqs.delete_message_batch(
+            QueueUrl=queue,
+            Entries=[{"Id": str(i), "ReceiptHandle": r["ReceiptHandle"]} for i, r in enumerate(records)],
+        )

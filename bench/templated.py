@@ -22,10 +22,9 @@ from typing import Any
 
 from bench.call_counter import COUNTER
 from bench.events import send_event
-from bench.local_stack import API_KEY, DYNAMODB_LOCAL, MOTO, BenchStack, dynamodb_engine, start_stack
+from bench.local_stack import API_KEY, BenchStack, drain, engines_named, on_each_engine
 from bench.quiet import silenced_stdout
 from bench.stats import median_of_rounds, mode, percentile, spread
-from sendonce_local import dynamodb_local
 from sendonce_local.lambda_runtime import LambdaContext
 
 PER_ROUND = 20
@@ -67,19 +66,6 @@ def _templated(number: int) -> dict[str, Any]:
     }
 
 
-def _drain(sqs: Any, queue: str) -> None:
-    while True:
-        records = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=60).get(
-            "Messages", []
-        )
-        if not records:
-            return
-        sqs.delete_message_batch(
-            QueueUrl=queue,
-            Entries=[{"Id": str(i), "ReceiptHandle": r["ReceiptHandle"]} for i, r in enumerate(records)],
-        )
-
-
 def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
     api = stack.functions["ApiFunction"]
     handler, context = api.load(), LambdaContext(api.spec)
@@ -94,7 +80,7 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
             raise RuntimeError(f"the bench template was not created: {created}")
         for round_number in range(rounds + 1):
             measured = round_number >= 1  # the first round warms up (the renderer's worker, the copy)
-            _drain(sqs, queue)  # moto's SQS slows down as a queue grows; no dispatcher drains it here
+            drain(sqs, queue)  # moto's SQS slows down as a queue grows; no dispatcher drains it here
             order = ["plain", "templated"] * PER_ROUND
             shuffle.shuffle(order)
             this_round: dict[str, list[float]] = {"plain": [], "templated": []}
@@ -133,29 +119,13 @@ def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, 
 
 
 def run_templated_bench(rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    engines = [MOTO] + ([DYNAMODB_LOCAL] if dynamodb_local.unavailable() is None else [])
     print(
         f"templates: {rounds} rounds of {PER_ROUND} plain and {PER_ROUND} templated sends, on "
-        f"{', '.join(engines)} ...",
+        f"{engines_named()} ...",
         file=sys.stderr,
         flush=True,
     )
-    stack = start_stack()
-    figures: dict[str, Any] = {}
-    details: dict[str, Any] = {"rounds": rounds, "per_round": PER_ROUND}
-    try:
-        for engine in engines:
-            with dynamodb_engine(stack, engine):
-                measured, seen = _measure(stack, rounds)
-            if engine == MOTO:
-                figures.update(measured)
-                details.update(seen)
-            else:
-                figures[engine] = measured
-                details[engine] = seen
-    finally:
-        stack.stop()
-    return figures, details
+    return on_each_engine(lambda stack: _measure(stack, rounds), {"rounds": rounds, "per_round": PER_ROUND})
 
 
 def main() -> int:

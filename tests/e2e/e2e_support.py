@@ -75,6 +75,12 @@ def send(
     return requests.post(f"{stack.api}/v1/messages", data=data.encode("utf-8"), headers=headers, timeout=30)
 
 
+def call(stack: LocalStack, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
+    """Any route of the API, with the stack's key and a JSON body."""
+    headers = {**stack.auth(None), "Content-Type": "application/json"}
+    return requests.request(method, f"{stack.api}{path}", json=body, headers=headers, timeout=30)
+
+
 def sms(to: str, body: str) -> dict[str, Any]:
     return {"channel": "sms", "to": to, "body": body}
 

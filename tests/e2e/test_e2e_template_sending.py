@@ -6,13 +6,13 @@ template's render preview shows what was sent."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-import requests
 
 from tests.e2e.e2e_support import (
     SETTLED,
+    call,
     created_id,
     deliveries_of,
     error_code,
@@ -29,14 +29,9 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 
-def _call(stack: LocalStack, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
-    headers = {**stack.auth(None), "Content-Type": "application/json"}
-    return requests.request(method, f"{stack.api}{path}", json=body, headers=headers, timeout=30)
-
-
 def test_a_templated_sms_is_delivered_once_across_a_new_version(stack: LocalStack) -> None:
     name = f"otp-{uuid.uuid4().hex[:8]}"
-    created = _call(
+    created = call(
         stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Code {{ code }}"}
     )
     assert created.status_code == 201, created.text
@@ -46,7 +41,7 @@ def test_a_templated_sms_is_delivered_once_across_a_new_version(stack: LocalStac
     first = send(stack, request, idempotency_key=key)
     message_id = created_id(first)
     assert first.json()["message"]["template"] == {"name": name, "version": 1}
-    assert _call(stack, "POST", f"/v1/templates/{name}/versions", {"body": "{{ code }} is your code"}).ok
+    assert call(stack, "POST", f"/v1/templates/{name}/versions", {"body": "{{ code }} is your code"}).ok
 
     replayed = send(stack, request, idempotency_key=key)
     duplicate = send(stack, request)
@@ -65,8 +60,8 @@ def test_a_templated_sms_is_delivered_once_across_a_new_version(stack: LocalStac
 
 def test_a_deleted_template_takes_no_send(stack: LocalStack) -> None:
     name = f"gone-{uuid.uuid4().hex[:8]}"
-    assert _call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Hi"}).ok
-    assert _call(stack, "DELETE", f"/v1/templates/{name}").ok
+    assert call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Hi"}).ok
+    assert call(stack, "DELETE", f"/v1/templates/{name}").ok
 
     answer = send(stack, {"channel": "sms", "to": unique_phone(), "template": {"name": name}, "data": {}})
 
@@ -83,7 +78,7 @@ def test_a_templated_email_to_three_one_given_twice_then_a_render_preview(stack:
         "body": "Thanks {{ name }}, {{ order.lines | length }} items.",
         "html": "<p>Thanks {{ name }}</p>",
     }
-    assert _call(stack, "POST", "/v1/templates", template).status_code == 201
+    assert call(stack, "POST", "/v1/templates", template).status_code == 201
     ann, bob, cy = unique_email("ann"), unique_email("bob"), unique_email("cy")
     data = {"name": "<Ann & co>", "order": {"id": "A-17", "lines": [1, 2, 3]}}
     request = {
@@ -104,7 +99,7 @@ def test_a_templated_email_to_three_one_given_twice_then_a_render_preview(stack:
     assert shown["template"] == {"name": name, "version": 1}
     # The same template and data to the same three, in other fields, across a new version: a duplicate.
     version_2 = {"subject": "Order {{ order.id }}", "body": "v2 {{ name }}", "html": "<p>v2</p>"}
-    assert _call(stack, "POST", f"/v1/templates/{name}/versions", version_2).status_code == 201
+    assert call(stack, "POST", f"/v1/templates/{name}/versions", version_2).status_code == 201
     again = send(stack, request | {"to": [cy], "cc": [bob], "bcc": [ann]})
     assert again.status_code == 200, again.text
     assert again.json()["message"]["id"] == message_id
@@ -114,7 +109,7 @@ def test_a_templated_email_to_three_one_given_twice_then_a_render_preview(stack:
     assert (delivery["to"], delivery.get("cc", []), delivery["bcc"]) == ([ann, bob], [], [cy])
     assert delivery["subject"] == "Order A-17"
 
-    preview = _call(stack, "POST", f"/v1/templates/{name}/render", {"data": data, "version": 1})
+    preview = call(stack, "POST", f"/v1/templates/{name}/render", {"data": data, "version": 1})
     assert preview.status_code == 200, preview.text
     assert preview.json()["rendered"] == {
         "subject": "Order A-17",

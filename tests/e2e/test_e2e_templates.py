@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-import requests
+
+from tests.e2e.e2e_support import call
 
 if TYPE_CHECKING:
     from tests.e2e.conftest import LocalStack
@@ -15,52 +16,46 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 
-def _call(stack: LocalStack, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
-    headers = {**stack.auth(None), "Content-Type": "application/json"}
-    return requests.request(method, f"{stack.api}{path}", json=body, headers=headers, timeout=30)
-
-
 def test_a_template_is_versioned_rendered_and_deleted(stack: LocalStack) -> None:
     name = f"welcome-{uuid.uuid4().hex[:8]}"
-    created = _call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Hi {{ name }}"})
+    created = call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "Hi {{ name }}"})
     assert created.status_code == 201, created.text
     assert created.json()["template"]["version"] == 1
     assert (
-        _call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "x"}).status_code
-        == 409
+        call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": "x"}).status_code == 409
     )
 
-    second = _call(stack, "POST", f"/v1/templates/{name}/versions", {"body": "Hi {{ name }} \u2713"})
+    second = call(stack, "POST", f"/v1/templates/{name}/versions", {"body": "Hi {{ name }} \u2713"})
     assert second.status_code == 201
     assert second.json()["template"]["version"] == 2
     assert (
-        _call(stack, "GET", f"/v1/templates/{name}/versions/1").json()["template"]["body"] == "Hi {{ name }}"
+        call(stack, "GET", f"/v1/templates/{name}/versions/1").json()["template"]["body"] == "Hi {{ name }}"
     )
 
-    rendered = _call(stack, "POST", f"/v1/templates/{name}/render", {"data": {"name": "Ann"}})
+    rendered = call(stack, "POST", f"/v1/templates/{name}/render", {"data": {"name": "Ann"}})
     assert rendered.status_code == 200, rendered.text
     assert rendered.json()["rendered"]["body"] == "Hi Ann \u2713"
     assert rendered.json()["sms"] == {"encoding": "UCS-2", "segments": 1, "nonGsmCharacters": ["\u2713"]}
-    missing = _call(stack, "POST", f"/v1/templates/{name}/render", {"data": {}})
+    missing = call(stack, "POST", f"/v1/templates/{name}/render", {"data": {}})
     assert missing.status_code == 422
     assert missing.json()["error"]["details"] == {"missing": ["name"]}
 
-    assert _call(stack, "DELETE", f"/v1/templates/{name}").status_code == 200
-    assert _call(stack, "GET", f"/v1/templates/{name}").status_code == 404
+    assert call(stack, "DELETE", f"/v1/templates/{name}").status_code == 200
+    assert call(stack, "GET", f"/v1/templates/{name}").status_code == 404
 
 
 def test_a_render_that_never_ends_is_stopped_and_the_api_goes_on(stack: LocalStack) -> None:
     name = f"loop-{uuid.uuid4().hex[:8]}"
     body = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
     assert (
-        _call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": body}).status_code
+        call(stack, "POST", "/v1/templates", {"name": name, "channel": "sms", "body": body}).status_code
         == 201
     )
 
     started = time.monotonic()
-    stopped = _call(stack, "POST", f"/v1/templates/{name}/render", {"data": {}})
+    stopped = call(stack, "POST", f"/v1/templates/{name}/render", {"data": {}})
 
     assert stopped.status_code == 422
     assert stopped.json()["error"]["details"] == {"limit": "time"}
     assert time.monotonic() - started < 10  # stopped at 1 s, with room for a loaded machine
-    assert _call(stack, "GET", f"/v1/templates/{name}").status_code == 200
+    assert call(stack, "GET", f"/v1/templates/{name}").status_code == 200
