@@ -19,11 +19,13 @@ from msgspec.structs import replace
 from pydantic import (
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sendonce import channels
 from sendonce.api.shapes import Metadata, RecipientRequest, parse_rfc3339, send_at_within_window
@@ -183,8 +185,22 @@ class SendMessageRequest(RecipientRequest):
         )
         count = len(to) + len(cc) + len(bcc)
         if count > MAX_RECIPIENTS:
-            raise ValueError(
-                f"to, cc, bcc: at most {MAX_RECIPIENTS} recipients in all, once each; these name {count}"
+            # Named on `to`, the field the limit is about (a model's own error would name no field).
+            problem = (
+                f"at most {MAX_RECIPIENTS} recipients in to, cc and bcc together, once each; "
+                f"these name {count}"
+            )
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "value_error", "Value error, {problem}", {"problem": problem}
+                        ),
+                        loc=("to",),
+                        input=self.to,
+                    )
+                ],
             )
         if isinstance(self.to, list):
             self.to = [recipient.address for recipient in to]
