@@ -13,7 +13,7 @@ it first appears), and the limit of MAX_RECIPIENTS counts those left.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from msgspec.structs import replace
 from pydantic import (
@@ -37,6 +37,8 @@ from sendonce.messages.service import SendCommand
 
 MAX_ADDRESS_LENGTH = 320
 MAX_HTML_LENGTH = 200_000
+# One address as a request gives it, before its channel normalises it.
+Address = Annotated[str, Field(min_length=1, max_length=MAX_ADDRESS_LENGTH)]
 
 
 def _normalised(channel: str, value: object, index: int | None = None) -> str:
@@ -63,16 +65,16 @@ class SendMessageRequest(RecipientRequest):
     # Built at import, unlike the other requests: a function's first request is most often a send.
     model_config = ConfigDict(defer_build=False)
 
-    to: str | list[str] = Field(  # type: ignore[assignment]  # email may give a list
+    to: Address | Annotated[list[Address], Field(min_length=1, max_length=MAX_RECIPIENTS)] = Field(  # type: ignore[assignment]  # email may give a list
         description="Phone number with country code, or email address; email: also a list of 1 to "
         f"{MAX_RECIPIENTS} addresses (at most {MAX_RECIPIENTS} recipients in to, cc and bcc together, "
         "counted once each: an address given twice, in any ASCII case, is one recipient, kept where "
         "it first appears in the order to, cc, bcc)"
     )
-    cc: list[str] | None = Field(
+    cc: list[Address] | None = Field(
         default=None, max_length=MAX_RECIPIENTS, description="Email only: addresses to copy"
     )
-    bcc: list[str] | None = Field(
+    bcc: list[Address] | None = Field(
         default=None, max_length=MAX_RECIPIENTS, description="Email only: addresses to copy blind"
     )
     replyTo: str | None = Field(
