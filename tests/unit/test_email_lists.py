@@ -69,8 +69,11 @@ def test_given_50_recipients_after_de_duplication_then_accepted_and_51_refused()
     errors = _errors(
         {"channel": "email", "subject": "s", "body": "hi", "to": fifty[:30], "cc": [*fifty[30:], "one@x.io"]}
     )
-    assert list(errors) == ["body"]
-    assert errors["body"].startswith("Value error, to, cc, bcc: at most 50 recipients in all")
+    assert list(errors) == ["to"]
+    assert (
+        errors["to"]
+        == "Value error, at most 50 recipients in to, cc and bcc together, once each; these name 51"
+    )
 
 
 @pytest.mark.parametrize(

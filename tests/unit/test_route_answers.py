@@ -642,9 +642,24 @@ def test_an_email_with_lists_is_answered_on_the_documented_schemas_of_send_get_a
     got = _valid(messages_router.GET_MESSAGE.key, 200, api.call("GET", f"/v1/messages/{shown['id']}"))
     assert got["message"] == shown
 
-    items = [{**EMAIL_LISTS, "subject": "batched"}, {**SMS, "cc": ["a@example.com"]}]
+    too_many = {
+        **EMAIL_LISTS,
+        "to": [f"r{i}@example.com" for i in range(30)],
+        "cc": [f"c{i}@x.io" for i in range(21)],
+    }
+    items = [{**EMAIL_LISTS, "subject": "batched"}, {**SMS, "cc": ["a@example.com"]}, too_many]
     batch = api.call("POST", "/v1/messages/batch", {"messages": items})
     results = _valid(m.SEND_BATCH.key, 200, batch)["results"]
-    assert [result["status"] for result in results] == [201, 400]
+    assert [result["status"] for result in results] == [201, 400, 400]
+    assert results[2]["error"]["details"][0]["field"] == "to"
+    refused = _valid(m.SEND_MESSAGE.key, 400, api.call("POST", "/v1/messages", too_many))
+    assert refused["error"]["details"] == [
+        {
+            "field": "to",
+            "message": "at most 50 recipients in to, cc and bcc together, once each; these name 52",
+        }
+    ]
+    strict = api.call("POST", "/v1/messages/batch", {"messages": [too_many]}, query={"validation": "strict"})
+    assert "messages.0.to" in strict["body"]
     assert results[0]["message"]["cc"] == ["cy@example.com"]
     assert results[1]["error"]["details"][0]["field"] == "cc"  # the item's own Result names its field

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from msgspec.structs import replace
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sendonce import channels
 from sendonce.api.shapes import Metadata, RecipientRequest, parse_rfc3339, send_at_within_window
@@ -40,6 +42,8 @@ from sendonce.messages.service import SendCommand
 MAX_ADDRESS_LENGTH = 320
 # The most a send's template data may hold, as compact JSON.
 DATA_MAX_BYTES = 32 * 1024
+# One address as a request gives it, before its channel normalises it.
+Address = Annotated[str, Field(min_length=1, max_length=MAX_ADDRESS_LENGTH)]
 
 
 def _normalised(channel: str, value: object, index: int | None = None) -> str:
@@ -89,16 +93,16 @@ class SendMessageRequest(RecipientRequest):
         default=None,
         description=f"With `template`: its variables, at most {DATA_MAX_BYTES // 1024} KiB as JSON",
     )
-    to: str | list[str] = Field(  # type: ignore[assignment]  # email may give a list
+    to: Address | Annotated[list[Address], Field(min_length=1, max_length=MAX_RECIPIENTS)] = Field(  # type: ignore[assignment]  # email may give a list
         description="Phone number with country code, or email address; email: also a list of 1 to "
         f"{MAX_RECIPIENTS} addresses (at most {MAX_RECIPIENTS} recipients in to, cc and bcc together, "
         "counted once each: an address given twice, in any ASCII case, is one recipient, kept where "
         "it first appears in the order to, cc, bcc)"
     )
-    cc: list[str] | None = Field(
+    cc: list[Address] | None = Field(
         default=None, max_length=MAX_RECIPIENTS, description="Email only: addresses to copy"
     )
-    bcc: list[str] | None = Field(
+    bcc: list[Address] | None = Field(
         default=None, max_length=MAX_RECIPIENTS, description="Email only: addresses to copy blind"
     )
     replyTo: str | None = Field(
@@ -240,8 +244,22 @@ class SendMessageRequest(RecipientRequest):
         )
         count = len(to) + len(cc) + len(bcc)
         if count > MAX_RECIPIENTS:
-            raise ValueError(
-                f"to, cc, bcc: at most {MAX_RECIPIENTS} recipients in all, once each; these name {count}"
+            # Named on `to`, the field the limit is about (a model's own error would name no field).
+            problem = (
+                f"at most {MAX_RECIPIENTS} recipients in to, cc and bcc together, once each; "
+                f"these name {count}"
+            )
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "value_error", "Value error, {problem}", {"problem": problem}
+                        ),
+                        loc=("to",),
+                        input=self.to,
+                    )
+                ],
             )
         if isinstance(self.to, list):
             self.to = [recipient.address for recipient in to]
