@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sendonce.templates import jinja
 from sendonce.templates.jinja import UnrenderableSource, check, render_here
 from sendonce.templates.model import TemplateContent
 from sendonce.templates.rendering import Forbidden, InvalidSource, MissingData, OverLimit, Rendered
@@ -209,3 +210,29 @@ def test_plain_text_renders_to_itself(text: str) -> None:
 
 def test_line_breaks_are_written_as_newlines_and_the_last_one_kept() -> None:
     assert body("a\r\nb\rc\n") == Rendered(body="a\nb\nc\n")
+
+
+def test_compiled_contents_compile_a_content_once_and_render_each_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiled: list[str] = []
+    compile_one = jinja._compile
+
+    def counting(field: str, ast: Any) -> Any:
+        compiled.append(field)
+        return compile_one(field, ast)
+
+    monkeypatch.setattr(jinja, "_compile", counting)
+    kept = jinja.CompiledContents(size=2)
+    hello, bye, third = (TemplateContent(body=f"{word} {{{{ name }}}}") for word in ("Hi", "Bye", "Yo"))
+
+    assert kept.render(hello, {"name": "Ann"}, 100) == Rendered(body="Hi Ann")
+    assert kept.render(hello, {"name": "Bo"}, 100) == Rendered(body="Hi Bo")
+    assert kept.render(hello, {}, 100) == MissingData(("name",))
+    assert len(compiled) == 1
+    kept.render(bye, {"name": "x"}, 100)
+    kept.render(third, {"name": "x"}, 100)  # past its size: the oldest, hello, is forgotten
+    kept.render(hello, {"name": "x"}, 100)
+    assert len(compiled) == 4
+    reaching = TemplateContent(body="{{ ''.__class__ }}")
+    assert kept.render(reaching, {}, 100) == render_here(reaching, {}, 100)

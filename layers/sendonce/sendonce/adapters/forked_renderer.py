@@ -7,7 +7,8 @@ Each renderer has one worker, a child forked on its first render (forking per re
 of copying a large process), that renders request after request. A request is the content's source
 texts and the data (`_Request`, msgpack: the data's JSON values, an int past 64 bits as an extension)
 down one pipe; the answer (`_Answer`, msgpack) comes back up another; each message is length-prefixed.
-The worker parses, compiles and renders (`jinja.render_here`) within bounds set for each render:
+The worker parses, compiles and renders within bounds set for each render, and keeps what it compiled
+(`jinja.CompiledContents`: a version never changes, so its next renders skip its parse and compile):
 - time: from a request's first byte until its answer's last, the worker's own clock runs
   (`setitimer`, SIGALRM at the kernel's default action, which ends it even in the middle of one long
   C call, `'x' * 10**8`); the parent waits `seconds` and a margin, then SIGKILLs it;
@@ -245,6 +246,8 @@ class ForkedRenderer:
         self._seconds = seconds
         self._output_characters = output_characters
         self._memory_bytes = memory_bytes
+        # The worker's compiled contents (each worker starts with none; the parent never renders).
+        self._compiled = jinja.CompiledContents()
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         # Ends the worker when the renderer is collected, or at the interpreter's exit.
@@ -404,6 +407,7 @@ class ForkedRenderer:
             if hard != resource.RLIM_INFINITY:
                 limit = min(limit, hard)
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            self._compiled = jinja.CompiledContents()  # within the memory bound, as every render
             while True:
                 header = _read_exactly(requests, _LENGTH_BYTES)
                 if header is None:
@@ -424,7 +428,7 @@ class ForkedRenderer:
     def _render(self, payload: bytes) -> _Answer:
         try:
             request = msgspec.msgpack.decode(payload, type=_Request, ext_hook=_ext_as_int)
-            return _answer(jinja.render_here(request.content, request.data, self._output_characters))
+            return _answer(self._compiled.render(request.content, request.data, self._output_characters))
         except MemoryError:
             return _Answer(over=OverLimit("memory"))
         except jinja.UnrenderableSource as error:

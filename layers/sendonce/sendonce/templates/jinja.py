@@ -261,12 +261,51 @@ def render_parsed(parsed: Parsed, data: Mapping[str, Any], output_limit: int) ->
     Rendered; MissingData naming every top-level variable the template reads that the data lacks and
     the one the render stopped at, dotted where nested; Forbidden; or OverLimit. Raises
     UnrenderableSource for a content that does not compile (checked content always compiles)."""
-    templates: list[tuple[str, Template]] = []
-    for field, ast in parsed.trees:
-        compiled = _compile(field, ast)
-        if isinstance(compiled, InvalidSource):
-            raise UnrenderableSource(f"{field}: {compiled.message}")
-        templates.append((field, compiled))
+    return _render_compiled(Compiled.of(parsed), data, output_limit)
+
+
+class Compiled(Struct, frozen=True):
+    """A content parsed and compiled: what renders it, as often as asked (a version never changes)."""
+
+    parsed: Parsed
+    templates: tuple[tuple[str, Template], ...]
+
+    @classmethod
+    def of(cls, parsed: Parsed) -> Compiled:
+        templates: list[tuple[str, Template]] = []
+        for field, ast in parsed.trees:
+            compiled = _compile(field, ast)
+            if isinstance(compiled, InvalidSource):
+                raise UnrenderableSource(f"{field}: {compiled.message}")
+            templates.append((field, compiled))
+        return cls(parsed, tuple(templates))
+
+
+class CompiledContents:
+    """Contents parsed and compiled once each in the process that renders them (the renderer's
+    worker): each version's next renders reuse its compiled templates. At most `size`, the oldest
+    forgotten first; a content Forbidden or unrenderable is told so again each time (no entry)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._kept: dict[TemplateContent, Compiled] = {}
+
+    def render(self, content: TemplateContent, data: Mapping[str, Any], output_limit: int) -> RenderOutcome:
+        """`render_here`'s outcome, without parsing or compiling a content met before."""
+        compiled = self._kept.get(content)
+        if compiled is None:
+            parsed = parse(content)
+            if isinstance(parsed, Forbidden):
+                return parsed
+            compiled = Compiled.of(parsed)
+            if len(self._kept) >= self._size:
+                del self._kept[next(iter(self._kept))]
+            self._kept[content] = compiled
+        return _render_compiled(compiled, data, output_limit)
+
+
+def _render_compiled(compiled: Compiled, data: Mapping[str, Any], output_limit: int) -> RenderOutcome:
+    parsed, templates = compiled.parsed, compiled.templates
     variables = dict(data)
     out: dict[str, str] = {}
     written = 0
