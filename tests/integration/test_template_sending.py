@@ -260,3 +260,25 @@ def test_a_template_deleted_by_another_environment_takes_no_send_at_once(stack) 
 
     assert answer.status == 422
     assert answer.json["error"]["code"] == "template_not_found"
+
+
+def test_a_test_twin_has_templates_of_its_own(stack) -> None:
+    from sendonce.modes import twin_of  # noqa: PLC0415
+
+    twin = twin_of("ws_local")
+
+    def twin_call(method: str, path: str, body: Any = None) -> Any:
+        return stack.call(
+            stack.event("api_send_sms.json", method=method, path=path, body=body, workspace=twin)
+        )
+
+    assert twin_call("POST", "/v1/templates", SMS_TEMPLATE).status == 201
+    assert _call(stack, "GET", "/v1/templates/otp").status == 404  # the live workspace has none
+
+    from_twin = stack.send(body=SEND, workspace=twin)
+    live = stack.send(body=SEND)
+
+    assert from_twin.status == 201, from_twin.raw_body
+    assert from_twin.json["message"]["template"] == {"name": "otp", "version": 1}
+    assert live.status == 422
+    assert live.json["error"]["code"] == "template_not_found"
