@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -539,3 +540,18 @@ def outbox_due(stores: Stores, now: datetime, limit: int) -> list[OutboxEntry]:
     """The `limit` oldest entries of the Outbox index due by `now`, whatever their status."""
     entries = [entry for page in stores.outbox.due_pages(now, frozenset(Status)) for entry in page]
     return sorted(entries, key=lambda entry: entry.due_at)[:limit]
+
+
+@contextmanager
+def dynamodb_calls(engine: DynamoDbEngine) -> Iterator[list[str]]:
+    """The names of the DynamoDB operations the engine's client makes inside the block, in order."""
+    made: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        made.append(model.name)
+
+    engine.client.meta.events.register("before-call.dynamodb", count)
+    try:
+        yield made
+    finally:
+        engine.client.meta.events.unregister("before-call.dynamodb", count)

@@ -9,8 +9,6 @@ nobody left is Suppressed, with nothing written. The claim does the same in its 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +23,7 @@ from sendonce.provider_events.model import from_ses_notification
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
 
-from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, opt_out
+from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, dynamodb_calls, opt_out
 
 CLAIM_SECONDS = 60
 TAG = "sendonce-message-id"
@@ -205,29 +203,15 @@ def test_given_a_live_email_to_50_then_the_claim_drops_the_last_one_suppressed(
 
 
 # ---------------------------------------------------------------------------- calls
-@contextmanager
-def _calls(engine: DynamoDbEngine) -> Iterator[list[str]]:
-    made: list[str] = []
-
-    def count(model: Any, **_: Any) -> None:
-        made.append(model.name)
-
-    engine.client.meta.events.register("before-call.dynamodb", count)
-    try:
-        yield made
-    finally:
-        engine.client.meta.events.unregister("before-call.dynamodb", count)
-
-
 def test_given_nobody_suppressed_then_a_create_to_47_is_one_call_and_to_48_reads_first(
     dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     addresses = _addresses(48)
-    with _calls(dynamodb_engine) as to_three:
+    with dynamodb_calls(dynamodb_engine) as to_three:
         assert isinstance(_create(stores, _email(addresses[:3])), Created)
-    with _calls(dynamodb_engine) as to_47:
+    with dynamodb_calls(dynamodb_engine) as to_47:
         assert isinstance(_create(stores, _email(addresses[:47])), Created)
-    with _calls(dynamodb_engine) as to_48:
+    with dynamodb_calls(dynamodb_engine) as to_48:
         assert isinstance(_create(stores, _email(addresses)), Created)
 
     assert to_three == ["TransactWriteItems"]
@@ -239,7 +223,7 @@ def test_given_one_suppressed_then_the_create_is_written_again_at_once_without_i
     dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     _suppress(stores, "b@x.io")
-    with _calls(dynamodb_engine) as made:
+    with dynamodb_calls(dynamodb_engine) as made:
         outcome = _create(stores, _email(["a@x.io", "b@x.io", "c@x.io"]))
 
     assert isinstance(outcome, Created)

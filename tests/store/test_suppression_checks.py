@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +24,18 @@ from sendonce.messages.ports import Created, MessageEdit, Suppressed
 from sendonce.provider_events.ports import EventOutcome
 from sendonce.suppressions.model import Reason, Suppression
 
-from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, create, created, draft, opt_out, race
+from tests.store.conftest import (
+    NOW,
+    DynamoDbEngine,
+    Engine,
+    Stores,
+    create,
+    created,
+    draft,
+    dynamodb_calls,
+    opt_out,
+    race,
+)
 
 PHONE = "+15550100000"
 CLAIM_SECONDS = 60
@@ -223,30 +232,16 @@ def test_given_a_suppression_added_while_sends_and_claims_run_then_every_later_w
 
 
 # ---------------------------------------------------------------------------- calls
-@contextmanager
-def _calls(engine: DynamoDbEngine) -> Iterator[list[str]]:
-    made: list[str] = []
-
-    def count(model: Any, **_: Any) -> None:
-        made.append(model.name)
-
-    engine.client.meta.events.register("before-call.dynamodb", count)
-    try:
-        yield made
-    finally:
-        engine.client.meta.events.unregister("before-call.dynamodb", count)
-
-
 def test_a_new_send_and_a_claim_from_its_record_are_one_call_each_checks_included(
     dynamodb_engine: DynamoDbEngine, stores: Stores
 ) -> None:
     made = draft()
-    with _calls(dynamodb_engine) as sending:
+    with dynamodb_calls(dynamodb_engine) as sending:
         assert isinstance(create(stores, made), Created)
-    with _calls(dynamodb_engine) as claiming:
+    with dynamodb_calls(dynamodb_engine) as claiming:
         assert isinstance(_claim(stores, made.message, seen=_copy(made.message)), ClaimedMessage)
     other = created(stores, body="from the outbox")
-    with _calls(dynamodb_engine) as from_the_outbox:  # an outbox record carries no copy
+    with dynamodb_calls(dynamodb_engine) as from_the_outbox:  # an outbox record carries no copy
         assert isinstance(_claim(stores, other), ClaimedMessage)
 
     assert sending == ["TransactWriteItems"]

@@ -29,15 +29,7 @@ def message_shape(message: Message) -> dict[str, Any]:
     existed."""
     error, template = message.error, message.template
     counted = sms_count(message.channel, message.body)
-    email: dict[str, Any] = {}
-    if message.cc is not None:
-        email["cc"] = list(message.cc)
-    if message.bcc is not None:
-        email["bcc"] = list(message.bcc)
-    if message.reply_to is not None:
-        email["replyTo"] = message.reply_to
-    if message.html is not None:
-        email["html"] = message.html
+    email: dict[str, Any] = message.email_fields()
     if message.suppressed_recipients:
         email["suppressedRecipients"] = list(message.suppressed_recipients)
     return {

@@ -68,14 +68,12 @@ class MessageChanges(Struct, frozen=True):
 def edited_payload(message: Message) -> dict[str, Any]:
     """The `POST /v1/messages` body that would create the message as it now is."""
     to: str | list[str] = message.to if message.to_list is None else list(message.to_list)
-    payload: dict[str, Any] = {"channel": message.channel.value, "to": to, "body": message.body}
-    for name, value in (("cc", message.cc), ("bcc", message.bcc)):
-        if value is not None:
-            payload[name] = list(value)
-    if message.reply_to is not None:
-        payload["replyTo"] = message.reply_to
-    if message.html is not None:
-        payload["html"] = message.html
+    payload: dict[str, Any] = {
+        "channel": message.channel.value,
+        "to": to,
+        "body": message.body,
+        **message.email_fields(),
+    }
     if message.subject is not None:
         payload["subject"] = message.subject
     if message.send_at is not None:

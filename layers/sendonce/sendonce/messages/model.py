@@ -92,6 +92,19 @@ class Message(Struct, frozen=True):
     # (`sendonce.dedup.identity.template_identity`), taken and released with the first.
     template_lock_id: str | None = None
 
+    def email_fields(self) -> dict[str, object]:
+        """`cc`, `bcc`, `replyTo` and `html` under their API names, each only when the message has it
+        (what a send's body and the HTTP provider's payload carry besides `to` and `body`)."""
+        fields: dict[str, object] = {}
+        for name, value in (("cc", self.cc), ("bcc", self.bcc)):
+            if value is not None:
+                fields[name] = list(value)
+        if self.reply_to is not None:
+            fields["replyTo"] = self.reply_to
+        if self.html is not None:
+            fields["html"] = self.html
+        return fields
+
     @property
     def lock_ids(self) -> tuple[str, ...]:
         """Every dedup lock the message holds."""

@@ -48,15 +48,9 @@ class HttpProvider:
             "to": message.to if message.to_list is None else list(message.to_list),
             "subject": message.subject,
             "body": message.body,
+            # An email's other fields, only when it has them: a message without them is sent as before.
+            **message.email_fields(),
         }
-        # An email's other fields, only when it has them: a message without them is sent as before.
-        for name, value in (("cc", message.cc), ("bcc", message.bcc)):
-            if value is not None:
-                payload[name] = list(value)
-        if message.reply_to is not None:
-            payload["replyTo"] = message.reply_to
-        if message.html is not None:
-            payload["html"] = message.html
         request = urllib.request.Request(  # noqa: S310 (the URL is the operator's setting)
             self._url,
             data=json.dumps(payload).encode("utf-8"),
