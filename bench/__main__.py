@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -429,6 +430,24 @@ def _lift_spread(section: str, figures: dict[str, Any], into: dict[str, Any]) ->
             _lift_spread(f"{section}.{name}", value, into)
 
 
+def _optional_part(
+    name: str,
+    skip: bool,
+    details: dict[str, Any],
+    run: Callable[[], tuple[dict[str, Any], dict[str, Any]]],
+) -> dict[str, Any] | None:
+    """A part of the run that may be skipped, or fail alone: the rest of the figures still stand."""
+    if skip:
+        return None
+    try:
+        figures, details[name] = run()
+    except Exception as error:
+        details[name] = {"error": repr(error)}
+        print(f"{name} failed: {error!r}", file=sys.stderr)
+        return None
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -469,34 +488,23 @@ def main(argv: list[str] | None = None) -> int:
             details["storm"] = {"error": repr(error)}
             print(f"storm failed: {error!r}", file=sys.stderr)
 
-    webhooks = None
-    if not args.no_webhooks:
-        try:
-            webhooks, details["webhooks"] = run_webhook_bench(
-                rounds=args.rounds,
-                told_changes=20,
-                messages=30 if args.quick else 100,
-                lanes_messages=10 if args.quick else 40,
-            )
-        except Exception as error:  # the rest of the figures still stand
-            details["webhooks"] = {"error": repr(error)}
-            print(f"webhooks failed: {error!r}", file=sys.stderr)
-
-    batch = None
-    if not args.no_batch:
-        try:
-            batch, details["batch"] = run_batch_bench(rounds=3 if args.quick else 5)
-        except Exception as error:  # the rest of the figures still stand
-            details["batch"] = {"error": repr(error)}
-            print(f"batch failed: {error!r}", file=sys.stderr)
-
-    templates = None
-    if not args.no_templates:
-        try:
-            templates, details["templates"] = run_templated_bench(rounds=5 if args.quick else 15)
-        except Exception as error:  # the rest of the figures still stand
-            details["templates"] = {"error": repr(error)}
-            print(f"templates failed: {error!r}", file=sys.stderr)
+    webhooks = _optional_part(
+        "webhooks",
+        args.no_webhooks,
+        details,
+        lambda: run_webhook_bench(
+            rounds=args.rounds,
+            told_changes=20,
+            messages=30 if args.quick else 100,
+            lanes_messages=10 if args.quick else 40,
+        ),
+    )
+    batch = _optional_part(
+        "batch", args.no_batch, details, lambda: run_batch_bench(rounds=3 if args.quick else 5)
+    )
+    templates = _optional_part(
+        "templates", args.no_templates, details, lambda: run_templated_bench(rounds=5 if args.quick else 15)
+    )
 
     # One workspace at 10,000 sends a second, partition by partition (DynamoDB's billing rules on the
     # item images of one message's life).
