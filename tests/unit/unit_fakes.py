@@ -40,6 +40,7 @@ from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCha
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, Status
 from sendonce.messages.ports import (
+    CampaignGate,
     ContentHeld,
     Created,
     CreateManyOutcome,
@@ -49,8 +50,10 @@ from sendonce.messages.ports import (
     Edited,
     EditOutcome,
     EditRaced,
+    GateClosed,
     Handoff,
     KeyTie,
+    MadeBefore,
     MessageEdit,
     NewMessage,
     NotEditable,
@@ -326,6 +329,7 @@ class InMemoryStore:
     bulk_calls: int = 0
     duplicates_counted: list[str] = field(default_factory=list)
     fail_bulk_after: int | None = None
+    gates: dict[str, bool] = field(default_factory=dict)  # campaign id -> open: what its creates check
     quota_used: dict[tuple[str, str], int] = field(default_factory=dict)  # (workspace, day): units taken
     # The plan each (workspace, day) is counted under: the latest one met (`QuotaPlan.supersedes`).
     quota_plans: dict[tuple[str, str], QuotaPlan] = field(default_factory=dict)
@@ -448,11 +452,22 @@ class InMemoryStore:
         return message if message is not None and message.workspace_id == workspace_id else None
 
     @_atomic
-    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+    def list(
+        self,
+        workspace_id: str,
+        status: Status | None,
+        limit: int,
+        cursor: str | None,
+        campaign_id: str | None = None,
+    ) -> Page:
         if cursor is not None and not looks_like_message_id(cursor):
             raise InvalidCursor(cursor)
         found = sorted(
-            (m for m in self.messages.values() if m.workspace_id == workspace_id),
+            (
+                m
+                for m in self.messages.values()
+                if m.workspace_id == workspace_id and (campaign_id is None or m.campaign_id == campaign_id)
+            ),
             key=lambda m: m.id,
             reverse=True,
         )
@@ -570,9 +585,15 @@ class InMemoryStore:
 
     @_atomic
     def create_many(
-        self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
+        self,
+        entries: Sequence[NewMessage],
+        now: datetime,
+        quota: QuotaCharge | None = None,
+        gate: CampaignGate | None = None,
     ) -> list[CreateManyOutcome]:
-        """As `create` without a tie, entry by entry; `fail_bulk_after` writes that many, then fails."""
+        """As `create` without a tie, entry by entry; `fail_bulk_after` writes that many, then fails.
+        With `gate`: GateClosed while the campaign's gate (`gates`) is not open, and an entry whose
+        campaign lock is held by another message is MadeBefore."""
         self.bulk_calls += 1
         outcomes: list[CreateManyOutcome] = []
         for entry in entries:
@@ -583,6 +604,14 @@ class InMemoryStore:
                 self.fail_bulk_after -= 1
             claim = entry.claim
             message = claim.taken_by(entry.message)
+            if gate is not None and not self.gates.get(gate.campaign_id, False):
+                outcomes.append(GateClosed())
+                continue
+            if claim.campaign_lock_id is not None:
+                held = self._held(claim.campaign_lock_id, now)
+                if held is not None and held.message_id != message.id:
+                    outcomes.append(MadeBefore(original=self.get(message.workspace_id, held.message_id)))
+                    continue
             lock = self._held(claim.lock_id, now)
             if lock is None and claim.template_lock_id is not None:
                 lock = self._held(claim.template_lock_id, now)
@@ -599,6 +628,9 @@ class InMemoryStore:
             self._created(message, entry.handoff_due_at)
             for lock_id in message.lock_ids:
                 self.locks[lock_id] = _Lock(message.id, now, claim.expires_at)
+            if claim.campaign_lock_id is not None:
+                expires_at = claim.campaign_lock_expires_at or claim.expires_at
+                self.locks[claim.campaign_lock_id] = _Lock(message.id, now, expires_at)
             outcomes.append(Created(message))
         return outcomes
 

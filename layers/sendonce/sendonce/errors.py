@@ -201,3 +201,20 @@ class RateLimited(SendonceError):
     def __init__(self, retry_after_seconds: int) -> None:
         super().__init__("too many requests for this workspace; retry after the window resets")
         self.retry_after_seconds = retry_after_seconds
+
+
+class CampaignNotFound(SendonceError):
+    """No campaign of the workspace has that id."""
+
+
+class CampaignFinished(SendonceError):
+    """The campaign is completed or canceled: nothing changes it any more."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(f"this campaign is {status}: it can no longer be started, paused, resumed or canceled")
+        self.status = status
+
+
+class RecipientsNotReady(SendonceError):
+    """A campaign without recipients inline started before its list was uploaded, or with a list
+    over the limits."""

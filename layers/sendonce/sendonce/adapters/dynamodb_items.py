@@ -70,6 +70,11 @@ def workspace_status(workspace_id: str, status: Status, message_id: str) -> str:
     return status_shard(workspace_id, status, shard_of(message_id, LISTING_SHARDS))
 
 
+def campaign_shard(workspace_id: str, campaign_id: str, shard: int) -> str:
+    """A ByCampaign partition: one campaign's messages, one shard of them (`GET /v1/messages?campaignId=`)."""
+    return f"{workspace_id}#{campaign_id}#{shard}"
+
+
 def outbox_shard(message_id: str) -> str:
     return str(shard_of(message_id, OUTBOX_SHARDS))
 
@@ -120,6 +125,12 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         }
     if message.template_lock_id is not None:
         item["templateLockId"] = {"S": message.template_lock_id}
+    if message.campaign_id is not None:
+        shard = shard_of(message.id, LISTING_SHARDS)
+        item["campaignId"] = {"S": message.campaign_id}
+        item["campaignShard"] = {"S": campaign_shard(message.workspace_id, message.campaign_id, shard)}
+    if message.campaign_lock_id is not None:
+        item["campaignLockId"] = {"S": message.campaign_lock_id}
     if expires_at is not None:
         item["expiresAt"] = epoch_seconds(expires_at)  # DynamoDB's TTL removes the message then
     if outbox_due_at is not None:
@@ -201,4 +212,6 @@ def from_item(item: Item) -> Message:
         suppressed_recipients=_listed(item, "suppressedRecipients") or (),
         template=TemplateRef(template["name"]["S"], int(template["version"]["N"])) if template else None,
         template_lock_id=item["templateLockId"]["S"] if "templateLockId" in item else None,
+        campaign_id=item["campaignId"]["S"] if "campaignId" in item else None,
+        campaign_lock_id=item["campaignLockId"]["S"] if "campaignLockId" in item else None,
     )

@@ -26,6 +26,7 @@ from msgspec import Struct
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
     LISTING_SHARDS,
+    campaign_shard,
     epoch_seconds,
     from_item,
     lock_expiry,
@@ -62,11 +63,14 @@ from sendonce.messages.ports import (
     CreateManyOutcome,
     CreateOutcome,
     DedupClaim,
+    CampaignGate,
     DuplicateOf,
     Edited,
     EditOutcome,
     EditRaced,
+    GateClosed,
     KeyTie,
+    MadeBefore,
     MessageEdit,
     NewMessage,
     NotEditable,
@@ -125,11 +129,16 @@ class _Draft:
         put: Callable[[Message], dict[str, Any]] | None = None,
         guard: SuppressionGuard | None = None,
         template_at: int | None = None,
+        campaign_at: int | None = None,
+        gate_at: int | None = None,
     ) -> None:
         self.message = message
         self.items = items
         self.guard = guard
         self.template_at = template_at  # where its template's check is among its items, if it has one
+        # A campaign's message: where its campaign lock and its campaign's gate check are.
+        self.campaign_at = campaign_at
+        self.gate_at = gate_at
         self._put = put
         self._refused: dict[str, Suppression] = {}
         self._order = [recipient_key(address) for address in message.recipients]  # as the send named them
@@ -240,9 +249,7 @@ class DynamoDbSendingStore:
                 canceled = self._table.transact([*draft.items, *guard.items()], token=token)
                 if canceled is None:
                     return Created(draft.message)
-                outcome = self._explain(
-                    draft.message, tie, canceled, guard, len(draft.items), template_at=draft.template_at
-                )
+                outcome = self._explain(draft, tie, canceled, guard, len(draft.items))
                 if isinstance(outcome, _Dropped):
                     refused = draft.drop(outcome.refused)
                     if refused is not None:
@@ -330,7 +337,7 @@ class DynamoDbSendingStore:
         )
         if canceled is None:
             return Created(message)
-        outcome = self._explain(message, tie, canceled, guard, len(items), template_at=draft.template_at)
+        outcome = self._explain(draft, tie, canceled, guard, len(items))
         if outcome is not None:
             return outcome
         if canceled.failed(counter):
@@ -348,21 +355,24 @@ class DynamoDbSendingStore:
 
     def _explain(
         self,
-        message: Message,
+        draft: _Draft,
         tie: KeyTie | None,
         canceled: Cancellation,
         guard: SuppressionGuard | None = None,
         checks_at: int = 0,
-        *,
-        template_at: int | None = None,
-    ) -> CreateOutcome | _Dropped | None:
-        """What a canceled create met: its own earlier write, suppressed recipients (before a tie or
-        a lock: a suppressed send is refused, whatever it duplicates; with others left, those are
-        written without them), its key's tie, a held lock, a template no longer as it was rendered
-        (at `template_at`)."""
+    ) -> CreateOutcome | GateClosed | MadeBefore | _Dropped | None:
+        """What a canceled create met: its own earlier write, its campaign's gate closed, its
+        campaign's lock on the recipient held, suppressed recipients (before a tie or a lock: a
+        suppressed send is refused, whatever it duplicates; with others left, those are written
+        without them), its key's tie, a held lock, a template no longer as it was rendered."""
+        message, template_at = draft.message, draft.template_at
         lock_item = canceled.item(_LOCK) if canceled.failed(_LOCK) else None
         if lock_item is not None and lock_item["messageId"]["S"] == message.id:
             return Created(message)  # our own committed write, met again by a retry
+        if draft.gate_at is not None and canceled.failed(draft.gate_at):
+            return GateClosed()
+        if draft.campaign_at is not None and canceled.failed(draft.campaign_at):
+            return self._made_before(message, canceled, draft.campaign_at)
         if guard is not None:
             refused = guard.refusals(canceled, checks_at)
             if refused:
@@ -396,11 +406,26 @@ class DynamoDbSendingStore:
         original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
         return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
 
+    def _made_before(self, message: Message, canceled: Cancellation, at: int) -> Created | MadeBefore:
+        """What a campaign's lock on the recipient (at `at`) met: our own committed write, or the
+        message the campaign made for the recipient before; never counted as a caught duplicate."""
+        lock_item = canceled.item(at) or self._table.get(lock_key(message.campaign_lock_id or ""))
+        if lock_item is None:
+            return MadeBefore(original=None)
+        if lock_item["messageId"]["S"] == message.id:
+            return Created(message)
+        return MadeBefore(original=self.get(message.workspace_id, lock_item["messageId"]["S"]))
+
     def create_many(
-        self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
+        self,
+        entries: Sequence[NewMessage],
+        now: datetime,
+        quota: QuotaCharge | None = None,
+        gate: CampaignGate | None = None,
     ) -> list[CreateManyOutcome]:
         """Messages and their locks in as few transactions as fit; a held lock, read from the
-        cancellation reasons, takes its entry out and the rest are written again."""
+        cancellation reasons, takes its entry out and the rest are written again. With `gate`, each
+        transaction checks the campaign's gate last."""
         written = []
         for index, entry in enumerate(entries):
             claim = entry.claim
@@ -409,15 +434,16 @@ class DynamoDbSendingStore:
         # The entries hold distinct locks (the batch sender made identical ones one entry), so the
         # transactions are independent: side by side, and a chunk that fails fails alone.
         outcomes: dict[int, CreateManyOutcome] = {}
-        # A charged transaction keeps room for its quota counter.
-        chunks = _chunks(written, reserved=0 if quota is None else 1)
-        for chunk_outcomes in side_by_side(lambda chunk: self._create_chunk(chunk, now, quota), chunks):
+        # A charged transaction keeps room for its quota counter, a campaign's for its gate check.
+        chunks = _chunks(written, reserved=(quota is not None) + (gate is not None))
+        for chunk_outcomes in side_by_side(lambda chunk: self._create_chunk(chunk, now, quota, gate), chunks):
             outcomes.update(chunk_outcomes)
         return [outcomes[index] for index in range(len(entries))]
 
     def _create_items(self, message: Message, entry: NewMessage, now: datetime) -> list[dict[str, Any]]:
-        """The message, its lock, and (sent from a template) its second lock."""
-        return [
+        """The message, its lock, (sent from a template) its second lock, and (a campaign's) its
+        campaign's lock on the recipient."""
+        items = [
             {
                 "Put": {
                     "Item": to_item(message, entry.handoff_due_at, self._expires_at(message)),
@@ -426,17 +452,22 @@ class DynamoDbSendingStore:
             },
             *(_lock_put(message, lock_id, entry.claim.expires_at, now) for lock_id in message.lock_ids),
         ]
+        if message.campaign_lock_id is not None:
+            expires_at = entry.claim.campaign_lock_expires_at or entry.claim.expires_at
+            items.append(_lock_put(message, message.campaign_lock_id, expires_at, now))
+        return items
 
     def _create_chunk(
         self,
         chunk: list[tuple[int, Message, list[dict[str, Any]]]],
         now: datetime,
         quota: QuotaCharge | None,
+        gate: CampaignGate | None = None,
     ) -> dict[int, CreateManyOutcome]:
         """The chunk's outcomes by entry index; each is NotWritten when DynamoDB stays unavailable."""
         outcomes: dict[int, CreateManyOutcome] = {}
         try:
-            self._write_chunk(chunk, now, outcomes, quota)
+            self._write_chunk(chunk, now, outcomes, quota, gate)
         except DependencyUnavailable as error:
             for index, _, _ in chunk:
                 outcomes.setdefault(index, NotWritten(str(error)))
@@ -448,6 +479,7 @@ class DynamoDbSendingStore:
         now: datetime,
         outcomes: dict[int, CreateManyOutcome],
         quota: QuotaCharge | None,
+        gate: CampaignGate | None = None,
     ) -> None:
         pending = list(chunk)
         conflicts = 0
@@ -459,9 +491,13 @@ class DynamoDbSendingStore:
             if quota is not None:
                 shard = self._shard_with_room(quota, refused)
                 if shard is None:  # near the quota's end: entry by entry, each on a shard with room
-                    self._write_one_by_one(pending, now, outcomes, quota)
+                    self._write_one_by_one(pending, now, outcomes, quota, gate)
                     return
                 items.append(self._require_quota().charge_item(quota, shard, len(pending)))
+            gate_at = None
+            if gate is not None:
+                gate_at = len(items)
+                items.append(_gate_check(gate))
             # The same messages, the same token: the SDK's retry of a lost answer writes nothing twice.
             stamp = quota.plan.stamp if quota is not None else ""
             token = hashlib.sha256(
@@ -471,6 +507,10 @@ class DynamoDbSendingStore:
             if canceled is None:
                 for index, message, _ in pending:
                     outcomes[index] = Created(message)
+                return
+            if gate_at is not None and canceled.failed(gate_at):
+                for index, _, _ in pending:
+                    outcomes[index] = GateClosed()
                 return
             settled = set()
             first = 0  # where each entry's items start in the transaction
@@ -483,7 +523,7 @@ class DynamoDbSendingStore:
             if settled:
                 pending = [entry for entry in pending if entry[0] not in settled]
                 continue  # the held locks are out: write the rest again at once
-            if quota is not None and shard is not None and canceled.failed(first):
+            if quota is not None and shard is not None and canceled.failed(first):  # the counter
                 refusal = self._require_quota().refusal(quota, shard, canceled.item(first))
                 if isinstance(refusal, NoRoom):
                     refused.add(shard)  # less room than the chunk needs: another shard, a few at most
@@ -508,18 +548,35 @@ class DynamoDbSendingStore:
         now: datetime,
         outcomes: dict[int, CreateManyOutcome],
         quota: QuotaCharge,
+        gate: CampaignGate | None = None,
     ) -> None:
-        """In order, each entry as `create` writes it with its unit of quota."""
-        for index, message, pair in pending:
-            outcome = self._create_charged(_Draft(message, pair), None, quota)
+        """In order, each entry as `create` writes it with its unit of quota (and its gate check)."""
+        for index, message, entry_items in pending:
+            campaign_at = len(entry_items) - 1 if message.campaign_lock_id is not None else None
+            items, gate_at = list(entry_items), None
+            if gate is not None:
+                gate_at = len(items)
+                items.append(_gate_check(gate))
+            draft = _Draft(message, items, campaign_at=campaign_at, gate_at=gate_at)
+            outcome = self._create_charged(draft, None, quota)
             if isinstance(outcome, TiedToKey | Suppressed | TemplateChanged):  # no tie nor check in bulk
                 raise DependencyUnavailable("a bulk entry met a key tie or a suppression check")
             outcomes[index] = outcome
+            if isinstance(outcome, GateClosed):
+                for later, _, _ in pending:
+                    outcomes.setdefault(later, outcome)
+                return
 
     def _explain_bulk(self, message: Message, canceled: Cancellation, first: int) -> CreateManyOutcome | None:
-        """What an entry whose items start at `first` met: its own earlier write, or a held lock."""
+        """What an entry whose items start at `first` met: its own earlier write, its campaign's
+        message for the recipient (before a held dedup lock, which that message holds too), or a
+        held lock."""
         if canceled.failed(first):
             return Created(message)  # the message exists: our own write, committed by an earlier try
+        if message.campaign_lock_id is not None:
+            campaign_at = first + 1 + len(message.lock_ids)
+            if canceled.failed(campaign_at):
+                return self._made_before(message, canceled, campaign_at)
         for offset, lock_id in enumerate(message.lock_ids, start=1):
             held = self._held_lock(message, canceled, first + offset, lock_id)
             if held is not None:
@@ -727,12 +784,23 @@ class DynamoDbSendingStore:
             return None  # another workspace's message does not exist for this one
         return from_item(item)
 
-    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+    def list(
+        self,
+        workspace_id: str,
+        status: Status | None,
+        limit: int,
+        cursor: str | None,
+        campaign_id: str | None = None,
+    ) -> Page:
         """Newest first, over every shard of the listing index (`dynamodb_listing`); a page resumes
-        below its cursor, the last id of the page before."""
+        below its cursor, the last id of the page before. With `campaign_id`: that campaign's
+        messages only (in `status`, when given)."""
         if cursor is not None and not looks_like_message_id(cursor):
             raise InvalidCursor(cursor)
-        if status is None:
+        if campaign_id is not None:
+            index, partition_name = "ByCampaign", "campaignShard"
+            partitions = [campaign_shard(workspace_id, campaign_id, shard) for shard in range(LISTING_SHARDS)]
+        elif status is None:
             index, partition_name = "ByWorkspace", "workspaceShard"
             partitions = [workspace_shard(workspace_id, shard) for shard in range(LISTING_SHARDS)]
         else:
@@ -780,6 +848,20 @@ def _template_check(workspace_id: str, template: TemplateInForce) -> dict[str, A
     if values:
         check["ExpressionAttributeValues"] = values
     return {"ConditionCheck": check}
+
+
+def _gate_check(gate: CampaignGate) -> dict[str, Any]:
+    """The check that a campaign's gate is open (`dynamodb_campaigns`)."""
+    from sendonce.adapters.dynamodb_campaigns import gate_key  # noqa: PLC0415  # a campaign's writes only
+
+    return {
+        "ConditionCheck": {
+            "Key": gate_key(gate.workspace_id, gate.campaign_id),
+            "ConditionExpression": "#open = :open",
+            "ExpressionAttributeNames": {"#open": "open"},
+            "ExpressionAttributeValues": {":open": {"BOOL": True}},
+        }
+    }
 
 
 def _lock_put(message: Message, lock_id: str, expires_at: datetime, now: datetime) -> dict[str, Any]:

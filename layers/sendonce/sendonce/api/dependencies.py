@@ -27,6 +27,7 @@ from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when a batch, the webhooks' use cases, or a provider event first need them
     from sendonce.api.batch import SendMany
+    from sendonce.campaigns.service import CampaignService
     from sendonce.messages.batch import BatchOutcome
     from sendonce.provider_events.ports import EventQueue
     from sendonce.simulator.ports import SimulatorDeliveries
@@ -46,6 +47,10 @@ def _no_templates() -> TemplateService | None:
 
 def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
     raise DependencyUnavailable("no batch sender is configured")
+
+
+def _no_campaigns() -> CampaignService | None:
+    return None
 
 
 def _run_once(**arguments: Any) -> StoredAnswer:
@@ -82,6 +87,10 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     # The templates' use cases, built on first use (`templates`): a send without one never needs
     # them. None: the template routes answer 503.
     build_templates: Callable[[], TemplateService | None] = _no_templates
+    # The campaigns' use cases, built on first use (`campaigns`); None: the routes answer 503. A
+    # campaign's create under an Idempotency-Key runs once (`create_campaign_once(request=, run=)`).
+    build_campaigns: Callable[[], CampaignService | None] = _no_campaigns
+    create_campaign_once: SendOnce = _run_once
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -97,6 +106,10 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     @cached_property
     def templates(self) -> TemplateService | None:
         return self.build_templates()
+
+    @cached_property
+    def campaigns(self) -> CampaignService | None:
+        return self.build_campaigns()
 
 
 # Built by the API function's entry point (`sendonce.entrypoints.api.build`), which gives it its

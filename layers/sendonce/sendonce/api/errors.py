@@ -10,6 +10,8 @@ from pydantic import Field
 
 from sendonce.api.shapes import ResponseModel, to_json
 from sendonce.errors import (
+    CampaignFinished,
+    CampaignNotFound,
     DependencyUnavailable,
     DispatchFailure,
     DuplicateContent,
@@ -25,6 +27,7 @@ from sendonce.errors import (
     MessageNotFound,
     QueueUnavailable,
     QuotaExceeded,
+    RecipientsNotReady,
     RateLimited,
     RecipientSuppressed,
     RetryLater,
@@ -221,6 +224,9 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
             ),
             headers=_retry_after,
         ),
+        _row(CampaignNotFound, 404, "not_found", lambda _: "No campaign with this id."),
+        _row(CampaignFinished, 409, "campaign_finished", lambda e: f"Nothing changed: {e!s}."),
+        _row(RecipientsNotReady, 409, "recipients_not_ready", str),
         _row(MessageNotCancelable, 409, "message_not_cancelable", str),
         _row(MessageNotEditable, 409, "message_not_editable", str),
         _row(DuplicateContent, 409, "duplicate_content", str, details=lambda e: {"messageId": e.message_id}),

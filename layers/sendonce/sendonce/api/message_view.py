@@ -24,8 +24,8 @@ def sms_count(channel: str, body: str) -> sms.SmsCount | None:
 
 def message_shape(message: Message) -> dict[str, Any]:
     """The message as the API shows it, as JSON values: a status webhook's `data.message`. An email's
-    `cc`, `bcc`, `replyTo`, `html` and `suppressedRecipients`, and a templated message's `template`,
-    are there only when it has them, so a message with none of them looks as it did before they
+    `cc`, `bcc`, `replyTo`, `html` and `suppressedRecipients`, a templated message's `template`
+    and a campaign's message's `campaignId` are there only when it has them, so a message with none of them looks as it did before they
     existed."""
     error, template = message.error, message.template
     counted = sms_count(message.channel, message.body)
@@ -44,6 +44,7 @@ def message_shape(message: Message) -> dict[str, Any]:
         **(
             {"template": {"name": template.name, "version": template.version}} if template is not None else {}
         ),
+        **({"campaignId": message.campaign_id} if message.campaign_id is not None else {}),
         "status": message.status.value,
         "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
         "metadata": dict(message.metadata),

@@ -179,6 +179,9 @@ class MessageModel(ResponseModel):
         exclude_if=_absent,
         description="Sent from a template: the template's name and the version it rendered",
     )
+    campaignId: str | None = Field(
+        default=None, exclude_if=_absent, description="A campaign's message: the campaign's id"
+    )
     status: Status
     sendAt: str | None
     metadata: dict[str, str]

@@ -69,3 +69,17 @@ def template_identity(
         sort_keys=True,
     )
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+CAMPAIGN_IDENTITY_VERSION = "campaign.v1"
+
+
+def campaign_identity(workspace_id: str, campaign_id: str, recipient_dedup_forms: Collection[str]) -> str:
+    """The identity of a campaign's message to a recipient (the set of its dedup forms), whatever its
+    data: a campaign holds one message per recipient, so a page read again finds it taken."""
+    encoded = json.dumps(
+        [CAMPAIGN_IDENTITY_VERSION, workspace_id, campaign_id, sorted(set(recipient_dedup_forms))],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()

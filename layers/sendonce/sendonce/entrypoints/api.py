@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _s
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from sendonce.api.batch import SendMany
+    from sendonce.campaigns.service import CampaignService
     from sendonce.api.idempotency import SendOnce
     from sendonce.messages.ports import SendingStore
     from sendonce.simulator.ports import SimulatorDeliveries
@@ -103,6 +104,8 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         suppressions=SuppressionService(suppressions),
         build_test_deliveries=partial(_test_deliveries, settings, dynamodb),
         build_templates=templates,
+        build_campaigns=partial(_campaigns, settings, dynamodb, clients),
+        create_campaign_once=on_first_call(partial(_campaign_once, settings, dynamodb, config)),
     )
 
 
@@ -127,6 +130,29 @@ def _batch_once(settings: ApiSettings, dynamodb: Any, config: IdempotencyConfig)
     return make_idempotent(
         run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX
     )
+
+
+def _campaigns(settings: ApiSettings, dynamodb: Any, clients: Clients) -> CampaignService | None:
+    """The campaigns' use cases, loaded with the first request about campaigns."""
+    if not settings.campaigns_bucket or not settings.campaign_queue_url:
+        return None
+    from sendonce.adapters.dynamodb_campaigns import DynamoDbCampaignStore  # noqa: PLC0415
+    from sendonce.adapters.s3_recipients import S3RecipientFiles  # noqa: PLC0415
+    from sendonce.adapters.sqs_campaign_work import SqsCampaignWork  # noqa: PLC0415
+    from sendonce.campaigns.service import CampaignService  # noqa: PLC0415
+
+    return CampaignService(
+        store=DynamoDbCampaignStore(dynamodb, settings.messages_table),
+        files=S3RecipientFiles(clients("s3"), settings.campaigns_bucket),
+        work=SqsCampaignWork(clients("sqs"), settings.campaign_queue_url),
+    )
+
+
+def _campaign_once(settings: ApiSettings, dynamodb: Any, config: IdempotencyConfig) -> SendOnce:
+    from sendonce.api.batch import run_once  # noqa: PLC0415
+    from sendonce.api.routers.campaigns import CAMPAIGN_KEY_PREFIX  # noqa: PLC0415
+
+    return make_idempotent(run_once, settings.idempotency_table, dynamodb, config, key_prefix=CAMPAIGN_KEY_PREFIX)
 
 
 def _test_deliveries(settings: ApiSettings, dynamodb: Any) -> SimulatorDeliveries:

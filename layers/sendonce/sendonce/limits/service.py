@@ -139,6 +139,10 @@ class RequestLimits:
                 if lease.window >= window.number - 1
             }
 
+    def rate_per_second(self, workspace_id: str) -> int:
+        """The workspace's request rate in force now."""
+        return self._store.timeline(workspace_id).at(self._clock()).rate_per_second
+
     def usage(self, workspace_id: str) -> Usage:
         now = self._clock()
         timeline = self._store.timeline(workspace_id)

@@ -29,9 +29,12 @@ from sendonce.limits.ports import LimitsStore
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Message
 from sendonce.messages.ports import (
+    CampaignGate,
     Created,
     CreateManyOutcome,
     DuplicateOf,
+    GateClosed,
+    MadeBefore,
     NewMessage,
     NotWritten,
     QuotaSpent,
@@ -60,7 +63,7 @@ class NotRendered(Struct, frozen=True):
     error: UnknownTemplate | TemplateDataInvalid
 
 
-BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed | NotRendered
+BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed | NotRendered | GateClosed | MadeBefore
 
 
 def suppressed(
@@ -104,10 +107,11 @@ class BatchSender:
         self._suppressions = suppressions
         self._templates = templates
 
-    def send_many(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
+    def send_many(self, commands: Sequence[SendCommand], gate: CampaignGate | None = None) -> list[BatchOutcome]:
         """One outcome per command, in order. Commands carry no Idempotency-Key: a keyed send takes
         its key's record first, which only `MessageService.send` behind the key's record does. A
-        command from a template is rendered first, as a single send is (each template read once)."""
+        command from a template is rendered first, as a single send is (each template read once).
+        With `gate`: a campaign's, written only while its gate is open (`CampaignGate`)."""
         if any(command.idempotency_key is not None for command in commands):
             raise ValueError("a keyed send goes through its key's record, one at a time")
         found: TemplatesRead = {}
@@ -119,19 +123,21 @@ class BatchSender:
                 outcomes.append(None)
             except (UnknownTemplate, TemplateDataInvalid) as error:
                 outcomes.append(NotRendered(error))
-        sent = iter(self._send_rendered(renders) if renders else [])
+        sent = iter(self._send_rendered(renders, gate) if renders else [])
         return [outcome if outcome is not None else next(sent) for outcome in outcomes]
 
-    def _send_rendered(self, commands: Sequence[SendCommand]) -> list[BatchOutcome]:
+    def _send_rendered(self, commands: Sequence[SendCommand], gate: CampaignGate | None) -> list[BatchOutcome]:
         refused = suppressed(self._suppressions, commands)
         refusals = [all_refused(command, refused) for command in commands]
         sendable = [command for command, refusal in zip(commands, refusals, strict=True) if refusal is None]
-        sent = iter(self._write(sendable, refused) if sendable else [])
+        sent = iter(self._write(sendable, refused, gate) if sendable else [])
         return [
             Suppressed(refusal.reason.value) if refusal is not None else next(sent) for refusal in refusals
         ]
 
-    def _write(self, commands: Sequence[SendCommand], refused: dict[str, Suppression]) -> list[BatchOutcome]:
+    def _write(
+        self, commands: Sequence[SendCommand], refused: dict[str, Suppression], gate: CampaignGate | None
+    ) -> list[BatchOutcome]:
         now = self._clock()
         # The first command of each identity is written; the later ones are its duplicates (a command
         # from a template has two identities: it follows the first leader holding either).
@@ -157,7 +163,7 @@ class BatchSender:
             leader_of.append(leader)
 
         quota = quota_charge(self._limits, commands[0].workspace_id, now) if entries else None
-        written = self._store.create_many(entries, now, quota) if entries else []
+        written = self._store.create_many(entries, now, quota, gate) if entries else []
         leader_outcomes = [self._leader_outcome(outcome, now) for outcome in written]
 
         outcomes: list[BatchOutcome] = []
@@ -178,6 +184,8 @@ class BatchSender:
         if isinstance(outcome, QuotaSpent):
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
             return outcome
+        if isinstance(outcome, GateClosed | MadeBefore):
+            return outcome
         logger.warning("message.api.batch_not_written", extra={"event": "message.api.batch_not_written"})
         return outcome
 
@@ -185,7 +193,7 @@ class BatchSender:
         self, command: SendCommand, leader: CreateManyOutcome, now: datetime
     ) -> BatchOutcome:
         """An identical command after its leader: a duplicate of the leader's message, counted on it."""
-        if isinstance(leader, NotWritten | QuotaSpent):
+        if isinstance(leader, NotWritten | QuotaSpent | GateClosed | MadeBefore):
             return leader  # as its leader: an identical send after it would get the same
         if isinstance(leader, Created):
             original_id, locked_at = leader.message.id, now

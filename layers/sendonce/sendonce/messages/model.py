@@ -91,6 +91,10 @@ class Message(Struct, frozen=True):
     # Sent from a template: its second dedup lock, on the template's name and data to the recipient
     # (`sendonce.dedup.identity.template_identity`), taken and released with the first.
     template_lock_id: str | None = None
+    # A campaign's message: its campaign, and its lock on (campaign, recipient) (`campaign_identity`),
+    # which, unlike the dedup locks, a cancel keeps: a campaign sends a recipient one message at most.
+    campaign_id: str | None = None
+    campaign_lock_id: str | None = None
 
     def email_fields(self) -> dict[str, object]:
         """`cc`, `bcc`, `replyTo` and `html` under their API names, each only when the message has it

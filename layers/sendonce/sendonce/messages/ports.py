@@ -25,10 +25,18 @@ class DedupClaim(Struct, frozen=True):
     lock_id: str
     expires_at: datetime
     template_lock_id: str | None = None
+    # A campaign's message: its lock on (campaign, recipient), until `campaign_lock_expires_at`.
+    campaign_lock_id: str | None = None
+    campaign_lock_expires_at: datetime | None = None
 
     def taken_by(self, message: Message) -> Message:
         """The message as it holds the claim's locks."""
-        return replace(message, dedup_lock_id=self.lock_id, template_lock_id=self.template_lock_id)
+        return replace(
+            message,
+            dedup_lock_id=self.lock_id,
+            template_lock_id=self.template_lock_id,
+            campaign_lock_id=self.campaign_lock_id,
+        )
 
 
 class KeyTie(Struct, frozen=True):
@@ -100,7 +108,26 @@ class NotWritten(Struct, frozen=True):
     reason: str
 
 
-CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent
+class GateClosed(Struct, frozen=True):
+    """The campaign the entries belong to was paused, canceled or finished (its gate closed) before
+    their transaction: nothing of it was written."""
+
+
+class MadeBefore(Struct, frozen=True):
+    """The campaign already holds a message for this recipient (`original`, when it still exists):
+    a page read again met its own earlier write. Nothing was written, and nothing is counted."""
+
+    original: Message | None
+
+
+class CampaignGate(Struct, frozen=True):
+    """A bulk create on behalf of a campaign: written only while the campaign's gate is open."""
+
+    workspace_id: str
+    campaign_id: str
+
+
+CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent | GateClosed | MadeBefore
 
 
 class MessageEdit(Struct, frozen=True):
@@ -182,15 +209,28 @@ class SendingStore(DedupLocks, Protocol):
 
     def get(self, workspace_id: str, message_id: str) -> Message | None: ...
 
-    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page: ...
+    def list(
+        self,
+        workspace_id: str,
+        status: Status | None,
+        limit: int,
+        cursor: str | None,
+        campaign_id: str | None = None,
+    ) -> Page: ...
 
     def create_many(
-        self, entries: Sequence[NewMessage], now: datetime, quota: QuotaCharge | None = None
+        self,
+        entries: Sequence[NewMessage],
+        now: datetime,
+        quota: QuotaCharge | None = None,
+        gate: CampaignGate | None = None,
     ) -> Sequence[CreateManyOutcome]:
         """Each entry written with its lock (and its unit of quota) as `create` writes it, in as few
         transactions as the store allows; one outcome per entry, in order. The entries' locks are
         distinct. A lock held by another message is its DuplicateOf, counted on the original as
-        `create` counts it; an entry past the quota is QuotaSpent."""
+        `create` counts it; an entry past the quota is QuotaSpent. With `gate`: each transaction
+        also checks the campaign's gate is open (GateClosed, for every entry it held, when not), and
+        an entry whose campaign lock is held is MadeBefore, whatever else it meets."""
         ...
 
     def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:

@@ -23,7 +23,7 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from sendonce.clock import Clock, utc_now
-from sendonce.dedup.identity import message_identity, template_identity
+from sendonce.dedup.identity import campaign_identity, message_identity, template_identity
 from sendonce.errors import (
     DependencyUnavailable,
     IdempotencyKeyReused,
@@ -96,6 +96,7 @@ class SendCommand(Struct, frozen=True):
     bcc: tuple[Recipient, ...] | None = None
     reply_to: str | None = None
     html: str | None = None
+    campaign_id: str | None = None  # a campaign's message (`sendonce.campaigns`)
 
     @property
     def recipients(self) -> tuple[Recipient, ...]:
@@ -134,10 +135,23 @@ def template_lock_of(command: SendCommand) -> str | None:
     return template_identity(command.workspace_id, recipients, use.name, use.data)
 
 
+# A campaign's lock on a recipient outlives any pause, resume or redelivery of its fan-out.
+CAMPAIGN_LOCK_LIFE = timedelta(days=90)
+
+
 def claim_of(command: SendCommand, expires_at: datetime) -> DedupClaim:
-    """The locks a rendered command's message takes, until `expires_at`."""
+    """The locks a rendered command's message takes, until `expires_at` (a campaign's lock on its
+    recipient: CAMPAIGN_LOCK_LIFE after its dedup window)."""
+    campaign_lock = None
+    if command.campaign_id is not None:
+        recipients = [recipient.dedup_form for recipient in command.recipients]
+        campaign_lock = campaign_identity(command.workspace_id, command.campaign_id, recipients)
     return DedupClaim(
-        lock_id=lock_of(command), expires_at=expires_at, template_lock_id=template_lock_of(command)
+        lock_id=lock_of(command),
+        expires_at=expires_at,
+        template_lock_id=template_lock_of(command),
+        campaign_lock_id=campaign_lock,
+        campaign_lock_expires_at=expires_at + CAMPAIGN_LOCK_LIFE if campaign_lock is not None else None,
     )
 
 
@@ -254,6 +268,7 @@ def new_message(command: SendCommand, now: datetime) -> Message:
         created_at=now,
         updated_at=now,
         template=TemplateRef(use.name, use.version) if use is not None and use.version is not None else None,
+        campaign_id=command.campaign_id,
     )
 
 
@@ -393,10 +408,18 @@ class MessageService:
             raise MessageNotFound(message_id)
         return message
 
-    def list(self, workspace_id: str, status: Status | None, limit: int, cursor: str | None) -> Page:
+    def list(
+        self,
+        workspace_id: str,
+        status: Status | None,
+        limit: int,
+        cursor: str | None,
+        campaign_id: str | None = None,
+    ) -> Page:
         """A page of `limit` messages whenever that many more exist (its cursor resumes after its last
-        one; `Page.cut` keeps fewer, as the API does to keep its answer's size)."""
-        return self._store.list(workspace_id, status, limit, cursor)
+        one; `Page.cut` keeps fewer, as the API does to keep its answer's size); with `campaign_id`,
+        of that campaign only."""
+        return self._store.list(workspace_id, status, limit, cursor, campaign_id)
 
     def edit(self, workspace_id: str, message_id: str, changes: MessageChanges) -> Message:
         """Edit a scheduled message until its delivery is claimed (`sendonce.messages.edits`); a new

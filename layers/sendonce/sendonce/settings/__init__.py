@@ -27,6 +27,7 @@ from sendonce import channels
 
 if TYPE_CHECKING:
     from sendonce.settings.api import ApiSettings
+    from sendonce.settings.campaigns import CampaignSettings
     from sendonce.settings.dispatcher import DispatcherSettings
     from sendonce.settings.events import EventsSettings
     from sendonce.settings.handoff import HandoffSettings
@@ -37,6 +38,7 @@ __all__ = [
     "CLASSES",
     "LIMITS_CACHE_MAX_SECONDS",
     "ApiSettings",
+    "CampaignSettings",
     "DispatcherSettings",
     "EventsSettings",
     "EveryChannelsQueue",
@@ -50,6 +52,7 @@ __all__ = [
 # Each function's settings class, by name, and its module in this package.
 CLASSES = {
     "ApiSettings": "api",
+    "CampaignSettings": "campaigns",
     "DispatcherSettings": "dispatcher",
     "HandoffSettings": "handoff",
     "EventsSettings": "events",

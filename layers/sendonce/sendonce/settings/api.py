@@ -38,6 +38,9 @@ class ApiSettings(EveryChannelsQueue, FunctionSettings):
     webhooks_table: str = setting("WEBHOOKS_TABLE", text(), "")
     webhook_queue_url: str = setting("WEBHOOK_QUEUE_URL", text(), "")
     webhook_allow_private_targets: bool = setting("SENDONCE_WEBHOOK_ALLOW_PRIVATE_TARGETS", flag, False)
+    # Campaigns: where their recipient lists are kept, and the queue of their fan-out ("": none).
+    campaigns_bucket: str = setting("CAMPAIGNS_BUCKET", text(), "")
+    campaign_queue_url: str = setting("CAMPAIGN_QUEUE_URL", text(), "")
     # Per-workspace limits: the defaults, overridden per workspace in the limits table ("": none).
     limits_table: str = setting("LIMITS_TABLE", text(), "")
     rate_limit_per_second: int = setting(

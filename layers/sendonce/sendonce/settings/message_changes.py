@@ -13,3 +13,5 @@ class MessageChangesSettings(FunctionSettings):
 
     webhooks_table: str = setting("WEBHOOKS_TABLE", text(min_length=1))
     webhook_queue_url: str = setting("WEBHOOK_QUEUE_URL", text(min_length=1))
+    # Where a campaign's message's delivery counts are added, with its event.
+    messages_table: str = setting("MESSAGES_TABLE", text(min_length=1))

@@ -6,7 +6,7 @@ handles, and `ROUTES` is every route, in that order: what the preflight, a 405 a
 document read. A router's module (its handlers, their models, and what they import of their
 context) is imported by `load`, which the resolver (`sendonce.api.app`) calls with the first request
 for one of its routes; only `AT_IMPORT`'s come with the API function's import. A cold start that
-serves a send never loads the webhooks, suppressions, templates, usage or provider events, nor the models of
+serves a send never loads the webhooks, suppressions, templates, campaigns, usage or provider events, nor the models of
 other routes.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from sendonce.api.routes import DeclaredRouter, Route, RouteTable
+from sendonce.api.routes import campaigns as campaigns_routes
 from sendonce.api.routes import messages as messages_routes
 from sendonce.api.routes import provider_events as provider_events_routes
 from sendonce.api.routes import service as service_routes
@@ -57,6 +58,16 @@ ROUTERS: dict[str, tuple[Route, ...]] = {
         templates_routes.ADD_TEMPLATE_VERSION,
         templates_routes.GET_TEMPLATE_VERSION,
         templates_routes.RENDER_TEMPLATE,
+    ),
+    "campaigns": (
+        campaigns_routes.CREATE_CAMPAIGN,
+        campaigns_routes.LIST_CAMPAIGNS,
+        campaigns_routes.GET_CAMPAIGN,
+        campaigns_routes.START_CAMPAIGN,
+        campaigns_routes.PAUSE_CAMPAIGN,
+        campaigns_routes.RESUME_CAMPAIGN,
+        campaigns_routes.CANCEL_CAMPAIGN,
+        campaigns_routes.LIST_CAMPAIGN_ERRORS,
     ),
     "usage": (usage_routes.USAGE, usage_routes.TEST_DELIVERIES),
     "service": (service_routes.HEALTH, service_routes.OPENAPI, service_routes.DOCS),

@@ -91,8 +91,11 @@ def list_messages(
     cursor: Annotated[
         str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the page before")
     ] = None,
+    campaignId: Annotated[  # noqa: N803  # the query parameter's documented name
+        str | None, Query(max_length=64, description="Only the messages of this campaign")
+    ] = None,
 ) -> Response[Any]:
-    page = dependencies.root.get().messages.list(caller(router.context), status, limit, cursor)
+    page = dependencies.root.get().messages.list(caller(router.context), status, limit, cursor, campaignId)
     return answer(200, within_answer_size(page))
 
 
