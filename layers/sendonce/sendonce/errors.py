@@ -211,7 +211,9 @@ class CampaignFinished(SendonceError):
     """The campaign is completed or canceled: nothing changes it any more."""
 
     def __init__(self, status: str) -> None:
-        super().__init__(f"this campaign is {status}: it can no longer be started, paused, resumed or canceled")
+        super().__init__(
+            f"this campaign is {status}: it can no longer be started, paused, resumed or canceled"
+        )
         self.status = status
 
 

@@ -36,6 +36,7 @@ from sendonce.campaigns.ports import CampaignPage, ErrorPage, Transition
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor
 from sendonce.limits.model import WINDOW_SECONDS, Grant, Limits, Window
+from sendonce.status_webhooks.model import CampaignTally
 
 # A campaign's pages and errors outlive it by far less than its messages: kept 90 days.
 KEEP_SECONDS = 90 * 86_400
@@ -60,9 +61,8 @@ def error_key(workspace_id: str, campaign_id: str, line: int) -> Item:
 
 def is_campaign_item(item: Item) -> bool:
     """A campaign's own item (not its gate, pages or errors): what the stream tells of."""
-    return item.get("pk", {}).get("S", "").startswith("CAMPAIGNS#") and item.get("sk", {}).get("S", "").startswith(
-        "CMP#"
-    )
+    pk, sk = str(item.get("pk", {}).get("S", "")), str(item.get("sk", {}).get("S", ""))
+    return pk.startswith("CAMPAIGNS#") and sk.startswith("CMP#")
 
 
 def campaign_of(item: Item) -> Campaign:
@@ -109,7 +109,10 @@ def _campaign_item(campaign: Campaign) -> Item:
         "planned": {"BOOL": False},
         "pages": {"N": "0"},
         "pagesDone": {"N": "0"},
-        **{attribute: {"N": str(value)} for attribute, value in zip(_COUNTS.values(), campaign.counts.as_tuple(), strict=True)},
+        **{
+            attribute: {"N": str(value)}
+            for attribute, value in zip(_COUNTS.values(), campaign.counts.as_tuple(), strict=True)
+        },
     }
     if campaign.send_at is not None:
         item["sendAt"] = {"S": rfc3339(campaign.send_at)}
@@ -119,7 +122,9 @@ def _campaign_item(campaign: Campaign) -> Item:
 def _progress_of(item: Item | None) -> PageProgress:
     if item is None:
         return PageProgress()
-    counts = Counts(**{name: int(item.get(attribute, {}).get("N", "0")) for name, attribute in _COUNTS.items()})
+    counts = Counts(
+        **{name: int(item.get(attribute, {}).get("N", "0")) for name, attribute in _COUNTS.items()}
+    )
     return PageProgress(
         next_line=int(item["nextLine"]["N"]),
         counts=counts,
@@ -148,7 +153,12 @@ class DynamoDbCampaignStore:
     def create(self, campaign: Campaign) -> None:
         canceled = self._table.transact(
             [
-                {"Put": {"Item": _campaign_item(campaign), "ConditionExpression": "attribute_not_exists(pk)"}},
+                {
+                    "Put": {
+                        "Item": _campaign_item(campaign),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
                 {"Put": {"Item": {**gate_key(campaign.workspace_id, campaign.id), "open": {"BOOL": False}}}},
             ],
             token=campaign.id,
@@ -237,7 +247,9 @@ class DynamoDbCampaignStore:
     def progress(self, work: PageWork) -> PageProgress:
         return _progress_of(self._table.get(page_key(work)))
 
-    def _page_put(self, work: PageWork, seen: PageProgress, progress: PageProgress, now_expiry: int) -> dict[str, Any]:
+    def _page_put(
+        self, work: PageWork, seen: PageProgress, progress: PageProgress, now_expiry: int
+    ) -> dict[str, Any]:
         item: Item = {
             **page_key(work),
             "workspaceId": {"S": work.workspace_id},
@@ -251,7 +263,10 @@ class DynamoDbCampaignStore:
             "parked": {"BOOL": progress.parked},
             "version": {"N": str(progress.version)},
             "expiresAt": {"N": str(now_expiry)},
-            **{attribute: {"N": str(value)} for attribute, value in zip(_COUNTS.values(), progress.counts.as_tuple(), strict=True)},
+            **{
+                attribute: {"N": str(value)}
+                for attribute, value in zip(_COUNTS.values(), progress.counts.as_tuple(), strict=True)
+            },
         }
         put: dict[str, Any] = {"Item": item}
         if seen.version == 0:
@@ -394,6 +409,23 @@ def _expiry() -> int:
     return int(time.time()) + KEEP_SECONDS
 
 
+def tally_update(table_name: str, tally: CampaignTally) -> dict[str, Any]:
+    """The transaction item that adds a campaign's message's change to its campaign's counts."""
+    adds = {
+        name: value
+        for name, value in (("sent", tally.sent), ("delivered", tally.delivered), ("failed", tally.failed))
+        if value
+    }
+    return {
+        "Update": {
+            "TableName": table_name,
+            "Key": campaign_key(tally.workspace_id, tally.campaign_id),
+            "UpdateExpression": "ADD " + ", ".join(f"{_COUNTS[name]} :{name}" for name in adds),
+            "ExpressionAttributeValues": {f":{name}": {"N": str(value)} for name, value in adds.items()},
+        }
+    }
+
+
 class DynamoDbCampaignPace:
     """A campaign's rate on the limits' windows: `rate_per_second * WINDOW_SECONDS` tokens a window,
     over as many shards as the workspace rate would use."""
@@ -413,7 +445,9 @@ class DynamoDbCampaignPace:
                 UpdateExpression="ADD hits :tokens SET expiresAt = if_not_exists(expiresAt, :expires)",
                 ExpressionAttributeValues={
                     ":tokens": {"N": str(wanted)},
-                    ":expires": epoch_seconds(datetime.fromtimestamp(window.ends_at_epoch + 60, tz=now.tzinfo)),
+                    ":expires": epoch_seconds(
+                        datetime.fromtimestamp(window.ends_at_epoch + 60, tz=now.tzinfo)
+                    ),
                 },
                 ReturnValues="UPDATED_NEW",
             )

@@ -58,12 +58,12 @@ from sendonce.limits.model import QuotaCharge
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
+    CampaignGate,
     ContentHeld,
     Created,
     CreateManyOutcome,
     CreateOutcome,
     DedupClaim,
-    CampaignGate,
     DuplicateOf,
     Edited,
     EditOutcome,
@@ -129,6 +129,7 @@ class _Draft:
         put: Callable[[Message], dict[str, Any]] | None = None,
         guard: SuppressionGuard | None = None,
         template_at: int | None = None,
+        *,
         campaign_at: int | None = None,
         gate_at: int | None = None,
     ) -> None:
@@ -240,7 +241,10 @@ class DynamoDbSendingStore:
             if refused is not None:
                 return refused
         if quota is not None:
-            return self._create_charged(draft, tie, quota)
+            charged = self._create_charged(draft, tie, quota)
+            if isinstance(charged, GateClosed | MadeBefore):  # a campaign's: never a single create's
+                raise DependencyUnavailable("a single create met a campaign's gate or lock")
+            return charged
 
         def attempt() -> CreateOutcome:
             while True:
@@ -255,6 +259,8 @@ class DynamoDbSendingStore:
                     if refused is not None:
                         return refused
                     continue  # written again without them, at once
+                if isinstance(outcome, GateClosed | MadeBefore):  # a campaign's: never a single create's
+                    raise DependencyUnavailable("a single create met a campaign's gate or lock")
                 if outcome is not None:
                     return outcome
                 if canceled.contended:
@@ -271,7 +277,9 @@ class DynamoDbSendingStore:
             }
         }
 
-    def _create_charged(self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge) -> CreateOutcome:
+    def _create_charged(
+        self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge
+    ) -> CreateOutcome | GateClosed | MadeBefore:
         """The create transaction with one unit of a quota shard: the shards in turn until one has
         room. QuotaSpent only once every shard of the plan in force was found full; a shard busy with
         another transaction is tried again, and one that stays busy is a 503, never a 429. A shard on
@@ -326,7 +334,7 @@ class DynamoDbSendingStore:
 
     def _try_charged(
         self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge, shard: int
-    ) -> CreateOutcome | Refusal | _QuotaShard | _Dropped:
+    ) -> CreateOutcome | GateClosed | MadeBefore | Refusal | _QuotaShard | _Dropped:
         message, items, guard = draft.message, draft.items, draft.guard
         checks = guard.items() if guard is not None else []
         counter = len(items) + len(checks)

@@ -54,6 +54,7 @@ from sendonce.modes import retention_for
 from sendonce.status_webhooks.model import (
     EVENT_PREFIX,
     EVENT_RETENTION,
+    CampaignTally,
     Delivery,
     DeliveryStatus,
     Endpoint,
@@ -234,11 +235,17 @@ def _event(item: Item) -> Event:
 # ---------------------------------------------------------------------------- the store
 class DynamoDbWebhookStore:
     def __init__(
-        self, client: Any, table_name: str, copy_of: Callable[[int], int] = random.randrange
+        self,
+        client: Any,
+        table_name: str,
+        copy_of: Callable[[int], int] = random.randrange,
+        campaigns_table: str = "",
     ) -> None:
-        """`copy_of(n)`: which of an endpoint's n copies a read takes."""
+        """`copy_of(n)`: which of an endpoint's n copies a read takes. `campaigns_table`: where a
+        campaign's message's change is counted on its campaign (the MessagesTable)."""
         self._table = DynamoDbTable(client, table_name)
         self._copy_of = copy_of
+        self._campaigns_table = campaigns_table
 
     # -- endpoints
     def add_endpoint(self, endpoint: Endpoint, limit: int) -> None:
@@ -410,10 +417,18 @@ class DynamoDbWebhookStore:
             return None
         return Applied(sequence=int(item["sequence"]["N"]), position=item["position"]["S"])
 
-    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+    def record(
+        self, event: Event, position: str, previous: Applied | None, tally: CampaignTally | None = None
+    ) -> bool:
         items: list[dict[str, Any]] = [
             {"Put": {"Item": event_item(event), "ConditionExpression": "attribute_not_exists(pk)"}}
         ]
+        if tally is not None:
+            if not self._campaigns_table:
+                raise DependencyUnavailable("a campaign's message's change, and no campaigns table")
+            from sendonce.adapters.dynamodb_campaigns import tally_update  # noqa: PLC0415  # campaigns only
+
+            items.append(tally_update(self._campaigns_table, tally))
         if event.sequence is not None:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
             if previous is not None:

@@ -59,7 +59,9 @@ class S3RecipientFiles:
 
     def lines(self, workspace_id: str, campaign_id: str) -> Iterator[tuple[int, bytes]]:
         try:
-            body = self._client.get_object(Bucket=self._bucket, Key=object_key(workspace_id, campaign_id))["Body"]
+            body = self._client.get_object(Bucket=self._bucket, Key=object_key(workspace_id, campaign_id))[
+                "Body"
+            ]
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error
         offset, rest = 0, b""
@@ -80,7 +82,9 @@ class S3RecipientFiles:
             return b""
         try:
             response = self._client.get_object(
-                Bucket=self._bucket, Key=object_key(workspace_id, campaign_id), Range=f"bytes={start}-{end - 1}"
+                Bucket=self._bucket,
+                Key=object_key(workspace_id, campaign_id),
+                Range=f"bytes={start}-{end - 1}",
             )
             data: bytes = response["Body"].read()
         except Exception as error:

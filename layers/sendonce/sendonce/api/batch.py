@@ -42,7 +42,7 @@ from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppre
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
 from sendonce.messages.batch import BatchOutcome, NotRendered
-from sendonce.messages.ports import NotWritten, QuotaSpent, Suppressed
+from sendonce.messages.ports import GateClosed, MadeBefore, NotWritten, QuotaSpent, Suppressed
 from sendonce.messages.service import SendCommand, lock_of, template_lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
@@ -244,7 +244,7 @@ def _send_bulk(items: list[BatchItem], send_many: SendMany, results: dict[int, B
         return
     outcomes = send_many([item.command for item in items if item.command is not None])
     for item, outcome in zip(items, outcomes, strict=True):
-        if isinstance(outcome, NotWritten):
+        if isinstance(outcome, NotWritten | GateClosed | MadeBefore):  # a campaign's two: never a batch's
             results[item.index] = error_result(item.index, unavailable())
         elif isinstance(outcome, NotRendered):
             results[item.index] = error_result(item.index, from_domain_error(outcome.error))

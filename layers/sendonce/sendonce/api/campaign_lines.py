@@ -31,7 +31,9 @@ _INVALID = "The request body is not valid."
 def line_body(content: dict[str, Any], channel: str, line: Any) -> dict[str, Any]:
     """The send a line asks for, as a request body: its campaign's content with the line's fields."""
     if not isinstance(line, dict):
-        raise LineRefused("validation_error", _INVALID, [{"field": "line", "message": "must be a JSON object"}])
+        raise LineRefused(
+            "validation_error", _INVALID, [{"field": "line", "message": "must be a JSON object"}]
+        )
     unknown = sorted(set(line) - LINE_FIELDS)
     if unknown:
         raise LineRefused(

@@ -24,9 +24,9 @@ def sms_count(channel: str, body: str) -> sms.SmsCount | None:
 
 def message_shape(message: Message) -> dict[str, Any]:
     """The message as the API shows it, as JSON values: a status webhook's `data.message`. An email's
-    `cc`, `bcc`, `replyTo`, `html` and `suppressedRecipients`, a templated message's `template`
-    and a campaign's message's `campaignId` are there only when it has them, so a message with none of them looks as it did before they
-    existed."""
+    `cc`, `bcc`, `replyTo`, `html` and `suppressedRecipients`, a templated message's `template` and
+    a campaign's message's `campaignId` are there only when it has them, so a message with none of
+    them looks as it did before they existed."""
     error, template = message.error, message.template
     counted = sms_count(message.channel, message.body)
     email: dict[str, Any] = message.email_fields()

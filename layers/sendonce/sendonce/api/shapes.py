@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -27,6 +27,9 @@ from sendonce import channels
 from sendonce.api.message_view import message_shape
 from sendonce.clock import rfc3339
 from sendonce.messages.model import Message, Status
+
+if TYPE_CHECKING:  # a campaign's model loads with the first campaign
+    from sendonce.campaigns.model import Campaign
 from sendonce.messages.recipients import InvalidRecipient
 from sendonce.suppressions.model import Suppression
 
@@ -195,6 +198,35 @@ class MessageModel(ResponseModel):
     def of(cls, message: Message) -> MessageModel:
         """The message as the API shows it: validated from its one mapping to JSON values."""
         return cls.model_validate(message_shape(message))
+
+
+class CampaignCounts(ResponseModel):
+    total: int
+    accepted: int
+    duplicates: int
+    suppressed: int
+    invalid: int
+    sent: int
+    delivered: int
+    failed: int
+
+
+class CampaignModel(ResponseModel):
+    id: str
+    name: str
+    channel: str = Field(json_schema_extra=channel_names)
+    status: Literal["draft", "scheduled", "sending", "paused", "completed", "canceled"]
+    pausedReason: str | None
+    counts: CampaignCounts
+    createdAt: str
+    startedAt: str | None
+    completedAt: str | None
+
+    @classmethod
+    def of(cls, campaign: Campaign) -> CampaignModel:
+        from sendonce.api.campaign_view import campaign_shape  # noqa: PLC0415  # with the first campaign
+
+        return cls.model_validate(campaign_shape(campaign))
 
 
 class SuppressionModel(ResponseModel):

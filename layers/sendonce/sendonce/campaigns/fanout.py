@@ -30,7 +30,6 @@ from sendonce.campaigns.model import (
     PAGE_LINES,
     Campaign,
     CampaignStatus,
-    Counts,
     LineError,
     LineOutcome,
     PageProgress,
@@ -45,7 +44,15 @@ from sendonce.errors import DependencyUnavailable, MessageNotCancelable, Message
 from sendonce.limits.model import Window
 from sendonce.messages.batch import BatchOutcome, NotRendered
 from sendonce.messages.model import Message, Status
-from sendonce.messages.ports import CampaignGate, GateClosed, MadeBefore, NotWritten, Page, QuotaSpent, Suppressed
+from sendonce.messages.ports import (
+    CampaignGate,
+    GateClosed,
+    MadeBefore,
+    NotWritten,
+    Page,
+    QuotaSpent,
+    Suppressed,
+)
 from sendonce.messages.service import SendCommand, SendResult
 from sendonce.observability import logger, metrics
 
@@ -75,14 +82,19 @@ RecipientKey = Callable[[str, bytes], bytes | None]
 # Sends a chunk's commands in bulk, behind the campaign's gate (`BatchSender.send_many`).
 SendChunk = Callable[[Sequence[SendCommand], CampaignGate], list[BatchOutcome]]
 # What a send's error would be answered: for a line that is not rendered.
-Refusal = Callable[[SendonceError], LineRefused]
+RefuseLine = Callable[[SendonceError], LineRefused]
 
 
 class CampaignMessages(Protocol):
     """What a cancel's sweep needs of the sending store (`SendingStore`)."""
 
     def list(
-        self, workspace_id: str, status: Status | None, limit: int, cursor: str | None, campaign_id: str | None = None
+        self,
+        workspace_id: str,
+        status: Status | None,
+        limit: int,
+        cursor: str | None,
+        campaign_id: str | None = None,
     ) -> Page: ...
 
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message: ...
@@ -104,7 +116,7 @@ class FanOut(Struct):
     send: SendChunk
     parse: ParseLine
     recipient_key: RecipientKey
-    refusal: Refusal
+    refusal: RefuseLine
     messages: CampaignMessages
     clock: Clock = utc_now
     sleep: Callable[[float], None] = lambda seconds: None
@@ -134,7 +146,12 @@ class FanOut(Struct):
             self.store.planned(workspace_id, campaign_id, len(pages), total)
             logger.info(
                 "campaign.planned",
-                extra={"event": "campaign.planned", "campaign_id": campaign_id, "pages": len(pages), "lines": total},
+                extra={
+                    "event": "campaign.planned",
+                    "campaign_id": campaign_id,
+                    "pages": len(pages),
+                    "lines": total,
+                },
             )
         self._end(workspace_id, campaign_id)
 
@@ -146,10 +163,12 @@ class FanOut(Struct):
         over: list[LineError] = []
         for offset, raw in self.files.lines(campaign.workspace_id, campaign.id):
             if line == MAX_LINES:
-                over.append(LineError(line + 1, "validation_error", f"The list holds more than {MAX_LINES:,} lines."))
+                over.append(
+                    LineError(line + 1, "validation_error", f"The list holds more than {MAX_LINES:,} lines.")
+                )
                 break
             if line % PAGE_LINES == 0 and line:
-                pages.append(self._page(campaign, len(pages), start, end, line, repeats))
+                pages.append(self._page(campaign, len(pages), (start, end), repeats))
                 start, repeats = offset, []
             line += 1
             end = offset + len(raw) + 1
@@ -160,13 +179,14 @@ class FanOut(Struct):
                 else:
                     seen.add(key)
         if line:
-            pages.append(self._page(campaign, len(pages), start, end, line, repeats))
+            pages.append(self._page(campaign, len(pages), (start, end), repeats))
         if over:
             self.store.add_errors(campaign.workspace_id, campaign.id, over)
         return pages, line
 
     @staticmethod
-    def _page(campaign: Campaign, number: int, start: int, end: int, last_line: int, repeats: list[int]) -> PageWork:
+    def _page(campaign: Campaign, number: int, span: tuple[int, int], repeats: list[int]) -> PageWork:
+        start, end = span
         return PageWork(
             workspace_id=campaign.workspace_id,
             campaign_id=campaign.id,
@@ -205,7 +225,8 @@ class FanOut(Struct):
     def _send_page(self, campaign: Campaign, work: PageWork, progress: PageProgress) -> bool:
         """Send from `progress` on; False when the page must be looked at again (resumed meanwhile)."""
         lines = self._lines(work)
-        at, counts, errors = progress.next_line, progress.counts, []
+        at, counts = progress.next_line, progress.counts
+        errors: list[LineError] = []
         while at < len(lines):
             granted = self._pace(campaign, min(CHUNK_LINES, len(lines) - at))
             if granted == 0:  # out of time: the rest goes to a fresh invocation
@@ -285,9 +306,9 @@ class FanOut(Struct):
             if isinstance(result, NotWritten):
                 raise DependencyUnavailable(f"a campaign's create failed: {result.reason}")
             if isinstance(result, NotRendered):
-                refused = self.refusal(result.error)
+                answer = self.refusal(result.error)
                 outcomes[k] = LineOutcome.INVALID
-                errors[k] = LineError(work.first_line + at + k, refused.code, refused.message, refused.details)
+                errors[k] = LineError(work.first_line + at + k, answer.code, answer.message, answer.details)
             else:
                 outcomes[k] = _outcome(result)
         # Lines after a stop are read again once the campaign goes on: their creates, if any, are met
@@ -343,4 +364,3 @@ def _outcome(result: SendResult | Suppressed | MadeBefore) -> LineOutcome:
     if isinstance(result, Suppressed):
         return LineOutcome.SUPPRESSED
     return LineOutcome.DUPLICATE if result.duplicate else LineOutcome.ACCEPTED
-

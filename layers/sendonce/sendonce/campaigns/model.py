@@ -157,7 +157,7 @@ class LineOutcome(StrEnum):
 
 def counted(outcomes: list[LineOutcome]) -> Counts:
     """The counts of these lines' outcomes."""
-    tally = {outcome: 0 for outcome in LineOutcome}
+    tally = dict.fromkeys(LineOutcome, 0)
     for outcome in outcomes:
         tally[outcome] += 1
     return Counts(

@@ -125,7 +125,9 @@ class CampaignWork(Protocol):
 
     def pages(self, pages: Sequence[PageWork]) -> None: ...
 
-    def sweep(self, workspace_id: str, campaign_id: str, cursor: str | None, delay_seconds: int = 0) -> None: ...
+    def sweep(
+        self, workspace_id: str, campaign_id: str, cursor: str | None, delay_seconds: int = 0
+    ) -> None: ...
 
 
 class CampaignPace(Protocol):

@@ -23,7 +23,14 @@ from sendonce.campaigns.model import (
     PausedReason,
     new_campaign_id,
 )
-from sendonce.campaigns.ports import CampaignPage, CampaignStore, CampaignWork, ErrorPage, RecipientFiles, Upload
+from sendonce.campaigns.ports import (
+    CampaignPage,
+    CampaignStore,
+    CampaignWork,
+    ErrorPage,
+    RecipientFiles,
+    Upload,
+)
 from sendonce.campaigns.ports import Transition as Change
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import CampaignFinished, CampaignNotFound, RecipientsNotReady

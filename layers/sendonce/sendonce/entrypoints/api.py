@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _s
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from sendonce.api.batch import SendMany
-    from sendonce.campaigns.service import CampaignService
     from sendonce.api.idempotency import SendOnce
+    from sendonce.campaigns.service import CampaignService
     from sendonce.messages.ports import SendingStore
     from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
@@ -152,7 +152,9 @@ def _campaign_once(settings: ApiSettings, dynamodb: Any, config: IdempotencyConf
     from sendonce.api.batch import run_once  # noqa: PLC0415
     from sendonce.api.routers.campaigns import CAMPAIGN_KEY_PREFIX  # noqa: PLC0415
 
-    return make_idempotent(run_once, settings.idempotency_table, dynamodb, config, key_prefix=CAMPAIGN_KEY_PREFIX)
+    return make_idempotent(
+        run_once, settings.idempotency_table, dynamodb, config, key_prefix=CAMPAIGN_KEY_PREFIX
+    )
 
 
 def _test_deliveries(settings: ApiSettings, dynamodb: Any) -> SimulatorDeliveries:

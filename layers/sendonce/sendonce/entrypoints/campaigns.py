@@ -77,7 +77,9 @@ def _templates(settings: CampaignSettings, dynamodb: Any) -> Callable[[], Any]:
             from sendonce.adapters.forked_renderer import ForkedRenderer  # noqa: PLC0415
             from sendonce.templates.service import TemplateService  # noqa: PLC0415
 
-            built.append(TemplateService(DynamoDbTemplateStore(dynamodb, settings.messages_table), ForkedRenderer()))
+            built.append(
+                TemplateService(DynamoDbTemplateStore(dynamodb, settings.messages_table), ForkedRenderer())
+            )
         return built[0]
 
     return templates
@@ -95,14 +97,16 @@ def _work(body: str) -> dict[str, Any]:
 
 def run_work(fan_out: FanOut, record: SqsRecord) -> str:
     work = read_record(record, _work, ValueError, "campaign.work.unreadable_record")
-    kind = work["kind"]
+    kind = str(work["kind"])
     if kind == "plan":
         fan_out.plan(str(work["workspaceId"]), str(work["campaignId"]))
     elif kind == "page":
         fan_out.run_page(page_of(work))
     else:
         cursor = work.get("cursor")
-        fan_out.sweep(str(work["workspaceId"]), str(work["campaignId"]), cursor if isinstance(cursor, str) else None)
+        fan_out.sweep(
+            str(work["workspaceId"]), str(work["campaignId"]), cursor if isinstance(cursor, str) else None
+        )
     metrics.add_metric(name=f"CampaignWork{kind.capitalize()}", unit="Count", value=1)
     return kind
 
@@ -113,7 +117,8 @@ def handle_batch(fan_out: FanOut, event: Any) -> dict[str, Any]:
             return run_work(fan_out, record)
         except Exception:
             logger.exception(
-                "campaign.work.failed", extra={"event": "campaign.work.failed", "sqs_message_id": record.message_id}
+                "campaign.work.failed",
+                extra={"event": "campaign.work.failed", "sqs_message_id": record.message_id},
             )
             raise
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore
 from sendonce.adapters.sqs_webhook_queue import SqsDeliveryQueue
+from sendonce.api.campaign_view import campaign_shape
 from sendonce.api.message_view import message_shape
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
@@ -39,7 +40,9 @@ STREAM_WORKERS = 8
 
 
 def build(settings: MessageChangesSettings, clients: Clients) -> EventRecorder:
-    store = DynamoDbWebhookStore(clients("dynamodb"), settings.webhooks_table)
+    store = DynamoDbWebhookStore(
+        clients("dynamodb"), settings.webhooks_table, campaigns_table=settings.messages_table
+    )
     # A change that no endpoint wants queues nothing: SQS is built by the first delivery queued.
     sqs = client_on_first_use("sqs", build=clients)
     return EventRecorder(
@@ -47,6 +50,7 @@ def build(settings: MessageChangesSettings, clients: Clients) -> EventRecorder:
         endpoints=store,
         queue=SqsDeliveryQueue(sqs, settings.webhook_queue_url),
         show_message=message_shape,
+        show_campaign=campaign_shape,
     )
 
 

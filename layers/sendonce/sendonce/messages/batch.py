@@ -107,7 +107,9 @@ class BatchSender:
         self._suppressions = suppressions
         self._templates = templates
 
-    def send_many(self, commands: Sequence[SendCommand], gate: CampaignGate | None = None) -> list[BatchOutcome]:
+    def send_many(
+        self, commands: Sequence[SendCommand], gate: CampaignGate | None = None
+    ) -> list[BatchOutcome]:
         """One outcome per command, in order. Commands carry no Idempotency-Key: a keyed send takes
         its key's record first, which only `MessageService.send` behind the key's record does. A
         command from a template is rendered first, as a single send is (each template read once).
@@ -126,7 +128,9 @@ class BatchSender:
         sent = iter(self._send_rendered(renders, gate) if renders else [])
         return [outcome if outcome is not None else next(sent) for outcome in outcomes]
 
-    def _send_rendered(self, commands: Sequence[SendCommand], gate: CampaignGate | None) -> list[BatchOutcome]:
+    def _send_rendered(
+        self, commands: Sequence[SendCommand], gate: CampaignGate | None
+    ) -> list[BatchOutcome]:
         refused = suppressed(self._suppressions, commands)
         refusals = [all_refused(command, refused) for command in commands]
         sendable = [command for command, refusal in zip(commands, refusals, strict=True) if refusal is None]

@@ -22,6 +22,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from sendonce.campaigns.model import Campaign
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import ulid
 from sendonce.messages.model import Message, Status
@@ -127,15 +128,46 @@ class Event(Struct, frozen=True):
     deliveries: tuple[Delivery, ...] = field(default=())
 
     def payload(self) -> dict[str, Any]:
-        """What every endpoint receives, byte for byte the same on every attempt."""
+        """What every endpoint receives, byte for byte the same on every attempt: a campaign's event
+        carries its campaign (`message` holds it) where a message's carries its message."""
+        subject = "campaign" if self.type is EventType.CAMPAIGN_COMPLETED else "message"
         return {
             "type": self.type.value,
             "timestamp": rfc3339(self.timestamp),
-            "data": {"message": dict(self.message), "sequence": self.sequence},
+            "data": {subject: dict(self.message), "sequence": self.sequence},
         }
 
     def delivery(self, endpoint_id: str) -> Delivery | None:
         return next((d for d in self.deliveries if d.endpoint_id == endpoint_id), None)
+
+
+class CampaignTally(Struct, frozen=True):
+    """What a campaign's message's change adds to its campaign's delivery counts, in the write that
+    records its event: so each change is counted once, as it is told once."""
+
+    workspace_id: str
+    campaign_id: str
+    sent: int = 0
+    delivered: int = 0
+    failed: int = 0
+
+
+_REACHED_SENT = frozenset({Status.SENT, Status.DELIVERED})
+
+
+def tally_of(message: Message, before: Status | None) -> CampaignTally | None:
+    """The counts a campaign's message adds by moving from `before` to its status (None: nothing)."""
+    if message.campaign_id is None:
+        return None
+    now = message.status
+    tally = CampaignTally(
+        message.workspace_id,
+        message.campaign_id,
+        sent=int(now in _REACHED_SENT and before not in _REACHED_SENT),
+        delivered=int(now is Status.DELIVERED and before is not Status.DELIVERED),
+        failed=int(now is Status.FAILED and before is not Status.FAILED),
+    )
+    return tally if tally.sent or tally.delivered or tally.failed else None
 
 
 class Change(Struct, frozen=True):
@@ -143,6 +175,7 @@ class Change(Struct, frozen=True):
     type: EventType
     at: datetime
     position: str  # the stream record's sequence number, padded: increases with every write of the message
+    tally: CampaignTally | None = None  # a campaign's message: what its campaign counts of it
 
     @property
     def is_status_change(self) -> bool:
@@ -151,5 +184,22 @@ class Change(Struct, frozen=True):
     @property
     def event_id(self) -> str:
         """The same for every copy of the stream record: a record read twice is one event."""
-        digest = hashlib.sha256(f"{self.message.id}/{self.position}".encode()).digest()
-        return EVENT_PREFIX + ulid(int(self.at.timestamp() * 1000), int.from_bytes(digest[:10], "big"))
+        return event_id_of(self.message.id, self.position, self.at)
+
+
+def event_id_of(subject_id: str, position: str, at: datetime) -> str:
+    digest = hashlib.sha256(f"{subject_id}/{position}".encode()).digest()
+    return EVENT_PREFIX + ulid(int(at.timestamp() * 1000), int.from_bytes(digest[:10], "big"))
+
+
+class CampaignChange(Struct, frozen=True):
+    """A campaign's completion, from the stream: told once, as `campaign.completed`."""
+
+    campaign: Campaign  # as it stood right after the change
+    at: datetime
+    position: str
+    type: EventType = EventType.CAMPAIGN_COMPLETED
+
+    @property
+    def event_id(self) -> str:
+        return event_id_of(self.campaign.id, self.position, self.at)

@@ -9,6 +9,7 @@ from typing import Protocol
 from msgspec import Struct
 
 from sendonce.status_webhooks.model import (
+    CampaignTally,
     Endpoint,
     Event,
 )
@@ -112,9 +113,12 @@ class EndpointLanes(Protocol):
 class EventStore(Protocol):
     def applied(self, message_id: str) -> Applied | None: ...
 
-    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
-        """Writes the event and moves the message's `Applied` on, together; False (nothing written)
-        if the event exists already or the message's changes moved on since `previous` was read."""
+    def record(
+        self, event: Event, position: str, previous: Applied | None, tally: CampaignTally | None = None
+    ) -> bool:
+        """Writes the event and moves the message's `Applied` on, together, with what `tally` adds
+        to a campaign's counts; False (nothing written) if the event exists already or the message's
+        changes moved on since `previous` was read."""
         ...
 
     def event(self, workspace_id: str, event_id: str) -> Event | None: ...

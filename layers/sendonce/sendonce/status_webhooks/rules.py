@@ -28,3 +28,4 @@ class EventType(StrEnum):
     CANCELED = "message.canceled"
     UNKNOWN = "message.unknown"
     DUPLICATE_BLOCKED = "message.duplicate_blocked"
+    CAMPAIGN_COMPLETED = "campaign.completed"

@@ -6,8 +6,8 @@ handles, and `ROUTES` is every route, in that order: what the preflight, a 405 a
 document read. A router's module (its handlers, their models, and what they import of their
 context) is imported by `load`, which the resolver (`sendonce.api.app`) calls with the first request
 for one of its routes; only `AT_IMPORT`'s come with the API function's import. A cold start that
-serves a send never loads the webhooks, suppressions, templates, campaigns, usage or provider events, nor the models of
-other routes.
+serves a send never loads the webhooks, suppressions, templates, campaigns, usage or provider
+events, nor the models of other routes.
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from sendonce.api.errors import (
 )
 from sendonce.api.exchange import OpaqueCursor, PageSize, answer, caller, json_body, json_text
 from sendonce.api.idempotency import StoredAnswer
-from sendonce.api.campaign_view import campaign_shape
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.campaigns import (
     CANCEL_CAMPAIGN,
@@ -45,7 +44,14 @@ from sendonce.api.routes.campaigns import (
     RESUME_CAMPAIGN,
     START_CAMPAIGN,
 )
-from sendonce.api.shapes import ResponseModel, channel_names, parse_rfc3339, registered_channel, to_json
+from sendonce.api.shapes import (
+    CampaignModel,
+    ResponseModel,
+    channel_names,
+    parse_rfc3339,
+    registered_channel,
+    to_json,
+)
 from sendonce.campaigns.fanout import LineRefused
 from sendonce.campaigns.model import MAX_INLINE_RECIPIENTS, MAX_NAME_CHARACTERS, Campaign
 from sendonce.campaigns.ports import Upload
@@ -91,7 +97,7 @@ class CreateCampaignRequest(BaseModel):
     recipients: list[dict[str, Any]] | None = Field(
         default=None,
         max_length=MAX_INLINE_RECIPIENTS,
-        description=f"At most {MAX_INLINE_RECIPIENTS:,} {{to, data?, metadata?}}; without them, upload a file",
+        description=f"At most {MAX_INLINE_RECIPIENTS:,} {{to, data?, metadata?}}; else, upload a file",
     )
 
     @field_validator("channel")
@@ -102,33 +108,6 @@ class CreateCampaignRequest(BaseModel):
     def content(self) -> dict[str, Any]:
         dumped = self.model_dump(exclude_none=True)
         return {name: dumped[name] for name in CONTENT_FIELDS if name in dumped}
-
-
-class CampaignCounts(ResponseModel):
-    total: int
-    accepted: int
-    duplicates: int
-    suppressed: int
-    invalid: int
-    sent: int
-    delivered: int
-    failed: int
-
-
-class CampaignModel(ResponseModel):
-    id: str
-    name: str
-    channel: str = Field(json_schema_extra=channel_names)
-    status: Literal["draft", "scheduled", "sending", "paused", "completed", "canceled"]
-    pausedReason: str | None
-    counts: CampaignCounts
-    createdAt: str
-    startedAt: str | None
-    completedAt: str | None
-
-    @classmethod
-    def of(cls, campaign: Campaign) -> CampaignModel:
-        return cls.model_validate(campaign_shape(campaign))
 
 
 class UploadModel(ResponseModel):
@@ -253,7 +232,9 @@ def create_campaign(
         deps.idempotency_config.register_lambda_context(router.lambda_context)
         payload = json_body(router.context)
         try:
-            stored = deps.create_campaign_once(request={"workspace": workspace, "key": key, "payload": payload}, run=run)
+            stored = deps.create_campaign_once(
+                request={"workspace": workspace, "key": key, "payload": payload}, run=run
+            )
         except IdempotencyAlreadyInProgressError:
             raise idempotency_in_progress() from None
         except IdempotencyValidationError:
@@ -276,33 +257,33 @@ def list_campaigns(limit: PageSize = 20, cursor: OpaqueCursor = None) -> Respons
 
 
 @router.handles(GET_CAMPAIGN)
-def get_campaign(id: str) -> Response[Any]:  # noqa: A002  # the path parameter's name
+def get_campaign(id: str) -> Response[Any]:  # the path parameter's name
     return _one(200, _campaigns().get(caller(router.context), id))
 
 
 @router.handles(START_CAMPAIGN)
-def start_campaign(id: str) -> Response[Any]:  # noqa: A002
+def start_campaign(id: str) -> Response[Any]:
     campaign, started = _campaigns().start(caller(router.context), id)
     return _one(202 if started else 200, campaign)
 
 
 @router.handles(PAUSE_CAMPAIGN)
-def pause_campaign(id: str) -> Response[Any]:  # noqa: A002
+def pause_campaign(id: str) -> Response[Any]:
     return _one(200, _campaigns().pause(caller(router.context), id))
 
 
 @router.handles(RESUME_CAMPAIGN)
-def resume_campaign(id: str) -> Response[Any]:  # noqa: A002
+def resume_campaign(id: str) -> Response[Any]:
     return _one(200, _campaigns().resume(caller(router.context), id))
 
 
 @router.handles(CANCEL_CAMPAIGN)
-def cancel_campaign(id: str) -> Response[Any]:  # noqa: A002
+def cancel_campaign(id: str) -> Response[Any]:
     return _one(200, _campaigns().cancel(caller(router.context), id))
 
 
 @router.handles(LIST_CAMPAIGN_ERRORS)
-def list_campaign_errors(id: str, limit: PageSize = 20, cursor: OpaqueCursor = None) -> Response[Any]:  # noqa: A002
+def list_campaign_errors(id: str, limit: PageSize = 20, cursor: OpaqueCursor = None) -> Response[Any]:
     page = _campaigns().errors(caller(router.context), id, limit, cursor)
     shown = [
         LineErrorModel(line=e.line, error=LineErrorDetail(code=e.code, message=e.message, details=e.details))

@@ -91,7 +91,7 @@ def list_messages(
     cursor: Annotated[
         str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the page before")
     ] = None,
-    campaignId: Annotated[  # noqa: N803  # the query parameter's documented name
+    campaignId: Annotated[  # the query parameter's documented name
         str | None, Query(max_length=64, description="Only the messages of this campaign")
     ] = None,
 ) -> Response[Any]:

@@ -28,7 +28,7 @@ from sendonce.api.routes.webhooks import (
     REDELIVER_EVENT,
     ROTATE_WEBHOOK_SECRET,
 )
-from sendonce.api.shapes import MESSAGE_ID_PATTERN, Acknowledged, MessageModel, ResponseModel
+from sendonce.api.shapes import MESSAGE_ID_PATTERN, Acknowledged, CampaignModel, MessageModel, ResponseModel
 from sendonce.clock import rfc3339
 from sendonce.status_webhooks.rules import EventType
 
@@ -109,7 +109,12 @@ class WebhookEndpointList(ResponseModel):
 
 
 class EventData(ResponseModel):
-    message: MessageModel
+    message: MessageModel | None = Field(
+        default=None, exclude_if=lambda value: value is None, description="A message's event: the message"
+    )
+    campaign: CampaignModel | None = Field(
+        default=None, exclude_if=lambda value: value is None, description="campaign.completed: the campaign"
+    )
     sequence: int | None
 
 
@@ -146,9 +151,15 @@ class EventModel(ResponseModel):
             id=event.id,
             type=event.type,
             timestamp=rfc3339(event.timestamp),
-            data=EventData(message=MessageModel.model_validate(event.message), sequence=event.sequence),
+            data=_data(event),
             deliveries=[EventDelivery.of(delivery) for delivery in event.deliveries],
         )
+
+
+def _data(event: Event) -> EventData:
+    if event.type is EventType.CAMPAIGN_COMPLETED:
+        return EventData(campaign=CampaignModel.model_validate(event.message), sequence=event.sequence)
+    return EventData(message=MessageModel.model_validate(event.message), sequence=event.sequence)
 
 
 class EventEnvelope(ResponseModel):
