@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -371,3 +372,79 @@ def test_delivery_counts_follow_the_messages_and_completion_is_an_event(campaign
     (event,) = [e for e in events.json["events"] if e["type"] == "campaign.completed"]
     assert event["data"]["campaign"]["id"] == campaign_id
     assert event["data"]["sequence"] is None
+
+
+def test_a_campaign_from_a_template_renders_each_recipients_data(campaigns: Campaigns) -> None:
+    stack = campaigns.stack
+    created = stack.call(
+        stack.event(
+            "api_send_sms.json",
+            method="POST",
+            path="/v1/templates",
+            body={"name": "hello", "channel": "sms", "body": "Hi {{ name }}"},
+        )
+    )
+    assert created.status == 201, created.raw_body
+    lines = [
+        {"to": phone(1), "data": {"name": "Ann"}},
+        {"to": phone(2), "data": {}},
+        {"to": phone(3), "data": {"name": "Bo"}},
+    ]
+    campaign_id = new_campaign(campaigns, lines, body=None, template={"name": "hello"})
+    campaigns.act(campaign_id, "start")
+    campaigns.run()
+    campaign = assert_one_message_each(campaigns, campaign_id, [phone(1), phone(3)])
+    assert campaign["counts"]["invalid"] == 1
+    bodies = {m["to"]["S"]: m["body"]["S"] for m in campaigns.messages(campaign_id)}
+    assert bodies == {phone(1): "Hi Ann", phone(3): "Hi Bo"}
+    errors = stack.call(
+        stack.event("api_get_message.json", method="GET", path=f"/v1/campaigns/{campaign_id}/errors")
+    )
+    (error,) = errors.json["errors"]
+    assert error["line"] == 2
+    assert error["error"]["code"] == "template_data_invalid"
+
+
+def test_a_campaign_with_a_send_at_is_scheduled_until_then(campaigns: Campaigns) -> None:
+    send_at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat().replace("+00:00", "Z")
+    campaign_id = new_campaign(campaigns, [{"to": phone(1)}, {"to": phone(2)}], sendAt=send_at)
+    started = campaigns.act(campaign_id, "start")
+    assert started.status == 202
+    assert started.json["campaign"]["status"] == "scheduled"
+    campaigns.run()
+    campaign = assert_one_message_each(campaigns, campaign_id, [phone(1), phone(2)])
+    assert campaign["status"] == "completed"
+
+
+def test_campaigns_are_listed_newest_first_and_scoped_by_workspace(campaigns: Campaigns) -> None:
+    first = new_campaign(campaigns)
+    second = new_campaign(campaigns)
+    stack = campaigns.stack
+    listed = stack.call(
+        stack.event("api_get_message.json", method="GET", path="/v1/campaigns", query={"limit": "1"})
+    )
+    assert listed.status == 200, listed.raw_body
+    assert [c["id"] for c in listed.json["campaigns"]] == [second]
+    rest = stack.call(
+        stack.event(
+            "api_get_message.json",
+            method="GET",
+            path="/v1/campaigns",
+            query={"limit": "1", "cursor": listed.json["nextCursor"]},
+        )
+    )
+    assert [c["id"] for c in rest.json["campaigns"]] == [first]
+    other = stack.call(
+        stack.event("api_get_message.json", method="GET", path=f"/v1/campaigns/{first}", workspace="ws_other")
+    )
+    assert other.status == 404
+    refused = stack.call(
+        stack.event(
+            "api_send_sms.json",
+            method="POST",
+            path=f"/v1/campaigns/{first}/start",
+            body=None,
+            workspace="ws_other",
+        )
+    )
+    assert refused.status == 404
