@@ -30,6 +30,8 @@ PAIRS: dict[type[BaseModel], str] = {
     models.Usage: "UsageReport",
     models.Suppression: "SuppressionModel",
     models.SimulatedDelivery: "SimulatedDeliveryModel",
+    models.Campaign: "CampaignModel",
+    models.CampaignCounts: "CampaignCounts",
 }
 
 
@@ -82,6 +84,12 @@ def test_enumerations_match(alias: Any, schema: str, schemas: dict[str, Any]) ->
 def test_channels_match(schemas: dict[str, Any]) -> None:
     channel = schemas["MessageModel"]["properties"]["channel"]
     assert _literal_values(models.Channel) == set(channel["enum"])
+    assert set(schemas["CampaignModel"]["properties"]["channel"]["enum"]) == set(channel["enum"])
+
+
+def test_campaign_statuses_match(schemas: dict[str, Any]) -> None:
+    status = models.Campaign.model_fields["status"].annotation
+    assert _literal_values(status) == set(schemas["CampaignModel"]["properties"]["status"]["enum"])
 
 
 def test_the_send_answers_carry_what_the_client_reads(schemas: dict[str, Any]) -> None:

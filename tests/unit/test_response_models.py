@@ -14,10 +14,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from sendonce.api.campaign_view import campaign_shape
 from sendonce.api.errors import ApiError
 from sendonce.api.routers.usage import SimulatedDeliveryModel
 from sendonce.api.routers.webhooks import EventModel, WebhookEndpointModel
 from sendonce.api.shapes import MessageModel, SuppressionModel, message_shape, to_json
+from sendonce.campaigns.model import Campaign, CampaignStatus, Counts
 from sendonce.messages.model import Channel, Message, MessageFailure, Status, TemplateRef
 from sendonce.simulator.ports import SimulatedDelivery
 from sendonce.status_webhooks.model import (
@@ -181,7 +183,10 @@ def test_any_message_shows_as_its_webhook_payload_and_back(message: Message) -> 
     assert list(MessageModel.of(message).model_dump(mode="json")) == list(shown)  # field for field, in order
 
 
-@given(messages, st.sampled_from(EventType), maybe(st.none(), st.integers(1, 9)))
+MESSAGE_EVENTS = [kind for kind in EventType if kind is not EventType.CAMPAIGN_COMPLETED]
+
+
+@given(messages, st.sampled_from(MESSAGE_EVENTS), maybe(st.none(), st.integers(1, 9)))
 def test_an_event_shows_its_stored_message_as_stored(
     message: Message, kind: EventType, sequence: int | None
 ) -> None:
@@ -192,6 +197,42 @@ def test_an_event_shows_its_stored_message_as_stored(
 
     assert shown == {"id": "evt_1", **event.payload(), "deliveries": []}
     assert list(shown["data"]["message"]) == list(stored)
+
+
+def test_a_campaigns_event_shows_its_stored_campaign_as_stored() -> None:
+    campaign = Campaign(
+        id="cmp_01KDVDNA00QV9D1V5ZMBF8DBMW",
+        workspace_id="ws",
+        name="launch",
+        channel="sms",
+        status=CampaignStatus.COMPLETED,
+        content={"body": "hi"},
+        rate_per_second=25,
+        created_at=T0,
+        counts=Counts(total=3, accepted=1, duplicates=1, invalid=1, sent=1, delivered=1),
+        started_at=T0 + timedelta(seconds=1),
+        completed_at=T0 + timedelta(seconds=9),
+    )
+    stored = json.loads(json.dumps(campaign_shape(campaign)))
+    event = Event("evt_1", "ws", campaign.id, EventType.CAMPAIGN_COMPLETED, T0, stored, None)
+
+    shown = EventModel.of(event).model_dump(mode="json")
+
+    assert shown == {"id": "evt_1", **event.payload(), "deliveries": []}
+    assert "message" not in shown["data"]
+    fields = [
+        "id",
+        "name",
+        "channel",
+        "status",
+        "pausedReason",
+        "counts",
+        "createdAt",
+        "startedAt",
+        "completedAt",
+    ]
+    assert list(shown["data"]["campaign"]) == list(stored) == fields
+    assert shown["data"]["campaign"]["completedAt"] == "2026-01-01T12:00:09.000Z"
 
 
 def test_an_event_with_its_deliveries() -> None:

@@ -28,12 +28,14 @@ from sendonce import composition
 from sendonce.api import dependencies
 from sendonce.api.answers import send_answer
 from sendonce.api.app import handle
+from sendonce.api.campaign_lines import parse_line, recipient_key, refusal
 from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.openapi import openapi_document
 from sendonce.api.routers import ROUTES
 from sendonce.api.routes import (
     Body,
     Route,
+    campaigns,
     provider_events,
     service,
     suppressions,
@@ -43,6 +45,8 @@ from sendonce.api.routes import (
 )
 from sendonce.api.routes import messages as messages_router
 from sendonce.auth.api_keys import hash_api_key
+from sendonce.campaigns.fanout import FanOut
+from sendonce.campaigns.service import CampaignService
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.batch import BatchSender
@@ -64,6 +68,13 @@ from sendonce.suppressions.service import SuppressionService
 from sendonce.templates.service import TemplateService
 
 from tests.support.lambda_context import FakeLambdaContext
+from tests.unit.campaign_fakes import (
+    FakeCampaignPace,
+    FakeCampaignWork,
+    InMemoryCampaignStore,
+    InMemoryRecipientFiles,
+    run_queued,
+)
 from tests.unit.unit_fakes import (
     FakeDeliveryQueue,
     FakeLimits,
@@ -89,6 +100,7 @@ SMS = {"channel": "sms", "to": "+15550100000", "body": "hi"}
 UNKNOWN_MESSAGE = "msg_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_ENDPOINT = "whep_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_EVENT = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
+UNKNOWN_CAMPAIGN = "cmp_01KDVDNA00QV9D1V5ZMBF8DBMW"
 
 DOCUMENT: dict[str, Any] = json.loads(openapi_document())
 Answer = dict[str, Any]
@@ -105,6 +117,10 @@ class Api:
     simulator: InMemorySimulatorStore
     keys: InMemoryApiKeys
     limits: FakeLimits
+    campaign_store: InMemoryCampaignStore
+    recipient_files: InMemoryRecipientFiles
+    campaign_work: FakeCampaignWork
+    fan_out: FanOut
     in_progress: list[bool] = field(default_factory=lambda: [False])
 
     def call(
@@ -180,6 +196,37 @@ class Api:
         assert answer["statusCode"] == 201, answer["body"]
         return name
 
+    def campaign(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A draft campaign, its recipients given inline unless `body` says otherwise."""
+        answer = self.call(
+            "POST", "/v1/campaigns", body or {**CAMPAIGN, "name": f"c {time.perf_counter_ns()}"}
+        )
+        assert answer["statusCode"] == 201, answer["body"]
+        campaign: dict[str, Any] = json.loads(answer["body"])["campaign"]
+        return campaign
+
+    def campaign_call(self, action: str, campaign_id: str, status: int | None = None) -> Answer:
+        answer = self.call("POST", f"/v1/campaigns/{campaign_id}/{action}")
+        assert status is None or answer["statusCode"] == status, answer["body"]
+        return answer
+
+    def started(self) -> dict[str, Any]:
+        campaign = self.campaign()
+        self.campaign_call("start", campaign["id"], 202)
+        return campaign
+
+    def finished(self) -> dict[str, Any]:
+        """A canceled campaign: nothing changes it any more."""
+        campaign = self.campaign()
+        self.campaign_call("cancel", campaign["id"], 200)
+        return campaign
+
+    def sent_campaign(self) -> dict[str, Any]:
+        """A campaign started and fanned out to the end, on the fakes."""
+        campaign = self.started()
+        run_queued(self.fan_out, self.campaign_work)
+        return campaign
+
     def suppressed(self, to: str = "+15550100009") -> str:
         answer = self.call("POST", "/v1/suppressions", {"channel": "sms", "to": to})
         assert answer["statusCode"] in (200, 201), answer["body"]
@@ -221,6 +268,22 @@ def api() -> Iterator[Api]:
             raise IdempotencyValidationError("another payload")
         return run()
 
+    campaign_store = InMemoryCampaignStore(gates=store.gates)
+    recipient_files, campaign_work = InMemoryRecipientFiles(), FakeCampaignWork()
+    campaign_service = CampaignService(campaign_store, recipient_files, campaign_work, clock=clock)
+    fan_out = FanOut(
+        store=campaign_store,
+        files=recipient_files,
+        work=campaign_work,
+        pace=FakeCampaignPace(unlimited=True),
+        send=batches.send_many,
+        parse=parse_line,
+        recipient_key=recipient_key,
+        refusal=refusal,
+        messages=store,
+        clock=clock,
+    )
+
     webhook_store = InMemoryWebhookStore()
     webhook_service = WebhookService(
         endpoints=webhook_store,
@@ -244,9 +307,23 @@ def api() -> Iterator[Api]:
         build_webhooks=lambda: webhook_service,
         build_test_deliveries=lambda: simulator,
         build_templates=lambda: TemplateService(InMemoryTemplates(), InProcessRenderer(), clock=clock),
+        build_campaigns=lambda: campaign_service,
+        create_campaign_once=send_batch_once,  # a keyed create runs once, as a keyed batch
     )
     dependencies.root.use(deps)
-    yield Api(deps, webhook_store, webhook_service, simulator, keys, limits, in_progress)
+    yield Api(
+        deps,
+        webhook_store,
+        webhook_service,
+        simulator,
+        keys,
+        limits,
+        campaign_store=campaign_store,
+        recipient_files=recipient_files,
+        campaign_work=campaign_work,
+        fan_out=fan_out,
+        in_progress=in_progress,
+    )
     composition.reset_all()
 
 
@@ -265,6 +342,8 @@ def _path(route: Route) -> str:
         path = path.replace(name, value)
     if route.path.startswith(("/v1/webhook-endpoints/", "/v1/events/")):
         path = path.replace(UNKNOWN_MESSAGE, UNKNOWN_ENDPOINT if "webhook" in route.path else UNKNOWN_EVENT)
+    if route.path.startswith("/v1/campaigns/"):
+        path = path.replace(UNKNOWN_MESSAGE, UNKNOWN_CAMPAIGN)
     return path
 
 
@@ -368,8 +447,32 @@ def _test_deliveries(api: Api) -> Answer:
 _PROVIDER_EVENT = json.dumps(
     {"eventId": "e1", "messageId": UNKNOWN_MESSAGE, "type": "delivered", "occurredAt": "2026-01-01T00:00:00Z"}
 )
-m, w, s, tp = messages_router, webhooks, suppressions, templates
+m, w, s, tp, c = messages_router, webhooks, suppressions, templates, campaigns
 _TEMPLATE = {"name": "welcome", "channel": "sms", "body": "Hi {{ name }}"}
+# Three recipients: one sent, one no send would take (counted invalid, line 2), one repeated.
+CAMPAIGN = {
+    "name": "launch",
+    "channel": "sms",
+    "body": "We launch today",
+    "recipients": [
+        {"to": "+15550100031", "metadata": {"segment": "a"}},
+        {"to": "nope"},
+        {"to": "+1 555 010 0031"},
+    ],
+}
+# A campaign whose list is to be uploaded: the answer carries its upload's URL.
+TO_UPLOAD = {"name": "to upload", "channel": "sms", "body": "We launch today"}
+
+
+def _create_keyed(key: str) -> Callable[[Api], Answer]:
+    return lambda api: api.call("POST", "/v1/campaigns", CAMPAIGN, headers={"idempotency-key": key})
+
+
+def _paused(api: Api) -> dict[str, Any]:
+    campaign = api.started()
+    api.campaign_call("pause", campaign["id"], 200)
+    return campaign
+
 
 OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     # messages
@@ -514,6 +617,44 @@ OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     (tp.RENDER_TEMPLATE.key, 404): lambda api: api.call("POST", "/v1/templates/unknown/render", {"data": {}}),
     (tp.RENDER_TEMPLATE.key, 422): lambda api: api.call(
         "POST", f"/v1/templates/{api.template()}/render", {"data": {"name": "Ann"}}
+    ),
+    # campaigns
+    (c.CREATE_CAMPAIGN.key, 201): lambda api: api.call("POST", "/v1/campaigns", CAMPAIGN),
+    (c.CREATE_CAMPAIGN.key, 400): lambda api: api.call(
+        "POST", "/v1/campaigns", {**CAMPAIGN, "recipients": "+15550100031"}
+    ),
+    (c.CREATE_CAMPAIGN.key, 409): _in_progress(_create_keyed("c-1")),
+    (c.CREATE_CAMPAIGN.key, 422): _create_keyed("reused"),
+    (c.LIST_CAMPAIGNS.key, 200): lambda api: (
+        api.campaign(),
+        api.started(),
+        api.finished(),
+        api.call("GET", "/v1/campaigns"),
+    )[3],
+    (c.LIST_CAMPAIGNS.key, 400): lambda api: api.call("GET", "/v1/campaigns", query={"cursor": "bm9wZQ"}),
+    (c.GET_CAMPAIGN.key, 200): lambda api: api.call("GET", f"/v1/campaigns/{api.sent_campaign()['id']}"),
+    (c.GET_CAMPAIGN.key, 404): lambda api: api.call("GET", f"/v1/campaigns/{UNKNOWN_CAMPAIGN}"),
+    (c.START_CAMPAIGN.key, 202): lambda api: api.campaign_call("start", api.campaign()["id"]),
+    (c.START_CAMPAIGN.key, 200): lambda api: api.campaign_call("start", api.started()["id"]),
+    (c.START_CAMPAIGN.key, 404): lambda api: api.campaign_call("start", UNKNOWN_CAMPAIGN),
+    (c.START_CAMPAIGN.key, 409): lambda api: api.campaign_call("start", api.campaign(TO_UPLOAD)["id"]),
+    (c.PAUSE_CAMPAIGN.key, 200): lambda api: api.campaign_call("pause", api.started()["id"]),
+    (c.PAUSE_CAMPAIGN.key, 404): lambda api: api.campaign_call("pause", UNKNOWN_CAMPAIGN),
+    (c.PAUSE_CAMPAIGN.key, 409): lambda api: api.campaign_call("pause", api.finished()["id"]),
+    (c.RESUME_CAMPAIGN.key, 200): lambda api: api.campaign_call("resume", _paused(api)["id"]),
+    (c.RESUME_CAMPAIGN.key, 404): lambda api: api.campaign_call("resume", UNKNOWN_CAMPAIGN),
+    (c.RESUME_CAMPAIGN.key, 409): lambda api: api.campaign_call("resume", api.sent_campaign()["id"]),
+    (c.CANCEL_CAMPAIGN.key, 200): lambda api: api.campaign_call("cancel", _paused(api)["id"]),
+    (c.CANCEL_CAMPAIGN.key, 404): lambda api: api.campaign_call("cancel", UNKNOWN_CAMPAIGN),
+    (c.CANCEL_CAMPAIGN.key, 409): lambda api: api.campaign_call("cancel", api.finished()["id"]),
+    (c.LIST_CAMPAIGN_ERRORS.key, 200): lambda api: api.call(
+        "GET", f"/v1/campaigns/{api.sent_campaign()['id']}/errors"
+    ),
+    (c.LIST_CAMPAIGN_ERRORS.key, 400): lambda api: api.call(
+        "GET", f"/v1/campaigns/{api.campaign()['id']}/errors", query={"limit": "0"}
+    ),
+    (c.LIST_CAMPAIGN_ERRORS.key, 404): lambda api: api.call(
+        "GET", f"/v1/campaigns/{UNKNOWN_CAMPAIGN}/errors"
     ),
     # usage and test mode
     (usage.USAGE.key, 200): lambda api: (api.sent(), api.call("GET", "/v1/usage"))[1],
@@ -663,3 +804,75 @@ def test_an_email_with_lists_is_answered_on_the_documented_schemas_of_send_get_a
     assert "messages.0.to" in strict["body"]
     assert results[0]["message"]["cc"] == ["cy@example.com"]
     assert results[1]["error"]["details"][0]["field"] == "cc"  # the item's own Result names its field
+
+
+def test_a_campaign_fanned_out_on_the_fakes_is_answered_on_the_documented_schemas(api: Api) -> None:
+    """Its counts end true (the repeat a duplicate, the bad line invalid and listed by its line), and
+    its one message carries its campaignId, on `GET /v1/messages?campaignId=`."""
+    campaign_id = api.sent_campaign()["id"]
+
+    shown = _valid(c.GET_CAMPAIGN.key, 200, api.call("GET", f"/v1/campaigns/{campaign_id}"))["campaign"]
+    assert shown["status"] == "completed"
+    assert shown["completedAt"] is not None
+    assert shown["counts"] == {
+        "total": 3,
+        "accepted": 1,
+        "duplicates": 1,
+        "suppressed": 0,
+        "invalid": 1,
+        "sent": 0,
+        "delivered": 0,
+        "failed": 0,
+    }
+    listed_errors = api.call("GET", f"/v1/campaigns/{campaign_id}/errors")
+    errors = _valid(c.LIST_CAMPAIGN_ERRORS.key, 200, listed_errors)["errors"]
+    assert [(error["line"], error["error"]["code"]) for error in errors] == [(2, "validation_error")]
+    assert errors[0]["error"]["details"][0]["field"] == "to"
+    listed = api.call("GET", "/v1/messages", query={"campaignId": campaign_id})
+    messages = _valid(m.LIST_MESSAGES.key, 200, listed)["messages"]
+    assert [(message["to"], message["campaignId"]) for message in messages] == [("+15550100031", campaign_id)]
+    assert messages[0]["metadata"] == {"segment": "a"}
+    assert "campaignId" not in api.sent()  # a message of no campaign shows none
+
+
+def test_a_campaign_to_upload_answers_its_url_and_starts_once_its_list_is_there(api: Api) -> None:
+    created = _valid(c.CREATE_CAMPAIGN.key, 201, api.call("POST", "/v1/campaigns", TO_UPLOAD))
+    campaign_id = created["campaign"]["id"]
+    assert created["upload"]["url"].startswith("https://")
+    assert created["upload"]["expiresAt"] > created["campaign"]["createdAt"]
+
+    refused = _valid(c.START_CAMPAIGN.key, 409, api.campaign_call("start", campaign_id))
+    assert refused["error"]["code"] == "recipients_not_ready"
+    api.recipient_files.upload(WS, campaign_id, b'{"to": "+15550100032"}\n{"to": "+15550100033"}\n')
+    started = _valid(c.START_CAMPAIGN.key, 202, api.campaign_call("start", campaign_id))
+    assert started["campaign"]["status"] == "sending"
+    run_queued(api.fan_out, api.campaign_work)
+    assert api.campaign_store.counts_of(WS, campaign_id)["accepted"] == 2
+
+
+def test_a_finished_campaign_is_a_409_campaign_finished_to_every_change(api: Api) -> None:
+    campaign_id = api.finished()["id"]
+
+    for action in ("start", "pause", "resume", "cancel"):
+        route = {"start": c.START_CAMPAIGN, "pause": c.PAUSE_CAMPAIGN, "resume": c.RESUME_CAMPAIGN}.get(
+            action, c.CANCEL_CAMPAIGN
+        )
+        body = _valid(route.key, 409, api.campaign_call(action, campaign_id))
+        assert body["error"]["code"] == "campaign_finished"
+    assert api.campaign_store.campaigns[(WS, campaign_id)].status.value == "canceled"
+
+
+def test_a_paused_campaign_creates_nothing_until_it_is_resumed(api: Api) -> None:
+    campaign = api.started()
+    paused = _valid(c.PAUSE_CAMPAIGN.key, 200, api.campaign_call("pause", campaign["id"]))["campaign"]
+    assert (paused["status"], paused["pausedReason"]) == ("paused", "paused")
+
+    run_queued(api.fan_out, api.campaign_work)
+    listed = api.call("GET", "/v1/messages", query={"campaignId": campaign["id"]})
+    assert json.loads(listed["body"])["messages"] == []
+
+    resumed = _valid(c.RESUME_CAMPAIGN.key, 200, api.campaign_call("resume", campaign["id"]))["campaign"]
+    assert (resumed["status"], resumed["pausedReason"]) == ("sending", None)
+    run_queued(api.fan_out, api.campaign_work)
+    shown = json.loads(api.call("GET", f"/v1/campaigns/{campaign['id']}")["body"])["campaign"]
+    assert (shown["status"], shown["counts"]["accepted"]) == ("completed", 1)

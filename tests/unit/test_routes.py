@@ -32,12 +32,14 @@ from sendonce.api.json_body import decode_json as _decode_json
 from sendonce.api.preflight import check_request
 from sendonce.api.routers import ROUTES
 from sendonce.api.routes import Body, Route
+from sendonce.api.routes.campaigns import CREATE_CAMPAIGN
 from sendonce.api.routes.messages import EDIT_MESSAGE, SEND_BATCH, SEND_MESSAGE
 from sendonce.api.routes.provider_events import PROVIDER_WEBHOOK
 from sendonce.api.routes.suppressions import ADD_SUPPRESSION
 from sendonce.api.routes.templates import ADD_TEMPLATE_VERSION, CREATE_TEMPLATE, RENDER_TEMPLATE
 from sendonce.api.routes.webhooks import ADD_WEBHOOK_ENDPOINT, REDELIVER_EVENT
 from sendonce.auth.api_keys import resolve_workspace
+from sendonce.campaigns.service import CampaignService
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.service import MessageService
@@ -47,6 +49,7 @@ from sendonce.templates.service import TemplateService
 
 from sendonce_local.template import Template, parse_template
 from tests.support.lambda_context import FakeLambdaContext
+from tests.unit.campaign_fakes import FakeCampaignWork, InMemoryCampaignStore, InMemoryRecipientFiles
 from tests.unit.unit_fakes import (
     FakeLimits,
     FakeQueue,
@@ -307,6 +310,10 @@ def api() -> Iterator[ApiDependencies]:
         send_once=_Spy({"statusCode": 201, "body": "{}"}),
         send_batch_once=_Spy({"statusCode": 200, "body": '{"success": true, "results": []}'}),
         build_templates=lambda: TemplateService(InMemoryTemplates(), InProcessRenderer()),
+        build_campaigns=lambda: CampaignService(
+            InMemoryCampaignStore(), InMemoryRecipientFiles(), FakeCampaignWork()
+        ),
+        create_campaign_once=_Spy({"statusCode": 201, "body": "{}"}),
     )
     dependencies.root.use(deps)
     yield deps
@@ -413,6 +420,8 @@ def _body_for(route: Route) -> str:
         CREATE_TEMPLATE.key: '{"name": "welcome", "channel": "sms", "body": "Hi {{ name }}"}',
         ADD_TEMPLATE_VERSION.key: '{"body": "Hello {{ name }}"}',
         RENDER_TEMPLATE.key: '{"data": {"name": "Ann"}}',
+        CREATE_CAMPAIGN.key: '{"name": "launch", "channel": "sms", "body": "hi", '
+        '"recipients": [{"to": "+15550100000"}]}',
         PROVIDER_WEBHOOK.key: '{"eventId": "e1", "messageId": "msg_01KDVDNA00QV9D1V5ZMBF8DBMW", '
         '"type": "sent", "occurredAt": "2026-01-01T00:00:00Z"}',
     }[route.key]
@@ -435,6 +444,7 @@ def test_every_route_that_reads_a_body_is_exercised_below() -> None:
             CREATE_TEMPLATE,
             ADD_TEMPLATE_VERSION,
             RENDER_TEMPLATE,
+            CREATE_CAMPAIGN,
         )
     }
 
@@ -489,6 +499,8 @@ def test_every_route_that_reads_a_body_takes_the_preflights_value_and_never_pars
         assert api.send_once.requests[0]["payload"] is decoded[0]  # type: ignore[attr-defined]
     if route is SEND_BATCH:
         assert api.send_batch_once.requests[0]["payload"] is decoded[0]  # type: ignore[attr-defined]
+    if route is CREATE_CAMPAIGN:
+        assert api.create_campaign_once.requests[0]["payload"] is decoded[0]  # type: ignore[attr-defined]
 
 
 def _in_preflight() -> bool:

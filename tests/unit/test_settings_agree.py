@@ -20,6 +20,7 @@ import pytest
 from sendonce import settings
 from sendonce.settings import (
     ApiSettings,
+    CampaignSettings,
     DispatcherSettings,
     EventsSettings,
     HandoffSettings,
@@ -37,6 +38,7 @@ POWERTOOLS = "POWERTOOLS_"
 # The settings class each function's composition root builds (a new function declares its own).
 FUNCTION_SETTINGS: dict[str, type[Any]] = {
     "ApiFunction": ApiSettings,
+    "CampaignFunction": CampaignSettings,
     "DispatchSmsFunction": DispatcherSettings,
     "DispatchImessageFunction": DispatcherSettings,
     "DispatchEmailFunction": DispatcherSettings,

@@ -110,13 +110,15 @@ CONCURRENCY_PARAMETERS = {
     "WebhookDeliveryQueue": "WebhookDeliveryMaxConcurrency",
     "WebhookSlowLaneQueue": "WebhookSlowLaneMaxConcurrency",
 }
+# The campaign fan-out has its own too: its runs are long, and each campaign keeps its own pace.
+OWN_CONCURRENCY_PARAMETERS = {**CONCURRENCY_PARAMETERS, "CampaignQueue": "CampaignMaxConcurrency"}
 
 
 def test_a_queue_consumer_is_bounded_by_its_event_source(template: Template) -> None:
     for mapping in template.sqs_mappings:
         events = template.resources[mapping.function_id]["Properties"]["Events"]
         scaling = events[mapping.event_name]["Properties"]["ScalingConfig"]
-        parameter = CONCURRENCY_PARAMETERS.get(mapping.queue_id, "DispatcherMaxConcurrency")
+        parameter = OWN_CONCURRENCY_PARAMETERS.get(mapping.queue_id, "DispatcherMaxConcurrency")
         assert scaling == {"MaximumConcurrency": {"Ref": parameter}}, mapping.queue_id
         assert int(template.parameters[parameter]["MinValue"]) >= 2  # AWS's least
 

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from cfn_tools import load_yaml
 from sendonce.adapters import dynamodb_webhooks
+from sendonce.adapters.dynamodb_campaigns import campaign_key
+from sendonce.adapters.s3_recipients import object_key
 
 from sendonce_local.template import Template, load_template, references
 
@@ -29,9 +31,11 @@ REPO = Path(__file__).resolve().parents[2]
 # ConditionCheck ConditionCheckItem (test_a_function_that_checks_in_a_transaction_may_check).
 EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
     # entrypoints.api.build: DynamoDbApiKeyStore (the caller's key), DynamoDbSendingStore (create
-    # transaction of Puts, cancel, lock release, get, list on the two keys-only indexes, then the
+    # transaction of Puts, cancel, lock release, get, list on the keys-only indexes, then the
     # items), Powertools idempotency, SqsMessageQueue, SqsEventQueue, DynamoDbWebhookStore
-    # (endpoints, events listed through their index).
+    # (endpoints, events listed through their index); and the campaigns' (entrypoints.api._campaigns):
+    # DynamoDbCampaignStore (a campaign and its gate in transactions, its pages and errors queried),
+    # S3RecipientFiles, SqsCampaignWork (a plan, parked pages, a sweep).
     "ApiFunction": {
         "Allow": {
             "dynamodb:GetItem",
@@ -43,6 +47,8 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:ConditionCheckItem",  # the create transaction's suppression checks
             "sqs:SendMessage",
             "secretsmanager:GetSecretValue",
+            "s3:PutObject",  # a campaign's inline recipients stored; its upload's URL presigned
+            "s3:GetObject",  # the uploaded list's size read at start (HeadObject)
         }
     },
     # entrypoints.dispatch.build: DynamoDbDispatchStore (claim, finish, lock release),
@@ -110,6 +116,9 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
         "Allow": {
             "dynamodb:GetItem",
             "dynamodb:PutItem",
+            # A campaign's message's change added to its campaign's counts, in the event's
+            # transaction (dynamodb_campaigns.tally_update): on campaign items only.
+            "dynamodb:UpdateItem",
             "dynamodb:Query",
             "sqs:SendMessage",
             "dynamodb:DescribeStream",
@@ -129,6 +138,26 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:BatchWriteItem",
             "sqs:ChangeMessageVisibility",
             "sqs:SendMessage",
+        }
+    },
+    # entrypoints.campaigns.build: DynamoDbCampaignStore (campaigns, gates, pages in transactions of
+    # Puts, Updates and a parked page's ConditionCheck; parked pages queried; errors by
+    # BatchWriteItem), DynamoDbCampaignPace and DynamoDbLimits (the LimitsTable), BatchSender on
+    # DynamoDbSendingStore (the create transaction with its suppression checks and the gate's check,
+    # locks, a sweep's listing on ByCampaign and its cancels), DynamoDbSuppressionStore,
+    # DynamoDbTemplateStore, S3RecipientFiles (the list, whole and by range), SqsCampaignWork.
+    "CampaignFunction": {
+        "Allow": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",  # a page's refused lines, its errors
+            "dynamodb:ConditionCheckItem",  # the suppression checks and the gate; a parked page
+            "sqs:SendMessage",
+            "s3:GetObject",
         }
     },
 }
@@ -227,6 +256,39 @@ def test_webhook_deliveries_move_only_to_the_slow_lane_and_touch_only_the_webhoo
     assert named.pop("sqs:ChangeMessageVisibility") == {"WebhookDeliveryQueue", "WebhookSlowLaneQueue"}
     assert named
     assert all(resources == {"WebhooksTable"} for resources in named.values()), named
+
+
+def test_the_message_changes_function_updates_only_campaigns(template: Template) -> None:
+    """It writes events; the one item of the MessagesTable it updates is a campaign's (its counts)."""
+    updates = [
+        statement
+        for statement in _statements(template, "MessageChangesFunction")
+        if "dynamodb:UpdateItem" in _listed(statement["Action"])
+    ]
+    campaigns = campaign_key("ws", "cmp")["pk"]["S"].removesuffix("ws")
+
+    assert len(updates) == 1
+    (update,) = updates
+    assert _listed(update["Action"]) == ["dynamodb:UpdateItem"]
+    assert set(references(update["Resource"])) == {"MessagesTable"}
+    assert update["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [campaigns + "*"]}}
+
+
+def test_campaign_lists_are_reached_only_in_their_bucket_under_their_prefix(template: Template) -> None:
+    """The API stores a list and presigns its upload; the fan-out only reads it; nothing else."""
+    prefix = object_key("ws", "cmp").removesuffix("ws/cmp.jsonl")
+    on_s3: dict[str, set[str]] = {}
+    for function_id in template.functions:
+        for statement in _statements(template, function_id):
+            actions = {action for action in _listed(statement["Action"]) if action.startswith("s3:")}
+            if not actions:
+                continue
+            assert statement["Effect"] == "Allow"
+            assert actions == set(_listed(statement["Action"])), statement
+            assert _listed(statement["Resource"]) == [{"Fn::Sub": "${CampaignsBucket.Arn}/" + prefix + "*"}]
+            on_s3.setdefault(function_id, set()).update(actions)
+
+    assert on_s3 == {"ApiFunction": {"s3:PutObject", "s3:GetObject"}, "CampaignFunction": {"s3:GetObject"}}
 
 
 def test_api_keys_are_only_read_by_the_api_function_one_key_at_a_time(template: Template) -> None:
@@ -427,17 +489,29 @@ def test_the_checks_a_cheap_fix_meets_are_met_not_skipped(template: Template) ->
 
 # The functions whose transactions carry a ConditionCheck (a recipient's suppression entries, built by
 # adapters/dynamodb_suppressions.py's SuppressionGuard): the API's create and the dispatchers' claim;
-# and (adapters/dynamodb_sending.py) a send's template head, in the API's create only.
+# and (adapters/dynamodb_sending.py) a send's template head, in the API's create only; and the
+# campaign fan-out's creates, which check the suppressions and their campaign's gate
+# (dynamodb_sending's `_gate_check`), and its parked pages, which check their campaign is not sending
+# (adapters/dynamodb_campaigns.py, `save_progress`).
 CHECKING_FUNCTIONS = (
     "ApiFunction",
     "DispatchSmsFunction",
     "DispatchImessageFunction",
     "DispatchEmailFunction",
+    "CampaignFunction",
 )
+# Each module that writes a ConditionCheck, and why.
+CONDITION_CHECK_WRITERS = {
+    "adapters/dynamodb_suppressions.py": "a recipient's suppression entries (SuppressionGuard)",
+    "adapters/dynamodb_sending.py": "a send's template head; a campaign's create checks its gate is open",
+    # A page parks only while its campaign is not sending: a resume in between hands it out again.
+    "adapters/dynamodb_campaigns.py": "a parked page's campaign is not sending (save_progress)",
+}
 
 
 def test_only_the_suppression_guard_and_the_create_write_a_condition_check() -> None:
-    """A new ConditionCheck elsewhere must add its functions to CHECKING_FUNCTIONS."""
+    """A new ConditionCheck elsewhere must say why in CONDITION_CHECK_WRITERS, and add its
+    functions to CHECKING_FUNCTIONS."""
     package = REPO / "layers" / "sendonce" / "sendonce"
     writers = sorted(
         str(path.relative_to(package))
@@ -445,7 +519,7 @@ def test_only_the_suppression_guard_and_the_create_write_a_condition_check() -> 
         if re.search(r'\{\s*"ConditionCheck"\s*:', path.read_text(encoding="utf-8"))
     )
 
-    assert writers == ["adapters/dynamodb_sending.py", "adapters/dynamodb_suppressions.py"]
+    assert writers == sorted(CONDITION_CHECK_WRITERS)
 
 
 @pytest.mark.parametrize("function", CHECKING_FUNCTIONS)

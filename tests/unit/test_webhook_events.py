@@ -464,10 +464,10 @@ def test_a_caught_duplicate_crashing_after_its_write_is_one_event_too() -> None:
 class MovingStore(InMemoryWebhookStore):
     """A store where another writer moves the message's `Applied` on between each read and write."""
 
-    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+    def record(self, event: Event, position: str, previous: Applied | None, tally: Any = None) -> bool:
         current = self.applied_items.get(event.message_id)
         self.applied_items[event.message_id] = Applied((current.sequence if current else 0) + 1, "0")
-        return super().record(event, position, previous)
+        return super().record(event, position, previous, tally)
 
 
 def test_a_message_whose_events_keep_moving_is_handed_back_not_told_twice() -> None:
@@ -538,11 +538,11 @@ class CrashingFor(InMemoryWebhookStore):
         super().__init__()
         self.crashing, self.times = message_id, times
 
-    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+    def record(self, event: Event, position: str, previous: Applied | None, tally: Any = None) -> bool:
         if event.message_id == self.crashing and self.times:
             self.times -= 1
             raise RuntimeError("crashed before the event was written")
-        return super().record(event, position, previous)
+        return super().record(event, position, previous, tally)
 
 
 def test_a_failing_record_holds_back_its_messages_later_changes_and_the_batch_is_reported_from_it() -> None:
@@ -654,7 +654,10 @@ def test_the_functions_root_builds_sqs_with_the_first_delivery_it_queues() -> No
         built.append(service)
         return _Client()
 
-    recorder = build(MessageChangesSettings(webhooks_table="Webhooks", webhook_queue_url="q"), clients)
+    recorder = build(
+        MessageChangesSettings(webhooks_table="Webhooks", webhook_queue_url="q", messages_table="Messages"),
+        clients,
+    )
     assert built == ["dynamodb"]  # a change that no endpoint wants queues nothing
 
     recorder.queue.enqueue([DeliveryTask("ws", "evt_1", "whep_1")])

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import PROVIDER_EVENT_RETENTION, outbox_shard, parse_datetime, to_item
@@ -97,6 +97,11 @@ from sendonce.templates import jinja
 from sendonce.templates.model import NAME, Template, TemplateContent, TemplatePage
 from sendonce.templates.ports import NameTaken, TemplateMissing
 from sendonce.templates.rendering import OUTPUT_CHARACTERS, InvalidSource, RenderOutcome
+
+if TYPE_CHECKING:
+    from sendonce.status_webhooks.model import CampaignTally
+
+    from tests.unit.campaign_fakes import InMemoryCampaignStore
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T = TypeVar("T")
@@ -887,6 +892,10 @@ class InMemoryWebhookStore:
     # Races: each replace_endpoint() first runs the next of these, as another request's write
     # landing between this one's read and its write would.
     before_replace: list[Callable[[], object]] = field(default_factory=list)
+    # What each event recorded added to its campaign's delivery counts, in the event's write; added
+    # to `campaigns`' campaign too when given (the adapter's Update of the MessagesTable's item).
+    tallies: list[CampaignTally] = field(default_factory=list)
+    campaigns: InMemoryCampaignStore | None = None
     guard: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @_atomic
@@ -951,7 +960,9 @@ class InMemoryWebhookStore:
         return self.applied_items.get(message_id)
 
     @_atomic
-    def record(self, event: Event, position: str, previous: Applied | None) -> bool:
+    def record(
+        self, event: Event, position: str, previous: Applied | None, tally: CampaignTally | None = None
+    ) -> bool:
         if self.crash_before_record:
             self.crash_before_record -= 1
             raise RuntimeError("crashed before the event was written")
@@ -963,6 +974,10 @@ class InMemoryWebhookStore:
                 return False
             self.applied_items[event.message_id] = Applied(event.sequence, position)
         self.event_items[key] = event
+        if tally is not None:
+            self.tallies.append(tally)
+            if self.campaigns is not None:
+                self.campaigns.add_delivery_counts(tally)
         if self.crash_after_record:
             self.crash_after_record -= 1
             raise RuntimeError("crashed after the event was written")

@@ -35,8 +35,50 @@ def test_a_signed_delivery_verifies_to_its_typed_event() -> None:
     body, headers = _delivery(datetime.now(UTC))
     event = webhooks.verify(body.encode(), headers, SECRET)
     assert event.type == "message.delivered"
+    assert event.data.message is not None
     assert event.data.message.status == "delivered"
+    assert event.data.campaign is None
     assert event.data.sequence == 2
+
+
+def test_a_campaigns_completion_verifies_to_its_campaign() -> None:
+    campaign = {
+        "id": "cmp_1",
+        "name": "launch",
+        "channel": "sms",
+        "status": "completed",
+        "pausedReason": None,
+        "counts": {
+            "total": 3,
+            "accepted": 2,
+            "duplicates": 1,
+            "suppressed": 0,
+            "invalid": 0,
+            "sent": 2,
+            "delivered": 1,
+            "failed": 0,
+        },
+        "createdAt": "2026-11-30T00:00:00.000Z",
+        "startedAt": "2026-11-30T00:00:00.500Z",
+        "completedAt": "2026-11-30T00:00:01.000Z",
+    }
+    body = json.dumps(
+        {**EVENT, "type": "campaign.completed", "data": {"campaign": campaign, "sequence": None}}
+    )
+    at = datetime.now(UTC)
+    headers = {
+        "Webhook-Id": "evt_2",
+        "Webhook-Timestamp": str(int(at.timestamp())),
+        "Webhook-Signature": Webhook(SECRET).sign("evt_2", at, body),
+    }
+
+    event = webhooks.verify(body, headers, SECRET)
+
+    assert event.type == "campaign.completed"
+    assert event.data.message is None
+    assert event.data.campaign is not None
+    assert (event.data.campaign.status, event.data.campaign.counts.accepted) == ("completed", 2)
+    assert event.data.sequence is None
 
 
 def test_a_delivery_signed_with_another_secret_is_refused() -> None:
@@ -69,6 +111,15 @@ def test_list_follows_every_cursor_to_the_last_page(api: Api) -> None:
     first, second = api.requests
     assert dict(first.url.params) == {"status": "queued", "limit": "2"}
     assert dict(second.url.params) == {"status": "queued", "limit": "2", "cursor": "c1"}
+
+
+def test_list_asks_for_one_campaigns_messages(api: Api) -> None:
+    api.then(answer(200, _page(["m2"], "c1")), answer(200, _page(["m1"], None)))
+    ids = [message.id for message in api.client().messages.list(campaign_id="cmp_1")]
+    assert ids == ["m2", "m1"]
+    first, second = api.requests
+    assert dict(first.url.params) == {"campaignId": "cmp_1"}
+    assert dict(second.url.params) == {"campaignId": "cmp_1", "cursor": "c1"}
 
 
 def test_the_async_list_follows_every_cursor(api: Api) -> None:

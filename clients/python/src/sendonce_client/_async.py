@@ -133,11 +133,12 @@ class AsyncMessages:
         return await self._client.perform(ops.get_message(message_id))
 
     async def list(
-        self, *, status: str | None = None, page_size: int | None = None
+        self, *, status: str | None = None, campaign_id: str | None = None, page_size: int | None = None
     ) -> AsyncIterator[Message]:
         cursor: str | None = None
         while True:
-            page, cursor = await self._client.perform(ops.list_messages(status, page_size, cursor))
+            operation = ops.list_messages(status, page_size, cursor, campaign_id)
+            page, cursor = await self._client.perform(operation)
             for message in page:
                 yield message
             if cursor is None:

@@ -193,11 +193,16 @@ def get_message(message_id: str) -> Operation[Message]:
 
 
 def list_messages(
-    status: str | None, limit: int | None, cursor: str | None
+    status: str | None, limit: int | None, cursor: str | None, campaign_id: str | None = None
 ) -> Operation[tuple[list[Message], str | None]]:
     params = {
         name: str(value)
-        for name, value in (("status", status), ("limit", limit), ("cursor", cursor))
+        for name, value in (
+            ("status", status),
+            ("campaignId", campaign_id),
+            ("limit", limit),
+            ("cursor", cursor),
+        )
         if value is not None
     }
     return Operation(

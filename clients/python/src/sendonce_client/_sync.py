@@ -177,11 +177,13 @@ class Messages:
     def get(self, message_id: str) -> Message:
         return self._client.perform(ops.get_message(message_id))
 
-    def list(self, *, status: str | None = None, page_size: int | None = None) -> Iterator[Message]:
-        """Every message of the workspace, newest first, page after page."""
+    def list(
+        self, *, status: str | None = None, campaign_id: str | None = None, page_size: int | None = None
+    ) -> Iterator[Message]:
+        """Every message of the workspace (or of one campaign), newest first, page after page."""
         cursor: str | None = None
         while True:
-            page, cursor = self._client.perform(ops.list_messages(status, page_size, cursor))
+            page, cursor = self._client.perform(ops.list_messages(status, page_size, cursor, campaign_id))
             yield from page
             if cursor is None:
                 return

@@ -27,6 +27,7 @@ EventType = Literal[
     "message.canceled",
     "message.unknown",
     "message.duplicate_blocked",
+    "campaign.completed",
 ]
 
 
@@ -64,6 +65,8 @@ class Message(Model):
     segments: int | None = None
     # Sent from a template: its name and the version rendered (None otherwise, and from an older server).
     template: MessageTemplate | None = None
+    # A campaign's message: the campaign's id (None otherwise, and from an older server).
+    campaign_id: str | None = None
     status: Status
     send_at: str | None
     metadata: dict[str, str]
@@ -98,8 +101,35 @@ class WebhookEndpoint(Model):
     secret: str | None = None  # on creation and rotation only
 
 
+class CampaignCounts(Model):
+    total: int
+    accepted: int
+    duplicates: int
+    suppressed: int
+    invalid: int
+    sent: int  # its messages that reached sent or delivered
+    delivered: int
+    failed: int
+
+
+class Campaign(Model):
+    """One content sent to a list of recipients, each of them once (`POST /v1/campaigns`)."""
+
+    id: str
+    name: str
+    channel: Channel
+    status: Literal["draft", "scheduled", "sending", "paused", "completed", "canceled"]
+    paused_reason: str | None  # "paused" (by its owner) or "quota_exceeded"
+    counts: CampaignCounts
+    created_at: str
+    started_at: str | None
+    completed_at: str | None
+
+
 class EventData(Model):
-    message: Message
+    # A message's event carries its message; `campaign.completed` its campaign instead.
+    message: Message | None = None
+    campaign: Campaign | None = None
     sequence: int | None
 
 
