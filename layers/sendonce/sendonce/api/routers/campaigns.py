@@ -94,7 +94,8 @@ class CreateCampaignRequest(BaseModel):
         le=MAX_RATE_PER_SECOND,
         description="New messages a second at most; default half the workspace's request rate",
     )
-    recipients: list[dict[str, Any]] | None = Field(
+    # Any value an item: one that is not a recipient is counted invalid at its position, as a line is.
+    recipients: list[Any] | None = Field(
         default=None,
         max_length=MAX_INLINE_RECIPIENTS,
         description=f"At most {MAX_INLINE_RECIPIENTS:,} {{to, data?, metadata?}}; else, upload a file",
