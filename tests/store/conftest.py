@@ -42,6 +42,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from moto import mock_aws
 from msgspec import Struct
+from sendonce.adapters.dynamodb_campaigns import DynamoDbCampaignStore
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_items import lock_key, message_key
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
@@ -51,6 +52,7 @@ from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore
+from sendonce.campaigns.ports import CampaignStore
 from sendonce.dedup.identity import dedup_identity, template_identity
 from sendonce.dispatch.ports import DispatchStore, OutboxEntry, OutboxStore
 from sendonce.idempotency.keys import tie_identity
@@ -68,6 +70,7 @@ from sendonce.templates.ports import TemplateStore
 from sendonce_local import dynamodb_local, moto_transactions
 from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template
+from tests.unit.campaign_fakes import InMemoryCampaignStore
 from tests.unit.unit_fakes import (
     FakeLimits,
     InMemoryProviderEvents,
@@ -262,8 +265,10 @@ class FakeEngine(Engine):
     suppressions: InMemorySuppressions = field(init=False)
     events: InMemoryProviderEvents = field(init=False)
     templates: InMemoryTemplates = field(default_factory=InMemoryTemplates)
+    campaigns: InMemoryCampaignStore = field(init=False)
 
     def __post_init__(self) -> None:
+        self.campaigns = InMemoryCampaignStore(gates=self.store.gates)  # the gate the creates check
         self.suppressions = self.store.suppressions  # one table: a write's checks see the list
         self.events = InMemoryProviderEvents(self.store, self.suppressions)
         self.store.templates = self.templates  # and a create from a template checks its head
@@ -277,6 +282,7 @@ class FakeEngine(Engine):
             suppressions=self.suppressions,
             simulator=self.simulator,
             templates=self.templates,
+            campaigns=self.campaigns,
         )
 
     def charged_store(self) -> tuple[SendingStore, LimitsStore]:
@@ -386,6 +392,7 @@ class Stores:
     suppressions: SuppressionStore
     simulator: SimulatorRecords
     templates: TemplateStore
+    campaigns: CampaignStore
 
 
 def build_stores(client: Any) -> Stores:
@@ -397,6 +404,7 @@ def build_stores(client: Any) -> Stores:
         suppressions=DynamoDbSuppressionStore(client, TABLE),
         simulator=DynamoDbSimulatorStore(client, TABLE),
         templates=DynamoDbTemplateStore(client, TABLE),
+        campaigns=DynamoDbCampaignStore(client, TABLE),
     )
 
 
