@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -35,7 +36,7 @@ from sendonce.campaigns.model import (
 from sendonce.campaigns.ports import CampaignPage, ErrorPage, Transition
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor
-from sendonce.limits.model import WINDOW_SECONDS, Grant, Limits, Window
+from sendonce.limits.model import Grant, Limits, Window
 from sendonce.status_webhooks.model import CampaignTally
 
 # A campaign's pages and errors outlive it by far less than its messages: kept 90 days.
@@ -404,8 +405,6 @@ class DynamoDbCampaignStore:
 
 
 def _expiry() -> int:
-    import time  # noqa: PLC0415
-
     return int(time.time()) + KEEP_SECONDS
 
 
@@ -457,6 +456,3 @@ class DynamoDbCampaignPace:
             if grant.granted:
                 return grant.granted
         return 0
-
-
-__all__ = ["WINDOW_SECONDS", "DynamoDbCampaignPace", "DynamoDbCampaignStore"]

@@ -10,7 +10,7 @@ repeated: a start, resume or cancel answered after a crash mid-way is safe to se
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from msgspec import Struct
@@ -193,7 +193,3 @@ class CampaignService(Struct):
 def default_rate(workspace_rate_per_second: int) -> int:
     """Half the workspace's request rate: transactional sends keep the other half."""
     return max(1, workspace_rate_per_second // 2)
-
-
-def upload_expiry(now: datetime, seconds: int) -> datetime:
-    return now + timedelta(seconds=seconds)
