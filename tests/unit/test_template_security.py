@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from cfn_tools import load_yaml
 from sendonce.adapters import dynamodb_webhooks
-from sendonce.adapters.dynamodb_campaigns import campaign_key
+from sendonce.adapters.dynamodb_campaigns import tally_key
 from sendonce.adapters.s3_recipients import object_key
 
 from sendonce_local.template import Template, load_template, references
@@ -117,7 +117,7 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             # A campaign's message's change added to its campaign's counts, in the event's
-            # transaction (dynamodb_campaigns.tally_update): on campaign items only.
+            # transaction (dynamodb_campaigns.tally_update): on its counters only.
             "dynamodb:UpdateItem",
             "dynamodb:Query",
             "sqs:SendMessage",
@@ -259,19 +259,20 @@ def test_webhook_deliveries_move_only_to_the_slow_lane_and_touch_only_the_webhoo
 
 
 def test_the_message_changes_function_updates_only_campaigns(template: Template) -> None:
-    """It writes events; the one item of the MessagesTable it updates is a campaign's (its counts)."""
+    """It writes events; the one kind of item of the MessagesTable it updates is a campaign's delivery
+    counters (`tally_key`)."""
     updates = [
         statement
         for statement in _statements(template, "MessageChangesFunction")
         if "dynamodb:UpdateItem" in _listed(statement["Action"])
     ]
-    campaigns = campaign_key("ws", "cmp")["pk"]["S"].removesuffix("ws")
+    counters = tally_key("ws", "cmp", 0)["pk"]["S"].removesuffix("ws#cmp#0")
 
     assert len(updates) == 1
     (update,) = updates
     assert _listed(update["Action"]) == ["dynamodb:UpdateItem"]
     assert set(references(update["Resource"])) == {"MessagesTable"}
-    assert update["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [campaigns + "*"]}}
+    assert update["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [counters + "*"]}}
 
 
 def test_campaign_lists_are_reached_only_in_their_bucket_under_their_prefix(template: Template) -> None:

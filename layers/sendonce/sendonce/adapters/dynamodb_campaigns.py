@@ -19,7 +19,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sendonce.adapters.dynamodb_items import cursor_text, epoch_seconds, opaque_cursor, parse_datetime
+from msgspec.structs import replace
+
+from sendonce.adapters.dynamodb_items import (
+    cursor_text,
+    epoch_seconds,
+    opaque_cursor,
+    parse_datetime,
+    shard_of,
+)
 from sendonce.adapters.dynamodb_limits import rate_key
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
 from sendonce.campaigns.model import (
@@ -42,6 +50,9 @@ from sendonce.status_webhooks.model import CampaignTally
 # A campaign's pages and errors outlive it by far less than its messages: kept 90 days.
 KEEP_SECONDS = 90 * 86_400
 _COUNTS = {name: f"n_{name}" for name in COUNT_NAMES}
+# The delivery counts, kept on counters of their own (`tally_update`).
+_TALLIED = ("sent", "delivered", "failed")
+TALLY_SHARDS = 16
 
 
 def campaign_key(workspace_id: str, campaign_id: str) -> Item:
@@ -171,7 +182,30 @@ class DynamoDbCampaignStore:
         if not looks_like_campaign_id(campaign_id):
             return None
         item = self._table.get(campaign_key(workspace_id, campaign_id))
-        return campaign_of(item) if item is not None else None
+        return self._with_tallies([campaign_of(item)])[0] if item is not None else None
+
+    def _with_tallies(self, campaigns: list[Campaign]) -> list[Campaign]:
+        """The campaigns with their delivery counts, summed over their counters (one read)."""
+        if not campaigns:
+            return campaigns
+        keys = [
+            tally_key(campaign.workspace_id, campaign.id, shard)
+            for campaign in campaigns
+            if campaign.started_at is not None
+            for shard in range(TALLY_SHARDS)
+        ]
+        found = self._table.batch_get(keys) if keys else {}
+        summed = []
+        for campaign in campaigns:
+            counts = campaign.counts
+            for shard in range(TALLY_SHARDS):
+                item = found.get(tally_key(campaign.workspace_id, campaign.id, shard)["pk"]["S"])
+                if item is not None:
+                    counts = counts.plus(
+                        Counts(**{name: int(item.get(_COUNTS[name], {}).get("N", "0")) for name in _TALLIED})
+                    )
+            summed.append(replace(campaign, counts=counts))
+        return summed
 
     def page(self, workspace_id: str, limit: int, cursor: str | None) -> CampaignPage:
         request: dict[str, Any] = {
@@ -187,7 +221,7 @@ class DynamoDbCampaignStore:
                 raise InvalidCursor(cursor)
             request["ExclusiveStartKey"] = campaign_key(workspace_id, after)
         response = self._table.query(**request)
-        campaigns = [campaign_of(item) for item in response.get("Items", [])]
+        campaigns = self._with_tallies([campaign_of(item) for item in response.get("Items", [])])
         more = "LastEvaluatedKey" in response and len(campaigns) == limit
         return CampaignPage(campaigns, opaque_cursor(campaigns[-1].id) if more and campaigns else None)
 
@@ -408,8 +442,14 @@ def _expiry() -> int:
     return int(time.time()) + KEEP_SECONDS
 
 
+def tally_key(workspace_id: str, campaign_id: str, shard: int) -> Item:
+    return {"pk": {"S": f"CMPTALLY#{workspace_id}#{campaign_id}#{shard}"}, "sk": {"S": "TALLY"}}
+
+
 def tally_update(table_name: str, tally: CampaignTally) -> dict[str, Any]:
-    """The transaction item that adds a campaign's message's change to its campaign's counts."""
+    """The transaction item that adds a campaign's message's change to its campaign's delivery
+    counts: on one of TALLY_SHARDS counters, by the message, so that a million messages' changes in
+    minutes are no hot item (the campaign's read sums them)."""
     adds = {
         name: value
         for name, value in (("sent", tally.sent), ("delivered", tally.delivered), ("failed", tally.failed))
@@ -418,7 +458,7 @@ def tally_update(table_name: str, tally: CampaignTally) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table_name,
-            "Key": campaign_key(tally.workspace_id, tally.campaign_id),
+            "Key": tally_key(tally.workspace_id, tally.campaign_id, shard_of(tally.message_id, TALLY_SHARDS)),
             "UpdateExpression": "ADD " + ", ".join(f"{_COUNTS[name]} :{name}" for name in adds),
             "ExpressionAttributeValues": {f":{name}": {"N": str(value)} for name, value in adds.items()},
         }

@@ -147,6 +147,7 @@ class CampaignTally(Struct, frozen=True):
 
     workspace_id: str
     campaign_id: str
+    message_id: str  # which of the campaign's counters takes it: spread by message
     sent: int = 0
     delivered: int = 0
     failed: int = 0
@@ -163,6 +164,7 @@ def tally_of(message: Message, before: Status | None) -> CampaignTally | None:
     tally = CampaignTally(
         message.workspace_id,
         message.campaign_id,
+        message.id,
         sent=int(now in _REACHED_SENT and before not in _REACHED_SENT),
         delivered=int(now is Status.DELIVERED and before is not Status.DELIVERED),
         failed=int(now is Status.FAILED and before is not Status.FAILED),
