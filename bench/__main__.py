@@ -29,6 +29,8 @@ from sendonce import composition  # noqa: E402
 from bench.auth_lookup import fresh_key_store, look_up, measure_key_lookups  # noqa: E402
 from bench.baseline import BaselineHandler  # noqa: E402
 from bench.batch import run_batch_bench  # noqa: E402
+from bench.campaigns import RECIPIENTS as CAMPAIGN_RECIPIENTS  # noqa: E402
+from bench.campaigns import run_campaign_bench  # noqa: E402
 from bench.capacity import CapacityProbe, Units, expiry_of, message_life, one_workspace, scaled  # noqa: E402
 from bench.cold_start import cold_starts, cold_starts_by_runtime, import_time_top  # noqa: E402
 from bench.cost import (  # noqa: E402
@@ -460,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-webhooks", action="store_true", help="skip the status webhook figures")
     parser.add_argument("--no-batch", action="store_true", help="skip the batch figures")
     parser.add_argument("--no-templates", action="store_true", help="skip the templated send figures")
+    parser.add_argument(
+        "--no-campaigns",
+        action="store_true",
+        help="skip the 100,000-recipient campaign (alone: bench.campaigns)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.rounds, args.warmup = (60, 5) if args.quick else (300, 20)
@@ -505,6 +512,14 @@ def main(argv: list[str] | None = None) -> int:
     templates = _optional_part(
         "templates", args.no_templates, details, lambda: run_templated_bench(rounds=5 if args.quick else 15)
     )
+    campaigns = _optional_part(
+        "campaigns",
+        args.no_campaigns,
+        details,
+        lambda: run_campaign_bench(recipients=10_000 if args.quick else CAMPAIGN_RECIPIENTS),
+    )
+    if campaigns is None and not args.no_campaigns:  # failed: its checks fail, never vanish
+        campaigns = {"error": details["campaigns"].get("error")}
 
     # One workspace at 10,000 sends a second, partition by partition (DynamoDB's billing rules on the
     # item images of one message's life).
@@ -546,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         "webhooks": webhooks,
         "batch": batch,
         "templates": templates,
+        "campaigns": campaigns,
         "cost_usd_per_million_sends": figures["cost"],
         "cost_usd_per_million_sends_one_endpoint": figures["cost_one_endpoint"],
         "limits": figures["limits"],

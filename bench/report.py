@@ -41,6 +41,9 @@ BATCH_CALLS_TARGET = 20
 BATCH_SHARE_TARGET = 0.15
 # A send from a template (issue 30): the calls of a plain send, and at most 10% slower at p50.
 TEMPLATED_P50_TARGET = 1.1
+# A campaign (CONTRACT section 14): its fan-out's AWS calls a recipient at most 0.2 beyond a plain
+# send's own calls a send, and every recipient exactly one message.
+CAMPAIGN_CALLS_BEYOND_PLAIN_TARGET = 0.2
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 )
             )
             out.append(_ratio(results, f"templates.{prefix}templated_p50_over_plain", TEMPLATED_P50_TARGET))
+    out += campaign_checks(results.get("campaigns"))
     webhooks = results.get("webhooks")
     if webhooks and "send_new_p50_ratio_10_endpoints" in webhooks:
         out.append(
@@ -194,6 +198,39 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 f"{peak.get('calls_per_message')} calls, {peak.get('cpu_ms_per_message')} ms CPU a message)",
                 f"<= {OUTBOX_LATE_TARGET_S}",
                 projected is not None and projected <= OUTBOX_LATE_TARGET_S,
+            )
+        )
+    return out
+
+
+def campaign_checks(campaigns: dict[str, Any] | None) -> list[Check]:
+    """A campaign's run (bench/campaigns.py), on moto and on DynamoDB Local when it ran there: its
+    calls a recipient beyond a plain send's, and every recipient exactly once (a figure missing,
+    as after a failed run, fails)."""
+    out: list[Check] = []
+    if not campaigns:
+        return out
+    for prefix, figures in (("", campaigns), ("dynamodb-local.", campaigns.get("dynamodb-local"))):
+        if not figures:
+            continue
+        beyond = figures.get("calls_beyond_plain_per_recipient")
+        out.append(
+            Check(
+                f"campaigns.{prefix}calls_beyond_plain_per_recipient",
+                f"{beyond} ({figures.get('fanout_calls_per_recipient')} a recipient, a plain send "
+                f"{figures.get('plain_calls_per_send')})",
+                f"<= {CAMPAIGN_CALLS_BEYOND_PLAIN_TARGET}",
+                isinstance(beyond, int | float) and beyond <= CAMPAIGN_CALLS_BEYOND_PLAIN_TARGET,
+            )
+        )
+        once = figures.get("every_recipient_once")
+        out.append(
+            Check(
+                f"campaigns.{prefix}every_recipient_once",
+                f"{once} ({figures.get('messages')} messages to {figures.get('distinct_recipients')} "
+                f"recipients of {figures.get('recipients')}, {figures.get('status')})",
+                "true",
+                once is True,
             )
         )
     return out
@@ -273,6 +310,7 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         _section("webhooks", results.get("webhooks"), "not run"),
         _section("batch", results.get("batch"), "not run"),
         _section("templates", results.get("templates"), "not run"),
+        _section("campaigns", results.get("campaigns"), "not run"),
         _section("limits", results.get("limits"), "off"),
         _cost_line(results),
         _rows(
