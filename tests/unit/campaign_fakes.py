@@ -76,12 +76,16 @@ class InMemoryCampaignStore:
             self.requested[campaign.id] = written
             self.gates[campaign.id] = False
 
-    def get(self, workspace_id: str, campaign_id: str) -> Campaign | None:
+    def get(self, workspace_id: str, campaign_id: str, *, delivery_counts: bool = True) -> Campaign | None:
         with self.guard:
             self._check()
             if not looks_like_campaign_id(campaign_id):
                 return None
-            return self.campaigns.get((workspace_id, campaign_id))
+            campaign = self.campaigns.get((workspace_id, campaign_id))
+            if campaign is None or delivery_counts:
+                return campaign
+            counts = replace(campaign.counts, sent=0, delivered=0, failed=0)  # as the adapter's counters
+            return replace(campaign, counts=counts)
 
     def page(self, workspace_id: str, limit: int, cursor: str | None) -> CampaignPage:
         with self.guard:

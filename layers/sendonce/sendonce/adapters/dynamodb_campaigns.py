@@ -29,7 +29,15 @@ from sendonce.adapters.dynamodb_items import (
     shard_of,
 )
 from sendonce.adapters.dynamodb_limits import rate_key
-from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
+from sendonce.adapters.dynamodb_writes import (
+    CONFLICT,
+    Cancellation,
+    ConditionFailed,
+    DynamoDbTable,
+    Item,
+    TryAgain,
+    with_retries,
+)
 from sendonce.campaigns.model import (
     COUNT_NAMES,
     Campaign,
@@ -52,15 +60,22 @@ KEEP_SECONDS = 90 * 86_400
 _COUNTS = {name: f"n_{name}" for name in COUNT_NAMES}
 # The delivery counts, kept on counters of their own (`tally_update`).
 _TALLIED = ("sent", "delivered", "failed")
-TALLY_SHARDS = 16
+# 64 counters: a million messages' two changes in ten minutes are about 50 transactions a second
+# on each, and a campaign's read sums them in one BatchGetItem (100 keys at most).
+TALLY_SHARDS = 64
+# Copies of a campaign's gate: each of its creates' transactions checks one, at random, so that
+# about 70 transactions a second (a million messages in ten minutes) are about 4 on each copy, and
+# transactions checking the same item at once seldom conflict. A status change writes every copy.
+GATE_COPIES = 16
 
 
 def campaign_key(workspace_id: str, campaign_id: str) -> Item:
     return {"pk": {"S": f"CAMPAIGNS#{workspace_id}"}, "sk": {"S": f"CMP#{campaign_id}"}}
 
 
-def gate_key(workspace_id: str, campaign_id: str) -> Item:
-    return {"pk": {"S": f"CAMPAIGNS#{workspace_id}"}, "sk": {"S": f"GATE#{campaign_id}"}}
+def gate_key(workspace_id: str, campaign_id: str, copy: int) -> Item:
+    """One of a campaign's GATE_COPIES copies of its gate: a create checks one, a change writes all."""
+    return {"pk": {"S": f"CAMPAIGNS#{workspace_id}"}, "sk": {"S": f"GATE#{campaign_id}#{copy}"}}
 
 
 def page_key(work: PageWork) -> Item:
@@ -163,7 +178,7 @@ class DynamoDbCampaignStore:
         self._table = DynamoDbTable(client, table_name)
 
     def create(self, campaign: Campaign) -> None:
-        canceled = self._table.transact(
+        canceled = self._transact(
             [
                 {
                     "Put": {
@@ -171,18 +186,34 @@ class DynamoDbCampaignStore:
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
-                {"Put": {"Item": {**gate_key(campaign.workspace_id, campaign.id), "open": {"BOOL": False}}}},
+                *self._gate_puts(campaign.workspace_id, campaign.id, False),
             ],
             token=campaign.id,
         )
         if canceled is not None:
             raise DependencyUnavailable(f"the campaign's create was canceled: {canceled.codes}")
 
-    def get(self, workspace_id: str, campaign_id: str) -> Campaign | None:
+    def _transact(self, items: list[dict[str, Any]], token: str | None = None) -> Cancellation | None:
+        """The transaction, tried again (jittered) while it only met another one on its items: a
+        campaign's item, a page's and its gate copies are each written by few, but at once."""
+
+        def attempt() -> Cancellation | None:
+            canceled = self._table.transact(items, token=token)
+            conflicted = canceled is not None and CONFLICT in canceled.codes
+            if conflicted and canceled is not None and not any(canceled.failed(i) for i in range(len(items))):
+                raise TryAgain
+            return canceled
+
+        return with_retries(attempt, "a campaign's items stayed contended")
+
+    def get(self, workspace_id: str, campaign_id: str, *, delivery_counts: bool = True) -> Campaign | None:
         if not looks_like_campaign_id(campaign_id):
             return None
         item = self._table.get(campaign_key(workspace_id, campaign_id))
-        return self._with_tallies([campaign_of(item)])[0] if item is not None else None
+        if item is None:
+            return None
+        campaign = campaign_of(item)
+        return self._with_tallies([campaign])[0] if delivery_counts else campaign
 
     def _with_tallies(self, campaigns: list[Campaign]) -> list[Campaign]:
         """The campaigns with their delivery counts, summed over their counters (one read)."""
@@ -244,7 +275,7 @@ class DynamoDbCampaignStore:
         if change.to in (CampaignStatus.COMPLETED, CampaignStatus.CANCELED):
             sets.append("completedAt = :at")
         update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        canceled = self._table.transact(
+        canceled = self._transact(
             [
                 {
                     "Update": {
@@ -255,7 +286,7 @@ class DynamoDbCampaignStore:
                         "ExpressionAttributeValues": values,
                     }
                 },
-                self._gate_put(campaign.workspace_id, campaign.id, change.gate_open),
+                *self._gate_puts(campaign.workspace_id, campaign.id, change.gate_open),
             ]
         )
         if canceled is not None:
@@ -264,8 +295,13 @@ class DynamoDbCampaignStore:
             raise DependencyUnavailable(f"the campaign's change was canceled: {canceled.codes}")
         return self.get(campaign.workspace_id, campaign.id)
 
-    def _gate_put(self, workspace_id: str, campaign_id: str, open_: bool) -> dict[str, Any]:
-        return {"Put": {"Item": {**gate_key(workspace_id, campaign_id), "open": {"BOOL": open_}}}}
+    def _gate_puts(self, workspace_id: str, campaign_id: str, open_: bool) -> list[dict[str, Any]]:
+        """Every copy of the campaign's gate, open or closed: written together, so a create that
+        checks any one copy sees the change once it has committed."""
+        return [
+            {"Put": {"Item": {**gate_key(workspace_id, campaign_id, copy), "open": {"BOOL": open_}}}}
+            for copy in range(GATE_COPIES)
+        ]
 
     def planned(self, workspace_id: str, campaign_id: str, pages: int, total: int) -> None:
         self._table.write(
@@ -324,7 +360,7 @@ class DynamoDbCampaignStore:
                     }
                 }
             )
-        canceled = self._table.transact(items)
+        canceled = self._transact(items)
         if canceled is None:
             return True
         if any(canceled.failed(index) for index in range(len(items))):
@@ -336,7 +372,7 @@ class DynamoDbCampaignStore:
         adds = {name: value for name, value in counts.as_dict().items() if name != "total" and value}
         expression = "ADD pagesDone :one" + "".join(f", {_COUNTS[name]} :{name}" for name in adds)
         values = {":one": {"N": "1"}, **{f":{name}": {"N": str(value)} for name, value in adds.items()}}
-        canceled = self._table.transact(
+        canceled = self._transact(
             [
                 self._page_put(work, seen, done, _expiry()),
                 {
@@ -373,7 +409,7 @@ class DynamoDbCampaignStore:
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def complete_if_done(self, workspace_id: str, campaign_id: str, at: datetime) -> Campaign | None:
-        canceled = self._table.transact(
+        canceled = self._transact(
             [
                 {
                     "Update": {
@@ -389,7 +425,7 @@ class DynamoDbCampaignStore:
                         },
                     }
                 },
-                self._gate_put(workspace_id, campaign_id, False),
+                *self._gate_puts(workspace_id, campaign_id, False),
             ]
         )
         if canceled is not None:

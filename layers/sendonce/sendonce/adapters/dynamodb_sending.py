@@ -860,11 +860,11 @@ def _template_check(workspace_id: str, template: TemplateInForce) -> dict[str, A
 
 def _gate_check(gate: CampaignGate) -> dict[str, Any]:
     """The check that a campaign's gate is open (`dynamodb_campaigns`)."""
-    from sendonce.adapters.dynamodb_campaigns import gate_key  # noqa: PLC0415  # a campaign's writes only
+    from sendonce.adapters.dynamodb_campaigns import GATE_COPIES, gate_key  # noqa: PLC0415  # a campaign's only
 
     return {
         "ConditionCheck": {
-            "Key": gate_key(gate.workspace_id, gate.campaign_id),
+            "Key": gate_key(gate.workspace_id, gate.campaign_id, random.randrange(GATE_COPIES)),
             "ConditionExpression": "#open = :open",
             "ExpressionAttributeNames": {"#open": "open"},
             "ExpressionAttributeValues": {":open": {"BOOL": True}},

@@ -125,7 +125,7 @@ class FanOut(Struct):
     # ------------------------------------------------------------------ plan
     def plan(self, workspace_id: str, campaign_id: str) -> None:
         """Read the list once: its pages handed to the queue, its size and repeats known."""
-        campaign = self.store.get(workspace_id, campaign_id)
+        campaign = self.store.get(workspace_id, campaign_id, delivery_counts=False)
         if campaign is None or campaign.status not in (_S.SCHEDULED, _S.SENDING):
             return  # a draft, paused or finished campaign: its resume or start hands the plan again
         now = self.clock()
@@ -201,7 +201,7 @@ class FanOut(Struct):
     def run_page(self, work: PageWork) -> None:
         """Send the page's lines from its last progress; return once its progress is written."""
         while True:
-            campaign = self.store.get(work.workspace_id, work.campaign_id)
+            campaign = self.store.get(work.workspace_id, work.campaign_id, delivery_counts=False)
             if campaign is None or campaign.status is _S.CANCELED:
                 return
             progress = self.store.progress(work)

@@ -46,8 +46,9 @@ class CampaignStore(Protocol):
         """Write a new campaign (a draft), its gate closed."""
         ...
 
-    def get(self, workspace_id: str, campaign_id: str) -> Campaign | None:
-        """The workspace's campaign (None: unknown, or another workspace's)."""
+    def get(self, workspace_id: str, campaign_id: str, *, delivery_counts: bool = True) -> Campaign | None:
+        """The workspace's campaign (None: unknown, or another workspace's); without
+        `delivery_counts`, its `sent`, `delivered` and `failed` are left at 0 (the fan-out's read)."""
         ...
 
     def page(self, workspace_id: str, limit: int, cursor: str | None) -> CampaignPage:
