@@ -1,4 +1,5 @@
-"""The AWS emulator: moto's server in-process, holding every table, queue and secret of the template."""
+"""The AWS emulator: moto's server in-process, holding every table, queue, secret and bucket of the
+template."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from sendonce_cli.targets import client
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from sendonce_local import moto_transactions
+from sendonce_local import moto_sqs, moto_transactions
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator_middleware import EmulatorMiddleware
 from sendonce_local.intrinsics import Resolver
 from sendonce_local.local_secrets import LocalSecrets, create_secrets
 from sendonce_local.template import ResourceSpec, Template
 
-__all__ = ["AwsEmulator", "client", "provision", "queue_attributes", "table_request"]
+__all__ = ["AwsEmulator", "client", "create_buckets", "provision", "queue_attributes", "table_request"]
 
 log = logging.getLogger("local-stack.emulator")
 
@@ -70,6 +71,7 @@ class AwsEmulator:
     def __init__(self, host: str, port: int, deliveries: DeliveryLog) -> None:
         self.host, self.port = host, port
         moto_transactions.install()
+        moto_sqs.install()
         install_method_names_cache()
         self.middleware = EmulatorMiddleware(BackendByHost(), deliveries)
         self._server: BaseWSGIServer = make_server(
@@ -164,6 +166,20 @@ def create_queues(sqs: Any, template: Template, resolver: Resolver) -> dict[str,
     }
 
 
+def create_buckets(s3: Any, template: Template, resolver: Resolver) -> list[str]:
+    """Every AWS::S3::Bucket of the template, named as `!Ref` names it; their names.
+
+    Only the bucket is made. Its other Properties (encryption, lifecycle, public access block,
+    ownership) and the template's AWS::S3::BucketPolicy are not applied: moto enforces none of them,
+    and a policy denying plain HTTP (aws:SecureTransport) would refuse the emulator's endpoint if it
+    did. A presigned URL the functions make names the emulator's host:port, path-style (botocore
+    addresses a bucket by path on a custom endpoint), so a client outside the stack can use it."""
+    names = [resolver.bucket_name(bucket.logical_id) for bucket in template.buckets]
+    for name in names:
+        s3.create_bucket(Bucket=name)  # us-east-1: no CreateBucketConfiguration
+    return names
+
+
 def provision(
     template: Template,
     endpoint: str,
@@ -171,11 +187,13 @@ def provision(
     secrets: LocalSecrets | None = None,
     parameters: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Create every table, queue and secret (its value from `secrets`, else a new random one), verify
-    the sender identity; returns queue URLs by logical id. `parameters`: the values the local stack
-    gives the template's parameters."""
+    """Create every table, queue, bucket and secret (its value from `secrets`, else a new random
+    one), verify the sender identity; returns queue URLs by logical id. `parameters`: the values the
+    local stack gives the template's parameters."""
     create_tables(client("dynamodb", endpoint), template)
-    urls = create_queues(client("sqs", endpoint), template, Resolver(template, endpoint, parameters))
+    resolver = Resolver(template, endpoint, parameters)
+    urls = create_queues(client("sqs", endpoint), template, resolver)
+    create_buckets(client("s3", endpoint), template, resolver)
     answers = {**(parameters or {}), **(secrets or LocalSecrets.generate()).parameters()}
     create_secrets(client("secretsmanager", endpoint), template, Resolver(template, endpoint, answers))
     client("ses", endpoint).verify_email_identity(EmailAddress=email_from)

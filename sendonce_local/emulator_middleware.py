@@ -10,6 +10,9 @@
   every few milliseconds, and a burst of sends to one queue wakes that queue's pollers only.
 - Every DynamoDB request that may write marks `table_writes`: the stream pollers wait on it when
   they find nothing new, since a stream record only ever comes from a write.
+- An S3 PUT sent as a form (`curl --data-binary` to a presigned URL, with no Content-Type of its
+  own, says application/x-www-form-urlencoded) keeps its body: moto would read it as form fields
+  and store an empty object, where S3 stores the bytes as they came.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Response = tuple[str, list[tuple[str, str]], bytes]
 # How soon a waiting receive polls again when it cannot tell when the queue's next message is due.
 REPOLL_SECONDS = 0.2
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+# What S3 calls an object stored without a content type.
+S3_DEFAULT_CONTENT_TYPE = "binary/octet-stream"
 # The DynamoDB requests that never write (so never add a stream record); any other may.
 DYNAMODB_READS = frozenset(
     {
@@ -66,6 +72,17 @@ def signing_service(environ: dict[str, Any]) -> str | None:
     """The service named in a SigV4 Authorization header's credential scope."""
     scope = _credential_scope(environ)
     return scope[3].lower() if len(scope) > 3 else None
+
+
+def is_s3_form_put(environ: dict[str, Any], service: str | None) -> bool:
+    """A PUT, signed for S3 or not signed in a header (a presigned URL), whose body is typed as a
+    form: no other AWS request that reaches the emulator is a PUT of a form."""
+    content_type = str(environ.get("CONTENT_TYPE") or "").lower()
+    return (
+        environ.get("REQUEST_METHOD") == "PUT"
+        and service in (None, "s3")
+        and content_type.startswith(FORM_CONTENT_TYPE)
+    )
 
 
 def writes_to_a_table(service: str | None, target: str) -> bool:
@@ -132,6 +149,8 @@ class EmulatorMiddleware:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         body = _read_body(environ)
         service = signing_service(environ)
+        if is_s3_form_put(environ, service):
+            environ["CONTENT_TYPE"] = S3_DEFAULT_CONTENT_TYPE
         target = environ.get("HTTP_X_AMZ_TARGET") or ""
         if service == "sqs" and target.endswith(".ReceiveMessage"):
             status, headers, payload = self._receive_message(environ, body)
@@ -167,8 +186,11 @@ class EmulatorMiddleware:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
-        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
-        headers.append(("Content-Length", str(len(payload))))
+        headers = list(captured["headers"])
+        if environ.get("REQUEST_METHOD") != "HEAD":
+            # A HEAD's Content-Length is its GET's (S3's HeadObject: the object's size), not its own.
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+            headers.append(("Content-Length", str(len(payload))))
         return captured["status"], headers, payload
 
     def _receive_message(self, environ: dict[str, Any], body: bytes) -> Response:

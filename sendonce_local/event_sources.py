@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
 from typing import Any
 
 from sendonce_local.constants import REGION
@@ -133,8 +134,10 @@ class SqsPoller:
             thread.start()
 
     def join(self, timeout: float) -> None:
+        """Waits at most `timeout` seconds in all, whatever its number of threads."""
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
         while not self._stop.is_set():

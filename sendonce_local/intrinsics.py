@@ -1,8 +1,9 @@
 """Resolves CloudFormation intrinsic functions to the values the local stack gives them.
 
 Tables and secrets are named by their logical id, queues live in the emulator at a predictable
-URL, and a parameter takes the value the local stack gives it (as `sam deploy` would be told),
-else its Default.
+URL, a bucket is named by the stack and its logical id (in lower case, as S3 wants), and a
+parameter takes the value the local stack gives it (as `sam deploy` would be told), else its
+Default.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from sendonce_local.constants import ACCOUNT_ID, API_ID, REGION, STACK_NAME
-from sendonce_local.template import FUNCTION_TYPE, HTTP_API_TYPE, QUEUE_TYPE, TABLE_TYPE, Template
+from sendonce_local.template import (
+    BUCKET_TYPE,
+    FUNCTION_TYPE,
+    HTTP_API_TYPE,
+    QUEUE_TYPE,
+    TABLE_TYPE,
+    Template,
+)
 
 PSEUDO_PARAMETERS = {
     "AWS::Region": REGION,
@@ -37,6 +45,17 @@ def queue_arn(queue_name: str) -> str:
 
 def table_arn(table_name: str) -> str:
     return f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{table_name}"
+
+
+def default_bucket_name(logical_id: str) -> str:
+    """The name of a bucket that gives no BucketName: the stack's name and its logical id, in lower
+    case (`sendonce-local-campaignsbucket`), as CloudFormation names one without its random suffix;
+    a bucket's name may hold no capital letter."""
+    return f"{STACK_NAME}-{logical_id}".lower()
+
+
+def bucket_arn(name: str) -> str:
+    return f"arn:aws:s3:::{name}"
 
 
 def function_arn(function_name: str) -> str:
@@ -88,6 +107,8 @@ class Resolver:
             return queue_url(self._aws_endpoint, name)
         if kind == HTTP_API_TYPE:
             return API_ID
+        if kind == BUCKET_TYPE:
+            return self.bucket_name(name)
         return name  # tables, secrets, functions and everything else: named by their logical id
 
     def get_att(self, name: str, attribute: str) -> Any:
@@ -100,11 +121,19 @@ class Resolver:
             }[attribute]
         if kind == TABLE_TYPE:
             return {"Arn": table_arn(name), "StreamArn": f"{table_arn(name)}/stream/local"}[attribute]
+        if kind == BUCKET_TYPE and attribute == "Arn":
+            return bucket_arn(self.bucket_name(name))
         if kind == FUNCTION_TYPE and attribute == "Arn":
             return function_arn(name)
         if attribute == "Arn":
             return f"arn:aws:local:{REGION}:{ACCOUNT_ID}:{name}"
         raise KeyError(f"!GetAtt {name}.{attribute} is not emulated")
+
+    def bucket_name(self, logical_id: str) -> str:
+        """An AWS::S3::Bucket's name: its BucketName (resolved) if it gives one, else the default."""
+        properties = self._template.resources[logical_id].get("Properties") or {}
+        given = self.resolve(properties.get("BucketName"))
+        return str(given) if given else default_bucket_name(logical_id)
 
     def sub(self, argument: Any) -> str:
         if isinstance(argument, list):

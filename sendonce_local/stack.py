@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from sendonce_cli.api_keys import store_api_key
 
@@ -173,12 +174,15 @@ class LocalStack:
         for server in (self._api, self._sandbox):
             if server is not None:
                 server.stop()
-        for poller in self._pollers:
-            poller.join(STOP_JOIN_SECONDS)
-        for stream_poller in self._stream_pollers:
-            stream_poller.join(STOP_JOIN_SECONDS)
-        for schedule_runner in self._schedules:
-            schedule_runner.join(STOP_JOIN_SECONDS)
+        # One wait for them all: a busy stack has dozens of threads in invocations that may run for
+        # their whole timeout, and waiting for each in turn took a minute. Their threads are
+        # daemons, and so are the execution environments' processes: the exit ends what is left.
+        deadline = time.monotonic() + STOP_JOIN_SECONDS
+        joins: list[Callable[[float], None]] = [poller.join for poller in self._pollers]
+        joins += [stream_poller.join for stream_poller in self._stream_pollers]
+        joins += [schedule_runner.join for schedule_runner in self._schedules]
+        for join in joins:
+            join(max(0.0, deadline - time.monotonic()))
         if self._emulator is not None:
             self._emulator.stop()
 
@@ -207,6 +211,7 @@ class LocalStack:
             " (in the emulator: the functions read them at run time)",
             f"  tables             {', '.join(table.logical_id for table in self.template.tables)}",
             f"  queues             {', '.join(self._queue_names())}",
+            f"  buckets            {', '.join(self._bucket_names()) or '(none)'}",
             f"  parameters         {self._parameter_values()}",
             f"  functions          {', '.join(self.template.functions)}",
             f"  API key workspaces {', '.join(self.workspaces) or '(none)'}",
@@ -228,6 +233,10 @@ class LocalStack:
             f"{name} ({self.concurrency[name]} at a time)" if name in self.concurrency else name
             for name in self.queue_urls
         ]
+
+    def _bucket_names(self) -> list[str]:
+        resolver = Resolver(self.template, self.ports.aws_endpoint, self.parameters)
+        return [resolver.bucket_name(bucket.logical_id) for bucket in self.template.buckets]
 
     def _parameter_values(self) -> str:
         given = ", ".join(f"{name}={value}" for name, value in sorted(self.parameters.items()))

@@ -423,5 +423,7 @@ class StreamPoller:
             thread.start()
 
     def join(self, timeout: float) -> None:
+        """Waits at most `timeout` seconds in all, whatever its number of threads."""
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))

@@ -1,4 +1,5 @@
-"""Reads what the local stack needs out of the SAM template: functions, tables, queues, secrets, events."""
+"""Reads what the local stack needs out of the SAM template: functions, tables, queues, secrets,
+buckets, events."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ TABLE_TYPE = "AWS::DynamoDB::Table"
 QUEUE_TYPE = "AWS::SQS::Queue"
 SECRET_TYPE = "AWS::SecretsManager::Secret"  # noqa: S105 - a resource type
 HTTP_API_TYPE = "AWS::Serverless::HttpApi"
+BUCKET_TYPE = "AWS::S3::Bucket"
 DEFAULT_TIMEOUT_SECONDS = 3
 DEFAULT_MEMORY_MB = 128
 
@@ -106,6 +108,7 @@ class Template:
     tables: list[ResourceSpec] = field(default_factory=list)
     queues: list[ResourceSpec] = field(default_factory=list)
     secrets: list[ResourceSpec] = field(default_factory=list)
+    buckets: list[ResourceSpec] = field(default_factory=list)
     routes: list[HttpRoute] = field(default_factory=list)
     sqs_mappings: list[SqsMapping] = field(default_factory=list)
     stream_mappings: list[StreamMapping] = field(default_factory=list)
@@ -138,6 +141,8 @@ def parse_template(document: dict[str, Any], root: Path) -> Template:
             template.queues.append(ResourceSpec(logical_id, properties))
         elif kind == SECRET_TYPE:
             template.secrets.append(ResourceSpec(logical_id, properties))
+        elif kind == BUCKET_TYPE:
+            template.buckets.append(ResourceSpec(logical_id, properties))
         elif kind == FUNCTION_TYPE:
             template.functions[logical_id] = _function(logical_id, properties, function_globals, root)
             _events(template, logical_id, properties.get("Events") or {})

@@ -1,10 +1,12 @@
-"""sendonce_local: the in-process AWS emulator (moto) with the template's tables and queues."""
+"""sendonce_local: the in-process AWS emulator (moto) with the template's tables, queues and buckets."""
 
 from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.emulator import AwsEmulator, client, provision
+from sendonce_local.emulator_middleware import is_s3_form_put
 from sendonce_local.template import load_template, parse_template
 from tests.support.ports import free_port
 
@@ -46,6 +49,8 @@ def test_tables_queues_and_provider_calls(emulator: tuple[AwsEmulator, DeliveryL
     assert json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"].endswith(
         ":SmsDeadLetterQueue"
     )
+    buckets = {b["Name"] for b in client("s3", aws.endpoint).list_buckets()["Buckets"]}
+    assert "sendonce-local-campaignsbucket" in buckets
 
     client("sns", aws.endpoint).publish(
         PhoneNumber="+15550100000",
@@ -226,3 +231,89 @@ def test_a_write_to_a_table_is_marked_and_a_read_or_a_stream_read_is_not(
 
     assert after_write > before_write
     assert writes.seen() == after_write
+
+
+# ---------------------------------------------------------------------------- buckets
+LISTS = {
+    "Resources": {
+        "Lists": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "sendonce-local-unit-lists"}},
+        # Not applied: plain HTTP is all the emulator speaks.
+        "ListsPolicy": {
+            "Type": "AWS::S3::BucketPolicy",
+            "Properties": {
+                "Bucket": {"Ref": "Lists"},
+                "PolicyDocument": {
+                    "Statement": [
+                        {
+                            "Effect": "Deny",
+                            "Principal": "*",
+                            "Action": "s3:*",
+                            "Resource": {"Fn::Sub": "${Lists.Arn}/*"},
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+}
+
+
+def test_a_presigned_upload_sent_as_curl_sends_it_is_stored_whole_and_read_as_the_fan_out_reads_it(
+    emulator: tuple[AwsEmulator, DeliveryLog], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sendonce.adapters.s3_recipients import S3RecipientFiles  # noqa: PLC0415
+    from sendonce.aws_clients import client as function_client  # noqa: PLC0415
+
+    aws, _ = emulator
+    provision(parse_template(LISTS, tmp_path), aws.endpoint, "no-reply@sendonce.local")
+    # The environment the local stack gives its functions (sendonce_local.environment.aws_settings).
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    files = S3RecipientFiles(function_client("s3"), "sendonce-local-unit-lists")
+    lines = [
+        json.dumps({"to": f"+1415555{n:04d}", "data": {"q": "a=1&Version=2"}}).encode() for n in range(3000)
+    ]
+    body = b"\n".join(lines) + b"\n"
+
+    upload = files.upload_url("ws_unit", "cmp_unit", datetime.now(UTC))
+    # Path-style, on the emulator's own host and port: reachable from outside the stack.
+    assert upload.url.startswith(
+        f"{aws.endpoint}/sendonce-local-unit-lists/campaigns/ws_unit/cmp_unit.jsonl?"
+    )
+    # As `curl -X PUT --data-binary @file` sends it: typed as a form, which urllib also does.
+    put = urllib.request.Request(upload.url, data=body, method="PUT")
+    assert put.get_header("Content-type") is None  # urllib adds it as it sends
+    with urllib.request.urlopen(put, timeout=30) as answer:
+        assert answer.status == 200
+
+    assert files.size("ws_unit", "cmp_unit") == len(body)  # a HEAD's Content-Length is the object's
+    read = list(files.lines("ws_unit", "cmp_unit"))
+    assert [line for _, line in read] == lines
+    offset, line = read[1234]
+    assert files.read("ws_unit", "cmp_unit", offset, offset + len(line)) == line
+    assert files.size("ws_unit", "cmp_missing") is None
+
+
+@pytest.mark.parametrize(
+    ("method", "service", "content_type", "kept_as_sent"),
+    [
+        ("PUT", None, "application/x-www-form-urlencoded", False),  # a presigned URL
+        ("PUT", "s3", "application/x-www-form-urlencoded; charset=utf-8", False),
+        ("PUT", None, "application/json", True),
+        ("PUT", None, None, True),
+        ("POST", None, "application/x-www-form-urlencoded", True),  # the query protocol's requests
+        ("POST", "sns", "application/x-www-form-urlencoded", True),
+        ("PUT", "ses", "application/x-www-form-urlencoded", True),
+    ],
+)
+def test_only_an_s3_put_typed_as_a_form_is_taken_as_bytes(
+    method: str, service: str | None, content_type: str | None, kept_as_sent: bool
+) -> None:
+    environ = {"REQUEST_METHOD": method}
+    if content_type is not None:
+        environ["CONTENT_TYPE"] = content_type
+
+    assert is_s3_form_put(environ, service) is not kept_as_sent

@@ -2,6 +2,8 @@
 
 - `sendonce_local.moto_transactions` replaces moto's `DynamoDBBackend.transact_write_items` (the
   local stack, the bench and the integration tier run on it).
+- `sendonce_local.moto_sqs` keeps moto's SQS from counting a queue's messages on each message sent
+  or received, and reads a message's visibility from `time.time()` (the emulator installs it).
 - `sendonce_local.emulator` keeps what moto's server works out afresh on every request (a host's
   backend, a response class's method names), and `sendonce_local.emulator_middleware` reads when a
   queue's next hidden or delayed message comes due from moto's SQS models (so that a waiting
@@ -36,7 +38,7 @@ from moto import mock_aws
 from moto.dynamodb import comparisons, exceptions
 from moto.dynamodb.models import DynamoDBBackend
 
-from sendonce_local import moto_transactions
+from sendonce_local import moto_sqs, moto_transactions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +73,21 @@ MOTO_EMULATOR_SOURCES = {
     "sqs.Message.delay": "4af4d292f3a61eaa",
     "sqs.Queue.__init__": "0a4781ed5a21a050",
     "sqs.SQSBackend.receive_message": "065f3e5e7d214408",
+}
+# What moto_sqs wraps (the counts, the two calls, a message's visibility) and what runs within the
+# calls (none reads a count but through `Queue.attributes`, which is read for other attributes).
+MOTO_SQS_SOURCES = {
+    "sqs.Queue.attributes": "40cb990b121628d5",
+    "sqs.Queue.approximate_number_of_messages": "d357a9506a56d2f8",
+    "sqs.Queue.approximate_number_of_messages_delayed": "c3c1dadb0c42ed5f",
+    "sqs.Queue.approximate_number_of_messages_not_visible": "5dbecc4dda174358",
+    "sqs.Queue.messages": "03a531dbcbcf9aee",
+    "sqs.Queue.add_message": "f27c9231c1f20433",
+    "sqs.SQSBackend.send_message": "bf161af09a9e6b86",
+    "sqs.SQSBackend.send_message_batch": "0707ad219481c867",
+    "sqs.SQSBackend._validate_message": "39cb57c19e596164",
+    "sqs.SQSBackend.get_queue_attributes": "58417223da457b5a",
+    "sqs.SQSBackend.is_message_valid_based_on_retention_period": "cca23b94a5f3af9d",
 }
 POWERTOOLS = "3.37.0"
 # invocation_isolation relies on how every method of the event handler module reads and writes
@@ -229,14 +246,102 @@ def test_the_moto_source_the_emulator_caches_and_its_receive_wait_rely_on_is_the
         "backends.list_of_moto_modules": backends.list_of_moto_modules,
         "utils.method_names_from_class": utils.method_names_from_class,
         "responses.BaseResponse.call_action": responses.BaseResponse.call_action,
-        "sqs.Message.visible": sqs.Message.visible.fget,
-        "sqs.Message.delayed": sqs.Message.delayed.fget,
+        # moto's own, whether or not an emulator of this process installed moto_sqs's
+        "sqs.Message.visible": moto_sqs.ORIGINAL["Message.visible"].fget,
+        "sqs.Message.delayed": moto_sqs.ORIGINAL["Message.delayed"].fget,
         "sqs.Message.change_visibility": sqs.Message.change_visibility,
         "sqs.Message.delay": sqs.Message.delay,
         "sqs.Queue.__init__": sqs.Queue.__init__,
         "sqs.SQSBackend.receive_message": sqs.SQSBackend.receive_message,
     }
     assert {name: _digest(inspect.getsource(obj)) for name, obj in objects.items()} == MOTO_EMULATOR_SOURCES
+
+
+def test_the_moto_source_the_sqs_patch_wraps_and_runs_within_is_the_recorded_one() -> None:
+    from moto.sqs import models as sqs  # noqa: PLC0415
+
+    def moto_own(name: str) -> Any:
+        found = moto_sqs.ORIGINAL.get(name.removeprefix("sqs."))
+        if found is None:
+            owner, _, attribute = name.removeprefix("sqs.").partition(".")
+            found = getattr(getattr(sqs, owner), attribute)
+        return found.fget if isinstance(found, property) else found
+
+    assert {name: _digest(inspect.getsource(moto_own(name))) for name in MOTO_SQS_SOURCES} == MOTO_SQS_SOURCES
+
+
+@pytest.fixture
+def sqs_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        moto_sqs.install()
+        yield boto3.client("sqs", region_name="us-east-1")
+
+
+def test_with_the_sqs_patch_a_queue_s_counts_are_moto_s_and_its_messages_come_and_go_as_before(
+    sqs_client: Any,
+) -> None:
+    url = sqs_client.create_queue(QueueName="Counted", Attributes={"MessageRetentionPeriod": "60"})[
+        "QueueUrl"
+    ]
+    sqs_client.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"m{n}"} for n in range(4)]
+    )
+    sqs_client.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=60)
+
+    received = sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=3, VisibilityTimeout=60)[
+        "Messages"
+    ]
+    counts = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    one = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+
+    assert len(received) == 3
+    assert {m["Body"] for m in received} <= {"m0", "m1", "m2", "m3"}
+    assert (
+        counts["ApproximateNumberOfMessages"],
+        counts["ApproximateNumberOfMessagesNotVisible"],
+        counts["ApproximateNumberOfMessagesDelayed"],
+    ) == ("1", "3", "1")
+    assert one["Attributes"] == {"ApproximateNumberOfMessagesDelayed": "1"}
+    assert counts["MessageRetentionPeriod"] == "60"
+    assert not moto_sqs.skipping_counts()
+
+
+def test_within_a_send_the_counts_read_zero_and_outside_it_they_are_counted(sqs_client: Any) -> None:
+    from moto.sqs.models import Queue, sqs_backends  # noqa: PLC0415
+
+    url = sqs_client.create_queue(QueueName="Probed")["QueueUrl"]
+    sqs_client.send_message(QueueUrl=url, MessageBody="waiting")
+    queue: Queue = sqs_backends["123456789012"]["us-east-1"].queues["Probed"]
+    seen: list[int] = []
+    original_add = Queue.add_message
+
+    def add_message(self: Queue, message: Any) -> None:
+        seen.append(self.approximate_number_of_messages)
+        original_add(self, message)
+
+    Queue.add_message = add_message  # type: ignore[method-assign]
+    try:
+        sqs_client.send_message(QueueUrl=url, MessageBody="probed")
+    finally:
+        Queue.add_message = original_add  # type: ignore[method-assign]
+
+    assert seen == [0]
+    assert queue.approximate_number_of_messages == 2
+
+
+@pytest.mark.parametrize("offset_ms", [-60_000, -1_000, 1_000, 60_000])
+def test_a_message_s_visibility_and_delay_read_as_moto_reads_them(offset_ms: int) -> None:
+    from moto.core.utils import unix_time_millis  # noqa: PLC0415
+    from moto.sqs.models import Message  # noqa: PLC0415
+
+    moto_sqs.install()
+    message = Message("id", "body")
+    message.visible_at = message.delayed_until = unix_time_millis() + offset_ms
+
+    assert message.visible == moto_sqs.ORIGINAL["Message.visible"].fget(message)
+    assert message.delayed == moto_sqs.ORIGINAL["Message.delayed"].fget(message)
 
 
 def test_the_emulator_s_caches_answer_what_moto_works_out_afresh() -> None:

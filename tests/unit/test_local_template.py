@@ -146,3 +146,43 @@ def test_a_snippet_with_schedules_and_intrinsics(tmp_path: Path) -> None:
     assert resolver.resolve(env["ARN"]) == "arn:aws:sqs:us-east-1:123456789012:Queue"
     assert resolver.resolve(env["NAME"]) == "Queue-us-east-1-${Literal}"
     assert resolver.resolve({"Ref": "Rate"}) == "rate(1 minute)"
+
+
+# ---------------------------------------------------------------------------- buckets
+def test_the_campaigns_bucket_is_found_and_named_as_s3_names_allow(template) -> None:
+    resolver = Resolver(template, "http://127.0.0.1:5000")
+    env = function_environment(template, PORTS, environ={})
+
+    assert [bucket.logical_id for bucket in template.buckets] == ["CampaignsBucket"]  # not its policy
+    assert env["CAMPAIGNS_BUCKET"] == "sendonce-local-campaignsbucket"
+    assert (
+        resolver.resolve({"Fn::GetAtt": ["CampaignsBucket", "Arn"]})
+        == "arn:aws:s3:::sendonce-local-campaignsbucket"
+    )
+    assert (
+        resolver.resolve({"Fn::Sub": "${CampaignsBucket.Arn}/campaigns/*"})
+        == "arn:aws:s3:::sendonce-local-campaignsbucket/campaigns/*"
+    )
+    # The bucket policy resolves too (nothing applies it: sendonce_local.emulator.create_buckets).
+    policy = template.resources["CampaignsBucketPolicy"]["Properties"]
+    assert resolver.resolve(policy["Bucket"]) == "sendonce-local-campaignsbucket"
+
+
+def test_a_bucket_that_names_itself_keeps_its_name(tmp_path: Path) -> None:
+    snippet = {
+        "Resources": {
+            "Named": {
+                "Type": "AWS::S3::Bucket",
+                "Properties": {"BucketName": {"Fn::Sub": "${AWS::StackName}-named"}},
+            },
+            "Unnamed": {"Type": "AWS::S3::Bucket"},
+        }
+    }
+    template = parse_template(snippet, tmp_path)
+    resolver = Resolver(template, "http://127.0.0.1:5000")
+
+    assert [bucket.logical_id for bucket in template.buckets] == ["Named", "Unnamed"]
+    assert resolver.resolve({"Ref": "Named"}) == "sendonce-local-named"
+    assert resolver.resolve({"Ref": "Unnamed"}) == "sendonce-local-unnamed"
+    with pytest.raises(KeyError, match=r"Named\.WebsiteURL is not emulated"):
+        resolver.resolve({"Fn::GetAtt": ["Named", "WebsiteURL"]})
