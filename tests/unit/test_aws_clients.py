@@ -92,3 +92,19 @@ def _api_settings() -> dict[str, Any]:
         "idempotency_table": "IdempotencyTable",
         "api_keys_table": "ApiKeysTable",
     }
+
+
+def test_an_s3_upload_url_is_signed_with_signature_version_4(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A presigned PUT that buckets made since 2020 take, and that signs no Content-Type."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    url = aws_clients.client("s3").generate_presigned_url(
+        "put_object", Params={"Bucket": "b", "Key": "k"}, ExpiresIn=60, HttpMethod="PUT"
+    )
+    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url
+    assert "X-Amz-SignedHeaders=host" in url

@@ -43,6 +43,10 @@ def client(service: str, *, timeout_seconds: float | None = None, sdk_retries: b
         # A listing reads its index's shards 16 at a time (adapters/dynamodb_listing.SHARD_READERS),
         # each on a connection of its own.
         max_pool_connections=16,
+        # A presigned S3 URL signed with Signature Version 4 (botocore's default for S3 presigning is
+        # version 2, which buckets made since 2020 refuse, and which signs the Content-Type): the
+        # campaigns' upload URL then takes a PUT of any Content-Type.
+        signature_version="s3v4" if service == "s3" else None,
     )
     with _BUILDING:
         return _session().client(service, config=config)
