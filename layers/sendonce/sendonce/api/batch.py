@@ -35,7 +35,7 @@ from sendonce.api.errors import (
     unavailable,
     validation_error,
 )
-from sendonce.api.idempotency import SendOnce, StoredAnswer
+from sendonce.api.idempotency import SendOnce, StoredAnswer, answered_once, key_of
 from sendonce.api.shapes import MessageModel, ResponseModel, to_json
 from sendonce.clock import utc_now
 from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
@@ -312,12 +312,7 @@ def answer_batch(
     before anything is written), then the items. Raises ApiError for an answer that is not a 200.
 
     `body`: the request's JSON body as the preflight decoded it; its key's payload is this value."""
-    key = None
-    if header_key is not None:
-        try:
-            key = parse_idempotency_key(header_key)
-        except InvalidIdempotencyKey as error:
-            raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
+    key = key_of(header_key)
     payload, raw_items = parse_request(body)
     # A key on the whole request makes each item's retry safe: the items need none of their own.
     items = [parse_item(i, raw, workspace, key_required and key is None) for i, raw in enumerate(raw_items)]
@@ -330,10 +325,8 @@ def answer_batch(
     if key is None:
         return run()
     try:
-        return send_batch_once(request={"workspace": workspace, "key": key, "payload": payload}, run=run)
+        return answered_once(
+            send_batch_once, {"workspace": workspace, "key": key, "payload": payload}, run=run
+        )
     except Unstored as unstored:
         return unstored.answer
-    except IdempotencyAlreadyInProgressError:
-        raise idempotency_in_progress() from None
-    except IdempotencyValidationError:
-        raise from_domain_error(IdempotencyKeyReused()) from None

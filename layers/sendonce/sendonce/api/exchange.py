@@ -108,3 +108,9 @@ def answer(status: int, model: BaseModel, headers: dict[str, str] | None = None)
 def json_text(status: int, body: str, headers: dict[str, str] | None = None) -> Response[Any]:
     """An answer whose JSON was written already: a stored one (a send's, a batch's), an error's."""
     return Response(status_code=status, content_type=JSON, body=body, headers=headers or {})
+
+
+def stored(answer: dict[str, Any]) -> Response[Any]:
+    """A stored answer (`{"statusCode", "body", "replayed"?}`), replayed ones marked so."""
+    headers = {"Idempotency-Replayed": "true"} if answer.get("replayed") else {}
+    return json_text(answer["statusCode"], answer["body"], headers)

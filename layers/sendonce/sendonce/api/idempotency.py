@@ -23,7 +23,15 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
+from sendonce.api.errors import ApiError, from_domain_error, idempotency_in_progress
+from sendonce.errors import IdempotencyKeyReused
+from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 
 # Stable forever: changing it would forget every stored key.
 KEY_PREFIX = "sendonce.v1.messages.send"
@@ -92,3 +100,27 @@ def make_idempotent(
         return _unpacked(wrapped(*args, **kwargs))
 
     return unpacking
+
+
+def key_of(header_value: str | None, *, required: bool = False) -> str | None:
+    """The Idempotency-Key a header names (400 when it is not one); a missing one refused where the
+    settings require it."""
+    if header_value is not None:
+        try:
+            return parse_idempotency_key(header_value)
+        except InvalidIdempotencyKey as error:
+            raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
+    if required:
+        raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
+    return None
+
+
+def answered_once(once: SendOnce, request: dict[str, Any], **arguments: Any) -> StoredAnswer:
+    """`once` run under the request's key: its answer, stored or replayed; the key in flight is a
+    409 (`Retry-After: 1`), used before with another request a 422."""
+    try:
+        return once(request=request, **arguments)
+    except IdempotencyAlreadyInProgressError:
+        raise idempotency_in_progress() from None
+    except IdempotencyValidationError:
+        raise from_domain_error(IdempotencyKeyReused()) from None

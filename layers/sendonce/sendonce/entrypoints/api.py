@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.secrets_manager import SecretsManagerSecret
 from sendonce.adapters.sqs_queue import SqsEventQueue, SqsMessageQueue
@@ -26,6 +25,7 @@ from sendonce.api.idempotency import StoredAnswer, idempotency_config, make_idem
 from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root, on_first_call
+from sendonce.entrypoints.shared.sending_store import charged_sending_store
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.service import MessageService, SendCommand
@@ -53,19 +53,13 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
     # A send calls DynamoDB only (its hand-off follows from the table's stream): SQS, for edits,
     # provider events and webhooks, is built by its first call.
     dynamodb, sqs = clients("dynamodb"), client_on_first_use("sqs", build=clients)
-    limits = None
-    if settings.limits_table:
-        limits = DynamoDbLimits(
-            dynamodb,
-            settings.limits_table,
-            defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
-            cache_seconds=settings.limits_cache_seconds,
-        )
-    store = DynamoDbSendingStore(
+    store, limits = charged_sending_store(
         dynamodb,
-        settings.messages_table,
-        retention=timedelta(days=settings.message_retention_days),
-        quota=limits,
+        messages_table=settings.messages_table,
+        retention_days=settings.message_retention_days,
+        limits_table=settings.limits_table,
+        defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
+        cache_seconds=settings.limits_cache_seconds,
     )
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)

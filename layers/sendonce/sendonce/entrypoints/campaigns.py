@@ -13,8 +13,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sendonce.adapters.dynamodb_campaigns import DynamoDbCampaignPace, DynamoDbCampaignStore
-from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.s3_recipients import S3RecipientFiles
 from sendonce.adapters.sqs_campaign_work import SqsCampaignWork, page_of
@@ -22,6 +20,7 @@ from sendonce.api.campaign_lines import parse_line, recipient_key, refusal
 from sendonce.aws_clients import Clients, client
 from sendonce.campaigns.fanout import FanOut
 from sendonce.composition import Root
+from sendonce.entrypoints.shared.sending_store import charged_sending_store
 from sendonce.entrypoints.shared.sqs_batches import SqsRecord, process_batch, read_record
 from sendonce.limits.model import Limits
 from sendonce.messages.batch import BatchSender
@@ -34,17 +33,13 @@ if TYPE_CHECKING:
 
 def build(settings: CampaignSettings, clients: Clients) -> FanOut:
     dynamodb = clients("dynamodb")
-    limits = DynamoDbLimits(
+    store, limits = charged_sending_store(
         dynamodb,
-        settings.limits_table,
+        messages_table=settings.messages_table,
+        retention_days=settings.message_retention_days,
+        limits_table=settings.limits_table,
         defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
         cache_seconds=settings.limits_cache_seconds,
-    )
-    store = DynamoDbSendingStore(
-        dynamodb,
-        settings.messages_table,
-        retention=timedelta(days=settings.message_retention_days),
-        quota=limits,
     )
     sender = BatchSender(
         store=store,

@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Que
 
 from sendonce.api import dependencies
 from sendonce.api.batch import BatchRequest, BatchResults, answer_batch
-from sendonce.api.exchange import caller, json_body, json_text
+from sendonce.api.exchange import caller, json_body, stored
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.messages import SEND_BATCH
 
@@ -38,7 +38,7 @@ def send_batch(
     deps = dependencies.root.get()
     # An in-progress record expires with this invocation's time, should it die mid-request.
     deps.idempotency_config.register_lambda_context(router.lambda_context)
-    stored = answer_batch(
+    answer = answer_batch(
         workspace=workspace,
         body=json_body(router.context),
         strict=validation == "strict",
@@ -48,5 +48,4 @@ def send_batch(
         send_once=deps.send_once,
         send_batch_once=deps.send_batch_once,
     )
-    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
-    return json_text(stored["statusCode"], stored["body"], headers)
+    return stored(answer)

@@ -14,25 +14,18 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sendonce.api import dependencies
 from sendonce.api.campaign_lines import line_body
 from sendonce.api.commands import SendMessageRequest, TemplateChoice
 from sendonce.api.errors import (
-    ApiError,
     details_from_pydantic,
-    from_domain_error,
-    idempotency_in_progress,
     unavailable,
     validation_error,
 )
-from sendonce.api.exchange import OpaqueCursor, PageSize, answer, caller, json_body, json_text
-from sendonce.api.idempotency import StoredAnswer
+from sendonce.api.exchange import OpaqueCursor, PageSize, answer, caller, json_body, stored
+from sendonce.api.idempotency import StoredAnswer, answered_once, key_of
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.campaigns import (
     CANCEL_CAMPAIGN,
@@ -57,8 +50,6 @@ from sendonce.campaigns.model import MAX_INLINE_RECIPIENTS, MAX_NAME_CHARACTERS,
 from sendonce.campaigns.ports import Upload
 from sendonce.campaigns.service import CampaignService, default_rate
 from sendonce.clock import rfc3339
-from sendonce.errors import IdempotencyKeyReused
-from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import MAX_RATE_PER_SECOND
 
 router = DeclaredRouter()
@@ -178,15 +169,6 @@ def _check_content(request: CreateCampaignRequest) -> None:
             raise validation_error(refused.details or []) from None
 
 
-def _key(header_value: str | None) -> str | None:
-    if header_value is None:
-        return None
-    try:
-        return parse_idempotency_key(header_value)
-    except InvalidIdempotencyKey as error:
-        raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
-
-
 @router.handles(CREATE_CAMPAIGN)
 def create_campaign(
     request: Annotated[CreateCampaignRequest, Body(embed=False)],
@@ -197,7 +179,7 @@ def create_campaign(
 ) -> Response[Any]:
     workspace = caller(router.context)
     deps = dependencies.root.get()
-    key = _key(idempotency_key)
+    key = key_of(idempotency_key)
     _check_content(request)
     service = _campaigns()
     rate = request.ratePerSecond
@@ -228,20 +210,10 @@ def create_campaign(
         return {"statusCode": 201, "body": to_json(created, compact=True)}
 
     if key is None:
-        stored = run()
-    else:
-        deps.idempotency_config.register_lambda_context(router.lambda_context)
-        payload = json_body(router.context)
-        try:
-            stored = deps.create_campaign_once(
-                request={"workspace": workspace, "key": key, "payload": payload}, run=run
-            )
-        except IdempotencyAlreadyInProgressError:
-            raise idempotency_in_progress() from None
-        except IdempotencyValidationError:
-            raise from_domain_error(IdempotencyKeyReused()) from None
-    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
-    return json_text(stored["statusCode"], stored["body"], headers)
+        return stored(run())
+    deps.idempotency_config.register_lambda_context(router.lambda_context)
+    record = {"workspace": workspace, "key": key, "payload": json_body(router.context)}
+    return stored(answered_once(deps.create_campaign_once, record, run=run))
 
 
 def _upload(upload: Upload | None) -> UploadModel | None:

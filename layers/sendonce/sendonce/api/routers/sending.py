@@ -12,36 +12,18 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
 
 from sendonce.api import dependencies
 from sendonce.api.answers import DuplicateCaught, SendAccepted
 from sendonce.api.commands import SendMessageRequest, command_of
-from sendonce.api.errors import ApiError, from_domain_error, idempotency_in_progress
-from sendonce.api.exchange import caller, json_body, json_text
+from sendonce.api.exchange import caller, json_body, stored
+from sendonce.api.idempotency import answered_once, key_of
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.messages import SEND_MESSAGE
-from sendonce.errors import IdempotencyKeyReused
-from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 
 __all__ = ["DuplicateCaught", "SendAccepted", "router"]  # the documented answers (SEND_MESSAGE's)
 
 router = DeclaredRouter()
-
-
-def _key(header_value: str | None, required: bool) -> str | None:
-    """The Idempotency-Key a header names; a missing one refused where the settings require it."""
-    if header_value is not None:
-        try:
-            return parse_idempotency_key(header_value)
-        except InvalidIdempotencyKey as error:
-            raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key {error}.") from None
-    if required:
-        raise ApiError(400, "missing_idempotency_key", "This API requires an Idempotency-Key header.")
-    return None
 
 
 @router.handles(SEND_MESSAGE)
@@ -57,9 +39,9 @@ def send_message(
 ) -> Response[Any]:
     workspace = caller(router.context)
     deps = dependencies.root.get()
-    key = _key(idempotency_key, deps.settings.require_idempotency_key)
+    key = key_of(idempotency_key, required=deps.settings.require_idempotency_key)
     if key is None:
-        stored = deps.send(command_of(message, workspace, None))
+        answer = deps.send(command_of(message, workspace, None))
     else:
         # Compared on the parsed body (the very value the model was validated from): key order and
         # white space never make two requests differ.
@@ -67,13 +49,6 @@ def send_message(
         command = command_of(message, workspace, key, payload=payload)
         # An in-progress record expires with this invocation's time, should it die mid-request.
         deps.idempotency_config.register_lambda_context(router.lambda_context)
-        try:
-            stored = deps.send_once(
-                request={"workspace": workspace, "key": key, "payload": payload}, command=command
-            )
-        except IdempotencyAlreadyInProgressError:
-            raise idempotency_in_progress() from None
-        except IdempotencyValidationError:
-            raise from_domain_error(IdempotencyKeyReused()) from None
-    headers = {"Idempotency-Replayed": "true"} if stored.get("replayed") else {}
-    return json_text(stored["statusCode"], stored["body"], headers)
+        request = {"workspace": workspace, "key": key, "payload": payload}
+        answer = answered_once(deps.send_once, request, command=command)
+    return stored(answer)
