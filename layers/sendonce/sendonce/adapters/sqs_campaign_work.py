@@ -10,15 +10,9 @@ from typing import Any
 
 from msgspec import convert, to_builtins
 
+from sendonce.adapters.sqs_queue import SQS_BATCH_LIMIT, within_sqs_delay
 from sendonce.campaigns.model import PageWork
 from sendonce.errors import DependencyUnavailable
-
-SQS_BATCH_LIMIT = 10
-MAX_DELAY_SECONDS = 900
-
-
-def _delay(seconds: int) -> int:
-    return min(max(seconds, 0), MAX_DELAY_SECONDS)
 
 
 class SqsCampaignWork:
@@ -31,7 +25,7 @@ class SqsCampaignWork:
             self._client.send_message(
                 QueueUrl=self._queue_url,
                 MessageBody=json.dumps(body, separators=(",", ":")),
-                DelaySeconds=_delay(delay_seconds),
+                DelaySeconds=within_sqs_delay(delay_seconds),
             )
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error

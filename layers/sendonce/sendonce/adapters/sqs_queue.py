@@ -50,7 +50,8 @@ def copy_of(body: Mapping[str, Any]) -> Message | None:
         return None
 
 
-def _delay(seconds: int) -> int:
+def within_sqs_delay(seconds: int) -> int:
+    """A delay SQS takes: 0 to MAX_DELAY_SECONDS."""
     return min(max(seconds, 0), MAX_DELAY_SECONDS)
 
 
@@ -64,7 +65,7 @@ class SqsMessageQueue:
             self._client.send_message(
                 QueueUrl=self._queue_urls[message.channel],
                 MessageBody=queue_body(message),
-                DelaySeconds=_delay(delay_seconds),
+                DelaySeconds=within_sqs_delay(delay_seconds),
             )
         except Exception as error:
             raise QueueUnavailable(str(error)) from error
@@ -98,7 +99,7 @@ class SqsMessageQueue:
                     {
                         "Id": str(index),
                         "MessageBody": queue_body(handoff.message),
-                        "DelaySeconds": _delay(handoff.delay_seconds),
+                        "DelaySeconds": within_sqs_delay(handoff.delay_seconds),
                     }
                     for index, handoff in enumerate(batch)
                 ],
@@ -135,7 +136,9 @@ class SqsEventQueue:
     def publish(self, event: ProviderEvent, delay_seconds: int = 0) -> None:
         try:
             self._client.send_message(
-                QueueUrl=self._queue_url, MessageBody=event.to_json(), DelaySeconds=_delay(delay_seconds)
+                QueueUrl=self._queue_url,
+                MessageBody=event.to_json(),
+                DelaySeconds=within_sqs_delay(delay_seconds),
             )
         except Exception as error:
             raise DependencyUnavailable(str(error)) from error
