@@ -52,12 +52,13 @@ def _run(args: argparse.Namespace) -> int:
 
     _quiet_the_emulator()
     template = load_template(_template(args))
+    ports = Ports.from_environment()
     try:
-        parameters = local_parameters(template, overridden(words=args.parameter_overrides))
+        parameters = local_parameters(template, overridden(words=args.parameter_overrides), ports)
     except InvalidParameter as error:
         print(f"sendonce run: --parameter-overrides: {error}; nothing started", file=sys.stderr)
         return 2
-    stack = LocalStack(template, Ports.from_environment(), parameters)
+    stack = LocalStack(template, ports, parameters)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stack.request_stop()

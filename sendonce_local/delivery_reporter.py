@@ -4,6 +4,9 @@
   (`X-Sendonce-Signature`, with the local webhook secret the banner prints), retried on 5xx and
   connection errors like a provider retries its webhooks.
 - SES: a `Delivery` event in an SNS envelope, sent to the `EventsQueue` (SES -> SNS -> SQS).
+- Twilio: its status callbacks (`sent`, then `delivered`), form-encoded and signed with
+  `X-Twilio-Signature` (the local auth token) as Twilio signs them, to the StatusCallback URL the
+  dispatcher gave (the local API's `POST /v1/webhooks/twilio`); none when it gave none.
 - SNS sms: nothing (no per-message delivery event): those messages stay `sent`.
 - A STOP the sandbox receives (`POST /inbound`): the HTTP provider's `opted_out` webhook, posted
   before the sandbox answers (`report_opt_out`), retried like the others.
@@ -19,8 +22,9 @@ import logging
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +32,8 @@ from sendonce.provider_events.signature import sign
 
 from sendonce_local.delayed_tasks import DelayedTasks
 from sendonce_local.deliveries import Delivery, now_rfc3339
-from sendonce_local.provider_reports import Report, http_reports, opt_out_report, ses_reports
+from sendonce_local.provider_reports import Report, http_reports, opt_out_report, ses_reports, twilio_reports
+from sendonce_local.twilio_sandbox import TwilioMessage, twilio_signature
 
 log = logging.getLogger("local-stack.sandbox")
 
@@ -95,6 +100,25 @@ def post_webhook(url: str, secret: str, body: dict[str, Any]) -> int:
         return int(error.code)
 
 
+def post_twilio_callback(url: str, auth_token: str, params: Mapping[str, str]) -> int:
+    """POST a status callback as Twilio does; its HTTP status (raises OSError when unreachable)."""
+    raw = urllib.parse.urlencode(sorted(params.items())).encode("utf-8")
+    request = urllib.request.Request(  # noqa: S310 - the local API's own http:// URL
+        url,
+        data=raw,
+        method="POST",
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Twilio-Signature": twilio_signature(auth_token, url, params),
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=POST_TIMEOUT_SECONDS) as answer:  # noqa: S310
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
 class DeliveryReporter:
     """A DeliveryLog listener: plans each delivery's reports and posts them when due."""
 
@@ -108,7 +132,10 @@ class DeliveryReporter:
         send_to_events_queue: Callable[[str], None],
         email_source: str,
         post: Callable[[str, str, dict[str, Any]], int] = post_webhook,
+        twilio_auth_token: Callable[[], str] | None = None,
+        post_twilio: Callable[[str, str, Mapping[str, str]], int] = post_twilio_callback,
     ) -> None:
+        """`twilio_auth_token`: the key Twilio's callbacks are signed with (None: none are posted)."""
         self._tasks = tasks
         self._journal = journal
         self._webhook_url = webhook_url
@@ -116,8 +143,11 @@ class DeliveryReporter:
         self._send_to_queue = send_to_events_queue
         self._email_source = email_source
         self._post = post
+        self._twilio_token = twilio_auth_token
+        self._post_twilio = post_twilio
         self._lock = threading.Lock()
         self._sequence = {"http": 0, "ses": 0}
+        self._twilio_sequence = 0
 
     def __call__(self, delivery: Delivery) -> None:
         provider, message_id = delivery.get("provider"), delivery.get("messageId")
@@ -134,6 +164,26 @@ class DeliveryReporter:
         for report in reports:
             self._schedule(provider, message_id, report, 1, report.delay_seconds)
 
+    def report_twilio(self, message: TwilioMessage) -> None:
+        """Plan the status callbacks of a message the sandbox's Twilio accepted (it records the
+        delivery itself, so `__call__` passes it by: the callbacks need its StatusCallback URL)."""
+        if not message.status_callback or self._twilio_token is None:
+            return
+        with self._lock:
+            self._twilio_sequence += 1
+            sequence = self._twilio_sequence
+        reports = twilio_reports(
+            sid=message.sid,
+            account_sid=message.account_sid,
+            to=message.to,
+            sender=message.from_,
+            sequence=sequence,
+        )
+        for report in reports:
+            self._schedule(
+                "twilio", message.message_id, report, 1, report.delay_seconds, target=message.status_callback
+            )
+
     def report_opt_out(self, to: str) -> Report:
         """The HTTP provider tells of a STOP from `to` (normalised): posted now, retried if it fails."""
         report = opt_out_report(to, datetime.now(UTC))
@@ -141,14 +191,26 @@ class DeliveryReporter:
         return report
 
     def _schedule(
-        self, provider: str, message_id: str | None, report: Report, attempt: int, delay: float
+        self,
+        provider: str,
+        message_id: str | None,
+        report: Report,
+        attempt: int,
+        delay: float,
+        *,
+        target: str = "",
     ) -> None:
-        self._tasks.after(delay, lambda: self._deliver(provider, message_id, report, attempt))
+        """`target`: where a Twilio callback goes (the others' destinations are the reporter's)."""
+        self._tasks.after(delay, lambda: self._deliver(provider, message_id, report, attempt, target))
 
-    def _deliver(self, provider: str, message_id: str | None, report: Report, attempt: int) -> None:
+    def _deliver(
+        self, provider: str, message_id: str | None, report: Report, attempt: int, target: str = ""
+    ) -> None:
         answer: int | str
         try:
-            if provider == "http":
+            if provider == "twilio" and self._twilio_token is not None:
+                answer = self._post_twilio(target, self._twilio_token(), report.body)
+            elif provider == "http":
                 answer = self._post(self._webhook_url, self._secret(), report.body)
             else:
                 self._send_to_queue(json.dumps(report.body, separators=(",", ":")))
@@ -158,7 +220,8 @@ class DeliveryReporter:
         self._journal.record(provider, message_id, report, attempt, answer)
         if (isinstance(answer, str) and answer.startswith("error")) or answer in RETRIED_STATUSES:
             if attempt < MAX_TRIES:
-                self._schedule(provider, message_id, report, attempt + 1, RETRY_BASE_SECONDS * 2**attempt)
+                delay = RETRY_BASE_SECONDS * 2**attempt
+                self._schedule(provider, message_id, report, attempt + 1, delay, target=target)
                 return
             log.warning("gave up reporting %s %s of %s: %s", report.type, report.event_id, message_id, answer)
             return

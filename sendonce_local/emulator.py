@@ -194,8 +194,11 @@ def provision(
     resolver = Resolver(template, endpoint, parameters)
     urls = create_queues(client("sqs", endpoint), template, resolver)
     create_buckets(client("s3", endpoint), template, resolver)
-    answers = {**(parameters or {}), **(secrets or LocalSecrets.generate()).parameters()}
-    create_secrets(client("secretsmanager", endpoint), template, Resolver(template, endpoint, answers))
+    own = secrets or LocalSecrets.generate()
+    answers = {**(parameters or {}), **own.parameters()}
+    create_secrets(
+        client("secretsmanager", endpoint), template, Resolver(template, endpoint, answers), own.generated()
+    )
     client("ses", endpoint).verify_email_identity(EmailAddress=email_from)
     client("sesv2", endpoint).create_email_identity(EmailIdentity=email_from)
     return urls

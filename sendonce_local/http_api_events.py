@@ -122,6 +122,9 @@ def _common(request: HttpRequest, route_key: str, path_parameters: dict[str, str
     if cookies:
         event["cookies"] = cookies
     event["headers"] = _joined_headers(request.headers)
+    # API Gateway tells the function the scheme the caller used (Twilio's signature covers the URL
+    # it called); locally that is plain http unless a proxy in front says otherwise.
+    event["headers"].setdefault("x-forwarded-proto", "http")
     if request.raw_query_string:
         event["queryStringParameters"] = _query_parameters(request.raw_query_string)
     if path_parameters:

@@ -37,12 +37,13 @@ def invoke(template: Template, logical_id: str, event_file: Path) -> int:
         print(f"no function {logical_id} in the template ({', '.join(template.functions)})", file=sys.stderr)
         return 2
     event: Any = json.loads(event_file.read_text(encoding="utf-8"))
+    ports = Ports.from_environment()
     try:
-        parameters = local_parameters(template, overridden())
+        parameters = local_parameters(template, overridden(), ports)
     except InvalidParameter as error:
         print(f"{OVERRIDES_SETTING}: {error}", file=sys.stderr)
         return 2
-    apply_environment(function_environment(template, Ports.from_environment(), parameters=parameters))
+    apply_environment(function_environment(template, ports, parameters=parameters))
     with stdout_to_stderr() as real_stdout:
         try:
             result = LocalFunction(template.functions[logical_id]).invoke(event)

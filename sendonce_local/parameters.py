@@ -6,7 +6,8 @@ harnesses that start the stack), which the command line's override. A name the t
 declare, a value its rules refuse (a Number's MinValue and MaxValue, AllowedValues, AllowedPattern,
 MinLength and MaxLength) or a secret parameter (NoEcho: the local stack answers those itself,
 `local_secrets`) stops the start with the reason. A parameter nobody names takes LOCAL_PARAMETERS'
-value, else its Default (`intrinsics.Resolver`).
+value (or, given the ports, the sandbox's provider URLs: `environment.sandbox_parameters`), else its
+Default (`intrinsics.Resolver`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sendonce_local.environment import Ports, sandbox_parameters
 from sendonce_local.template import Template
 
 OVERRIDES_SETTING = "SENDONCE_LOCAL_PARAMETER_OVERRIDES"
 # One machine, shared by every function and the emulator: each queue is read by 3 invocations at a
 # time, as the local stack always did, where a deployed stack takes its event sources' defaults.
 # The webhook slow lane runs 2: with the fast lane's 3, the delivery function runs at most 5 at once.
+# Twilio is the sandbox: it lists what it accepted at once (so a lost answer is asked about after
+# 1 s), and sends from Twilio's own test number for a valid sender.
 LOCAL_PARAMETERS = {
     "DispatcherMaxConcurrency": "3",
     "WebhookDeliveryMaxConcurrency": "3",
     "WebhookSlowLaneMaxConcurrency": "2",
+    "TwilioVisibilitySeconds": "1",
+    "TwilioFrom": "+15005550006",
 }
 
 
@@ -88,9 +94,12 @@ def overridden(environ: Mapping[str, str] | None = None, words: Iterable[str] = 
     return {**parse_overrides([env.get(OVERRIDES_SETTING) or ""]), **parse_overrides(words)}
 
 
-def local_parameters(template: Template, overrides: Mapping[str, str]) -> dict[str, str]:
-    """Every value the local stack gives a parameter (LOCAL_PARAMETERS the template declares, then
-    `overrides`, checked); the rest take their Default."""
+def local_parameters(
+    template: Template, overrides: Mapping[str, str], ports: Ports | None = None
+) -> dict[str, str]:
+    """Every value the local stack gives a parameter (LOCAL_PARAMETERS the template declares, the
+    sandbox's provider URLs when `ports` are given, then `overrides`, checked); the rest take their
+    Default."""
     check(template, overrides)
-    own = {name: value for name, value in LOCAL_PARAMETERS.items() if name in template.parameters}
-    return {**own, **overrides}
+    own = {**LOCAL_PARAMETERS, **(sandbox_parameters(ports) if ports is not None else {})}
+    return {**{name: value for name, value in own.items() if name in template.parameters}, **overrides}

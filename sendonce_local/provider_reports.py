@@ -10,6 +10,9 @@ SES follows its mailbox simulator: mail to `bounce@simulator.amazonses.com` is a
 `Bounce` instead of a delivery, to `complaint@…` a delivery and then a `Complaint`, to
 `success@…` (and anyone else) a delivery. An opt-out (`opted_out`, a STOP reply) is reported by
 the HTTP provider when the sandbox receives one (`opt_out_report`).
+
+Twilio posts its status callbacks (form parameters, `twilio_reports`): `sent` then `delivered`, on
+the same cadence (n % 3 == 0: `delivered` twice; n % 3 == 1: `sent` late, after `delivered`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from sendonce_local.constants import ACCOUNT_ID, REGION
 
+SENT_AFTER = 0.1
 DELIVERED_AFTER = 0.3
 REPEAT_AFTER = 0.7
 LATE_SENT_AFTER = 1.0
@@ -192,4 +196,31 @@ def ses_reports(
             accepted_at + timedelta(seconds=COMPLAINT_AFTER),
         )
         reports.append(Report(COMPLAINT_AFTER, complaint["MessageId"], "complained", "first", complaint))
+    return reports
+
+
+def twilio_reports(*, sid: str, account_sid: str, to: str, sender: str | None, sequence: int) -> list[Report]:
+    """The status callbacks Twilio posts for one accepted message, in posting order: each body is
+    the form Twilio posts (`MessageStatus` and its older twin `SmsStatus`)."""
+
+    def callback(status: str, delay: float, kind: str) -> Report:
+        form = {
+            "AccountSid": account_sid,
+            "ApiVersion": "2010-04-01",
+            "From": sender or "",
+            "MessageSid": sid,
+            "MessageStatus": status,
+            "SmsSid": sid,
+            "SmsStatus": status,
+            "To": to,
+        }
+        return Report(delay, f"{sid}:{status}", status, kind, form)
+
+    late = sends_late_sent(sequence)
+    reports = [] if late else [callback("sent", SENT_AFTER, "first")]
+    reports.append(callback("delivered", DELIVERED_AFTER, "first"))
+    if repeats(sequence):
+        reports.append(callback("delivered", REPEAT_AFTER, "repeat"))
+    if late:
+        reports.append(callback("sent", LATE_SENT_AFTER, "late"))
     return reports

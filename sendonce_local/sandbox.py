@@ -1,12 +1,21 @@
-"""The provider sandbox: the HTTP provider the README describes, plus what SES and SNS accepted.
+"""The provider sandbox: the HTTP provider the README describes, Twilio (`twilio_sandbox`), plus
+what SES and SNS accepted.
 
-POST /messages     the HTTP provider (Bearer token, Idempotency-Key, 201 {"id": "prov_..."})
+Invariant: `deliveries` holds one entry per call a provider accepted, naming the `provider` and our
+`messageId`; a faulted call that accepts nothing (every mode but `timeout`) leaves none.
+
+Ports: the main one serves the endpoints below; the HTTP provider also has its own port, and so
+has Twilio, so that a `refused` fault can close a provider's listening socket (`faults`).
+
+POST /messages     the HTTP provider (Bearer token, Idempotency-Key, 201 {"id": "prov_..."}); on
+                   its own port too, which is the one the dispatchers are given
 GET  /deliveries   every message that reached a provider, in order
-DELETE /deliveries empties that list (the HTTP provider's idempotency memory stays)
-PUT  /faults       the next N HTTP-provider calls for a channel (and recipient) fail
-GET  /faults, DELETE /faults   inspect / clear the faults still armed
-GET  /events       every delivery event the sandbox reported (webhooks, SES notifications), with
-                   the answer it got; DELETE /events empties that list
+DELETE /deliveries empties that list (the providers' idempotency memory and Twilio's list stay)
+PUT  /faults       {"provider": "http"|"twilio", "channel", "to"?, "mode", "count"?}: the next N
+                   calls of that provider for a channel (and recipient) fail (`faults`)
+GET  /faults, DELETE /faults   inspect / clear the faults still armed (clearing reopens ports)
+GET  /events       every delivery event the sandbox reported (webhooks, Twilio's status callbacks,
+                   SES notifications), with the answer it got; DELETE /events empties that list
 POST /inbound      a text a recipient sent to the shared number: {"channel": "sms", "from", "body"};
                    an opt-out keyword (STOP, STOPALL, UNSUBSCRIBE, CANCEL, END, QUIT, alone, any case)
                    makes the HTTP provider report `opted_out` for that number; anything else nothing
@@ -16,13 +25,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sendonce.channels import UnknownChannel, normalise_recipient
@@ -31,11 +37,12 @@ from sendonce.suppressions.model import is_stop
 
 from sendonce_local.deliveries import DeliveryLog
 from sendonce_local.delivery_reporter import ReportLog
-from sendonce_local.http_server import BackgroundServer
+from sendonce_local.faults import Fault, FaultBoard
+from sendonce_local.http_server import Answer, BackgroundServer, JsonHandler, ReopenableServer
+from sendonce_local.twilio_sandbox import provider_timeout_seconds
 
 log = logging.getLogger("local-stack.sandbox")
 
-FAULT_MODES = ("error_500", "error_400", "timeout")
 # Replies reach the shared sending number by text: sms, or iMessage from a phone number or Apple ID.
 INBOUND_CHANNELS = ("sms", "imessage")
 # Reports an opt-out from a normalised recipient; returns the reported event's id.
@@ -66,78 +73,27 @@ def read_inbound(request: Any) -> Inbound:
     return Inbound(normalised, is_stop(body))
 
 
-DEFAULT_PROVIDER_TIMEOUT_SECONDS = 10.0
-
-
-@dataclass
-class Fault:
-    channel: str
-    to: str | None
-    mode: str
-    remaining: int
-
-    def matches(self, channel: str | None, to: object) -> bool:
-        return (
-            self.remaining > 0
-            and self.channel == channel
-            and (self.to is None or _same_recipient(self.to, to))
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return {"channel": self.channel, "to": self.to, "mode": self.mode, "count": self.remaining}
-
-
-def _same_recipient(a: str, b: object) -> bool:
-    """Whether a fault's recipient is the call's (`b`: its `to`, or any address of an email's list)."""
-    if isinstance(b, list):
-        return any(_same_recipient(a, item) for item in b)
-    if not isinstance(b, str):
-        return False
-    if "@" in a:
-        return a.lower() == b.lower()
-    return a == b
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: dict[str, Any]
-    delay_seconds: float = 0.0
-
-
 class HttpProvider:
-    """The HTTP provider of the README, with armed faults; thread-safe."""
+    """The HTTP provider of the README, with the faults armed for it; thread-safe."""
 
-    def __init__(self, deliveries: DeliveryLog, token: Callable[[], str]) -> None:
+    def __init__(
+        self, deliveries: DeliveryLog, token: Callable[[], str], faults: FaultBoard | None = None
+    ) -> None:
+        """`faults`: the board shared with the sandbox's other providers (its own, if none)."""
         self._deliveries = deliveries
         self._token = token
         self._lock = threading.Lock()
         self._answers: dict[str, Answer] = {}
-        self._faults: list[Fault] = []
+        self.faults_board = faults if faults is not None else FaultBoard()
 
     def arm(self, request: dict[str, Any]) -> Fault:
-        mode, channel, count = request.get("mode"), request.get("channel"), request.get("count", 1)
-        to = request.get("to")
-        if mode not in FAULT_MODES:
-            raise ValueError(f"mode must be one of {', '.join(FAULT_MODES)}")
-        if not isinstance(channel, str) or not channel:
-            raise ValueError("channel is required")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError("count must be a positive integer")
-        if to is not None and not isinstance(to, str):
-            raise ValueError("to must be a string")
-        fault = Fault(channel, to, mode, count)
-        with self._lock:
-            self._faults.append(fault)
-        return fault
+        return self.faults_board.arm(request)
 
     def faults(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [fault.as_json() for fault in self._faults if fault.remaining > 0]
+        return self.faults_board.faults()
 
     def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
+        self.faults_board.clear()
 
     def send(self, authorization: str | None, idempotency_key: str | None, raw_body: bytes) -> Answer:
         if authorization != f"Bearer {self._token()}":
@@ -150,43 +106,44 @@ class HttpProvider:
                 raise TypeError("not an object")
         except (ValueError, TypeError):
             return Answer(400, {"error": "body must be a JSON object"})
+        channel, to = message.get("channel"), message.get("to")
+        self.faults_board.received("http", channel, to)
+        late = provider_timeout_seconds() + 1
         with self._lock:
             first = self._answers.get(idempotency_key)
             if first is not None:
                 return Answer(first.status, first.body)
-            fault = next(
-                (f for f in self._faults if f.matches(message.get("channel"), message.get("to"))), None
-            )
-            if fault is not None:
-                fault.remaining -= 1
-                if fault.mode == "error_500":
-                    return Answer(500, {"error": "injected fault: error_500"})
-                if fault.mode == "error_400":
-                    return Answer(400, {"error": "injected fault: error_400"})
+            fault = self.faults_board.take("http", channel, to)
+            mode = fault.mode if fault is not None else None
+            if mode in _REFUSALS:
+                status = _REFUSALS[mode]
+                return Answer(status, {"error": f"injected fault: {mode}"})
+            if mode == "timeout_unaccepted":
+                # Nothing remembered: the same key later is a first call, as the provider never saw it.
+                return Answer(504, {}, delay_seconds=late, hang=True)
             answer = Answer(201, {"id": "prov_" + secrets.token_hex(12)})
             self._answers[idempotency_key] = answer
             self._deliveries.record(
                 message_id=message.get("messageId"),
-                channel=message.get("channel"),
-                to=message.get("to"),
+                channel=channel,
+                to=to,
                 subject=message.get("subject"),
                 body=message.get("body"),
                 provider="http",
                 email={name: message[name] for name in ("cc", "bcc", "replyTo", "html") if name in message},
             )
-        if fault is not None and fault.mode == "timeout":
-            return Answer(answer.status, answer.body, delay_seconds=_provider_timeout_seconds() + 1)
+        if mode == "timeout":
+            return Answer(answer.status, answer.body, delay_seconds=late)
         return answer
 
 
-def _provider_timeout_seconds() -> float:
-    try:
-        return float(os.environ.get("SENDONCE_PROVIDER_TIMEOUT_SECONDS") or DEFAULT_PROVIDER_TIMEOUT_SECONDS)
-    except ValueError:
-        return DEFAULT_PROVIDER_TIMEOUT_SECONDS
+# Faults that answer at once and accept nothing: the status the HTTP provider answers with.
+_REFUSALS = {"error_500": 500, "error_400": 400, "error_403": 403}
 
 
 class SandboxServer(BackgroundServer):
+    """The sandbox's main port: its control endpoints, and the HTTP provider as it always was there."""
+
     def __init__(
         self,
         host: str,
@@ -211,12 +168,32 @@ class SandboxServer(BackgroundServer):
         )
 
 
-class SandboxHandler(BaseHTTPRequestHandler):
+class HttpProviderServer(ReopenableServer):
+    """The HTTP provider on its own port, which a `refused` fault closes."""
+
+    def __init__(self, host: str, port: int, provider: HttpProvider) -> None:
+        super().__init__(host, port, HttpProviderHandler, "sandbox-http-provider", provider=provider)
+
+
+class HttpProviderHandler(JsonHandler):
+    provider: HttpProvider
+    one_answer_per_connection = True
+
+    def do_POST(self) -> None:
+        raw = self._body()
+        if self.path.split("?")[0] != "/messages":
+            return self._send(404, {"error": "not found"})
+        answer = self.provider.send(
+            self.headers.get("Authorization"), self.headers.get("Idempotency-Key"), raw
+        )
+        self._answer(answer)
+
+
+class SandboxHandler(JsonHandler):
     deliveries: DeliveryLog
     provider: HttpProvider
     reports: ReportLog
     opt_out: OptOut | None
-    protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0]
@@ -224,12 +201,12 @@ class SandboxHandler(BaseHTTPRequestHandler):
             return self._inbound()
         if path != "/messages":
             return self._send(404, {"error": "not found"})
+        # The HTTP provider's first address, kept for whoever still posts here; `refused` cannot
+        # close this port (the control endpoints live on it): only the provider's own port.
         answer = self.provider.send(
             self.headers.get("Authorization"), self.headers.get("Idempotency-Key"), self._body()
         )
-        if answer.delay_seconds:
-            time.sleep(answer.delay_seconds)
-        self._send(answer.status, answer.body)
+        self._answer(answer)
 
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
@@ -250,7 +227,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             self.deliveries.clear()
             return self._send(200, {"deliveries": []})
         if path == "/faults":
-            self.provider.clear_faults()
+            self.provider.clear_faults()  # and every port a `refused` fault closed opens again
             return self._send(200, {"faults": []})
         if path == "/events":
             self.reports.clear()
@@ -276,21 +253,3 @@ class SandboxHandler(BaseHTTPRequestHandler):
         if self.opt_out is None:
             return self._send(503, {"error": "delivery events are off (SENDONCE_SANDBOX_DELIVERY_EVENTS)"})
         self._send(200, {"optedOut": True, "eventId": self.opt_out(inbound.sender)})
-
-    def _body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode("utf-8")
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            log.info("the client left before the answer (%s %s)", self.command, self.path)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.info("sandbox %s", format % args)

@@ -9,24 +9,27 @@ import time
 from collections.abc import Callable, Mapping
 
 from sendonce_cli.api_keys import store_api_key
+from sendonce_cli.targets import HOST
 
 from sendonce_local.api_gateway import ApiServer, HttpApi
 from sendonce_local.api_keys import parse_local_api_keys
 from sendonce_local.changes import Changes
 from sendonce_local.delayed_tasks import DelayedTasks
-from sendonce_local.deliveries import DeliveryLog
+from sendonce_local.deliveries import Delivery, DeliveryListener, DeliveryLog
 from sendonce_local.delivery_reporter import SWITCH, DeliveryReporter, ReportLog, reporting_enabled
 from sendonce_local.emulator import AwsEmulator, client, provision
-from sendonce_local.environment import HOST, Ports, apply_environment, function_environment
+from sendonce_local.environment import Ports, apply_environment, function_environment, sandbox_parameters
 from sendonce_local.event_sources import SqsPoller, concurrency_of
+from sendonce_local.faults import PROVIDERS, FaultBoard
 from sendonce_local.intrinsics import Resolver
 from sendonce_local.lambda_runtime import FunctionRegistry
 from sendonce_local.local_secrets import WEBHOOK_SECRET_SETTING, LocalSecrets
 from sendonce_local.parameters import OVERRIDES_SETTING
-from sendonce_local.sandbox import HttpProvider, SandboxServer
+from sendonce_local.sandbox import HttpProvider, HttpProviderServer, SandboxServer
 from sendonce_local.schedules import ScheduleRunner
 from sendonce_local.stream_sources import StreamPoller
 from sendonce_local.template import Template, default_template_path
+from sendonce_local.twilio_sandbox import TwilioProvider, TwilioServer
 
 log = logging.getLogger("local-stack.local")
 
@@ -40,7 +43,11 @@ class LocalStack:
         (`sendonce_local.parameters.local_parameters`); the others take their Default."""
         self.template = template
         self.ports = ports
-        self.parameters = dict(parameters or {})
+        # The sandbox's provider URLs unless told otherwise (`sendonce run` gives them already).
+        own = {
+            name: value for name, value in sandbox_parameters(ports).items() if name in template.parameters
+        }
+        self.parameters = {**own, **(parameters or {})}
         self.deliveries = DeliveryLog()
         self.reports = ReportLog()
         self.queue_urls: dict[str, str] = {}
@@ -51,6 +58,8 @@ class LocalStack:
         self._stop = threading.Event()
         self._emulator: AwsEmulator | None = None
         self._sandbox: SandboxServer | None = None
+        self._http_provider: HttpProviderServer | None = None
+        self._twilio: TwilioServer | None = None
         self._api: ApiServer | None = None
         self._pollers: list[SqsPoller] = []
         self._stream_pollers: list[StreamPoller] = []
@@ -70,7 +79,23 @@ class LocalStack:
         )
         self._store_api_keys()
         reporter = self._start_delivery_reports()
-        provider = HttpProvider(self.deliveries, lambda: self.secrets.http_provider_token)
+        faults = FaultBoard()
+        # A refused provider's calls never arrive: its faults are counted on the failover, when
+        # another provider (SES and SNS included) receives the message (`faults`).
+        self.deliveries.add_listener(_emulated_receipts(faults))
+        provider = HttpProvider(self.deliveries, lambda: self.secrets.http_provider_token, faults)
+        twilio = TwilioProvider(
+            self.deliveries,
+            faults,
+            lambda: self.secrets.twilio,
+            on_accepted=reporter.report_twilio if reporter is not None else None,
+        )
+        self._http_provider = HttpProviderServer(HOST, self.ports.http_provider, provider)
+        self._twilio = TwilioServer(HOST, self.ports.twilio, twilio)
+        self._http_provider.start()
+        self._twilio.start()
+        faults.attach("http", self._http_provider)
+        faults.attach("twilio", self._twilio)
         self._sandbox = SandboxServer(
             HOST,
             self.ports.sandbox,
@@ -108,6 +133,7 @@ class LocalStack:
             webhook_secret=lambda: self.secrets.webhook_secret,
             send_to_events_queue=send_to_events_queue,
             email_source=os.environ["SENDONCE_EMAIL_FROM"],
+            twilio_auth_token=lambda: self.secrets.twilio.auth_token,
         )
         self.deliveries.add_listener(reporter)
         self._report_tasks.start()
@@ -171,7 +197,7 @@ class LocalStack:
             self._emulator.middleware.release_waits()
         if self._report_tasks is not None:
             self._report_tasks.stop()
-        for server in (self._api, self._sandbox):
+        for server in (self._api, self._sandbox, self._http_provider, self._twilio):
             if server is not None:
                 server.stop()
         # One wait for them all: a busy stack has dozens of threads in invocations that may run for
@@ -190,7 +216,8 @@ class LocalStack:
         if self._report_tasks is None:
             return f"off ({SWITCH}=false): messages stay 'sent'"
         return (
-            "on: signed 'delivered' webhooks (HTTP provider) and SES notifications via the EventsQueue, "
+            "on: signed 'delivered' webhooks (HTTP provider), Twilio status callbacks and SES"
+            " notifications via the EventsQueue, "
             f"some repeated or out of order ({SWITCH}=false turns them off)"
         )
 
@@ -203,6 +230,8 @@ class LocalStack:
             f"  HTTP API           {self.ports.api_url}   (health: {self.ports.api_url}/v1/health)",
             f"  AWS emulator       {self.ports.aws_endpoint}   (region us-east-1, account 123456789012)",
             f"  provider sandbox   {self.ports.sandbox_url}   (/deliveries, PUT /faults, /events)",
+            f"  HTTP provider      {self.ports.http_provider_url}   (POST /messages; the sandbox's too)",
+            f"  Twilio (sandbox)   {self.ports.twilio_url}   (account {self.secrets.twilio.account_sid})",
             f"  delivery events    {self._delivery_events_state()}",
             f"  webhook secret     {self.secrets.webhook_secret}",
             "                     (signs POST /v1/webhooks/http; random per start unless"
@@ -244,6 +273,18 @@ class LocalStack:
             f"{given or '(none)'}; the others their Default"
             f" (--parameter-overrides Name=Value ..., or {OVERRIDES_SETTING})"
         )
+
+
+def _emulated_receipts(faults: FaultBoard) -> DeliveryListener:
+    """What the emulated SES and SNS accepted counts for other providers' `refused` faults (the
+    sandbox's own providers count every call they receive themselves)."""
+
+    def listener(delivery: Delivery) -> None:
+        provider = delivery.get("provider")
+        if provider not in PROVIDERS:
+            faults.received(str(provider), delivery.get("channel"), delivery.get("to"))
+
+    return listener
 
 
 def _api_keys_table(template: Template) -> str:

@@ -529,7 +529,7 @@ class Stack:
 def _create_resources(template: Template, secrets: LocalSecrets) -> dict[str, str]:
     create_tables(aws_client("dynamodb"), template)
     resolver = Resolver(template, SQS_ENDPOINT, secrets.parameters())
-    create_secrets(aws_client("secretsmanager"), template, resolver)
+    create_secrets(aws_client("secretsmanager"), template, resolver, secrets.generated())
     return create_queues(aws_client("sqs"), template, Resolver(template, SQS_ENDPOINT))
 
 

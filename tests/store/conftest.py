@@ -48,13 +48,14 @@ from sendonce.adapters.dynamodb_items import lock_key, message_key
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_outbox import DynamoDbOutboxStore
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
+from sendonce.adapters.dynamodb_provider_health import DynamoDbProviderHealth
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
 from sendonce.adapters.dynamodb_simulator import DynamoDbSimulatorStore
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.adapters.dynamodb_templates import DynamoDbTemplateStore
 from sendonce.campaigns.ports import CampaignStore
 from sendonce.dedup.identity import dedup_identity, template_identity
-from sendonce.dispatch.ports import DispatchStore, OutboxEntry, OutboxStore
+from sendonce.dispatch.ports import DispatchStore, OutboxEntry, OutboxStore, ProviderHealth
 from sendonce.idempotency.keys import tie_identity
 from sendonce.limits.model import Limits
 from sendonce.limits.ports import LimitsStore
@@ -74,6 +75,7 @@ from tests.unit.campaign_fakes import InMemoryCampaignStore
 from tests.unit.unit_fakes import (
     FakeLimits,
     InMemoryProviderEvents,
+    InMemoryProviderHealth,
     InMemorySimulatorStore,
     InMemoryStore,
     InMemorySuppressions,
@@ -177,6 +179,11 @@ class Engine:
         """A sending store whose creates take their unit of a daily quota, and where it is counted."""
         raise NotImplementedError
 
+    def provider_health(self, after: int, cooloff_seconds: float) -> ProviderHealth:
+        """One execution environment's view of the providers' runs and cool-offs: each call is another
+        environment, all of them sharing the engine's state (and reading it afresh every time)."""
+        raise NotImplementedError
+
     def message_ids(self) -> set[str]:
         raise NotImplementedError
 
@@ -208,6 +215,11 @@ class DynamoDbEngine(Engine):
     def charged_store(self) -> tuple[SendingStore, LimitsStore]:
         limits = DynamoDbLimits(self.client, LIMITS_TABLE, defaults=Limits(1, 0))
         return DynamoDbSendingStore(self.client, TABLE, quota=limits), limits
+
+    def provider_health(self, after: int, cooloff_seconds: float) -> ProviderHealth:
+        return DynamoDbProviderHealth(
+            self.client, TABLE, after=after, cooloff_seconds=cooloff_seconds, cache_seconds=0
+        )
 
     def item(self, key: dict[str, Any]) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self.client.get_item(TableName=TABLE, Key=key, ConsistentRead=True).get(
@@ -266,6 +278,7 @@ class FakeEngine(Engine):
     events: InMemoryProviderEvents = field(init=False)
     templates: InMemoryTemplates = field(default_factory=InMemoryTemplates)
     campaigns: InMemoryCampaignStore = field(init=False)
+    health: InMemoryProviderHealth | None = None
 
     def __post_init__(self) -> None:
         self.campaigns = InMemoryCampaignStore(gates=self.store.gates)  # the gate the creates check
@@ -287,6 +300,11 @@ class FakeEngine(Engine):
 
     def charged_store(self) -> tuple[SendingStore, LimitsStore]:
         return self.store, FakeLimits(store=self.store)
+
+    def provider_health(self, after: int, cooloff_seconds: float) -> ProviderHealth:
+        if self.health is None:
+            self.health = InMemoryProviderHealth(after=after, seconds=cooloff_seconds)
+        return self.health
 
     def message_ids(self) -> set[str]:
         with self.store.guard:

@@ -124,7 +124,7 @@ def test_a_fourth_channel_has_its_settings_named_after_it(pager: ChannelSpec) ->
     with pytest.raises(InvalidSettings, match="PAGER_QUEUE_URL"):
         ApiSettings.from_environment({k: v for k, v in environ.items() if k != "PAGER_QUEUE_URL"})
     dispatcher = DispatcherSettings.from_environment(environ)
-    assert dispatcher.provider_for("pager") == "http"
+    assert dispatcher.providers_for("pager") == ("http",)
     assert dispatcher.queue_url("pager") == "https://queue/pager"
     with pytest.raises(InvalidSettings, match="SENDONCE_PAGER_PROVIDER"):
         DispatcherSettings.from_environment({**environ, "SENDONCE_PAGER_PROVIDER": "sns"})

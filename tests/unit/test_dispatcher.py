@@ -71,7 +71,7 @@ def _dispatcher(
 ) -> Dispatcher:
     return Dispatcher(
         store=store,
-        provider_for=lambda message: provider,
+        providers_for=lambda message: (provider,),
         retry_policy=RetryPolicy(max_attempts=attempts),
         claim_seconds=70,
         clock=clock,

@@ -279,7 +279,7 @@ class RecordingProvider:
 
 def _dispatch(store: InMemoryStore, clock: ManualClock, message: Message, provider: RecordingProvider) -> Any:
     dispatcher = Dispatcher(
-        store, lambda _: provider, RetryPolicy(max_attempts=3), claim_seconds=60, clock=clock
+        store, lambda _: (provider,), RetryPolicy(max_attempts=3), claim_seconds=60, clock=clock
     )
     return dispatcher.dispatch(DispatchRequest(workspace_id="ws_a", message_id=message.id))
 

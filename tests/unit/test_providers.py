@@ -20,7 +20,14 @@ from botocore.exceptions import (
 )
 from botocore.stub import Stubber
 from sendonce.dispatch.ports import ProviderThrottled
-from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, TransientFailure
+from sendonce.errors import (
+    AmbiguousOutcome,
+    DispatchFailure,
+    PermanentFailure,
+    ProviderRefused,
+    ProviderUnreachable,
+    TransientFailure,
+)
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.providers.http_provider import MAX_ANSWER_BYTES, HttpProvider
 from sendonce.providers.ses_provider import SesProvider
@@ -141,8 +148,8 @@ class RaisingClient:
         (ReadTimeoutError(endpoint_url=ENDPOINT), AmbiguousOutcome, "provider_timeout"),
         (ConnectionClosedError(endpoint_url=ENDPOINT), AmbiguousOutcome, "provider_timeout"),
         (RuntimeError("something odd"), AmbiguousOutcome, "provider_error"),
-        (EndpointConnectionError(endpoint_url=ENDPOINT), TransientFailure, "provider_unreachable"),
-        (ConnectTimeoutError(endpoint_url=ENDPOINT), TransientFailure, "provider_unreachable"),
+        (EndpointConnectionError(endpoint_url=ENDPOINT), ProviderUnreachable, "provider_unreachable"),
+        (ConnectTimeoutError(endpoint_url=ENDPOINT), ProviderUnreachable, "provider_unreachable"),
     ],
 )
 def test_given_a_timeout_after_the_request_left_then_ambiguous_and_before_it_left_then_transient(
@@ -254,8 +261,9 @@ def _http_error(status: int) -> urllib.error.HTTPError:
         (_http_error(429), ProviderThrottled, "provider_throttled"),
         (_http_error(503), TransientFailure, "provider_unavailable"),
         (_http_error(400), PermanentFailure, "provider_rejected"),
-        (_http_error(302), PermanentFailure, "provider_rejected"),
-        (urllib.error.URLError(ConnectionRefusedError()), TransientFailure, "provider_unreachable"),
+        (_http_error(302), ProviderRefused, "provider_rejected"),  # not followed: nothing taken
+        (_http_error(403), ProviderRefused, "provider_rejected"),  # the account: the next provider
+        (urllib.error.URLError(ConnectionRefusedError()), ProviderUnreachable, "provider_unreachable"),
         (urllib.error.URLError(TimeoutError()), AmbiguousOutcome, "provider_timeout"),
         (TimeoutError(), AmbiguousOutcome, "provider_timeout"),
     ],

@@ -20,7 +20,15 @@ from sendonce.api.routers.usage import SimulatedDeliveryModel
 from sendonce.api.routers.webhooks import EventModel, WebhookEndpointModel
 from sendonce.api.shapes import MessageModel, SuppressionModel, message_shape, to_json
 from sendonce.campaigns.model import Campaign, CampaignStatus, Counts
-from sendonce.messages.model import Channel, Message, MessageFailure, Status, TemplateRef
+from sendonce.messages.model import (
+    AttemptOutcome,
+    Channel,
+    Message,
+    MessageFailure,
+    ProviderAttempt,
+    Status,
+    TemplateRef,
+)
 from sendonce.simulator.ports import SimulatedDelivery
 from sendonce.status_webhooks.model import (
     Delivery,
@@ -61,6 +69,10 @@ messages = st.builds(
     reply_to=maybe(st.none(), text),
     html=maybe(st.none(), text),
     suppressed_recipients=st.lists(text, max_size=2).map(tuple),
+    provider=maybe(st.none(), text),
+    provider_attempts=st.lists(
+        st.builds(ProviderAttempt, text, st.sampled_from(AttemptOutcome), moments), max_size=2
+    ).map(tuple),
 )
 
 
@@ -95,6 +107,10 @@ def test_a_message_with_every_field_set() -> None:
         attempts=3,
         error=MessageFailure("provider_rejected", "no"),
         template=TemplateRef("welcome", 3),
+        provider_attempts=(
+            ProviderAttempt("twilio", AttemptOutcome.NOT_ACCEPTED, T0),
+            ProviderAttempt("http", AttemptOutcome.FAILED, T0 + timedelta(seconds=1)),
+        ),
     )
 
     _shows(
@@ -113,6 +129,11 @@ def test_a_message_with_every_field_set() -> None:
             "metadata": {"order": "A-17"},
             "idempotencyKey": "k-1",
             "attempts": 3,
+            "provider": None,
+            "providerAttempts": [
+                {"provider": "twilio", "outcome": "not_accepted", "at": "2026-01-01T12:00:00.000Z"},
+                {"provider": "http", "outcome": "failed", "at": "2026-01-01T12:00:01.000Z"},
+            ],
             "error": {"code": "provider_rejected", "message": "no"},
             "createdAt": "2026-01-01T12:00:00.000Z",
             "updatedAt": "2026-01-01T12:00:02.005Z",
@@ -168,6 +189,8 @@ def test_a_message_with_its_nulls() -> None:
         "metadata": {},
         "idempotencyKey": None,
         "attempts": 0,
+        "provider": None,
+        "providerAttempts": [],
         "error": None,
         "createdAt": "2026-01-01T12:00:00.000Z",
         "updatedAt": "2026-01-01T12:00:02.005Z",

@@ -298,7 +298,7 @@ def test_given_a_queued_message_whose_recipient_is_suppressed_then_failed_at_its
     provider = CountingProvider()
     dispatcher = Dispatcher(
         store=store,
-        provider_for=lambda channel: provider,
+        providers_for=lambda message: (provider,),
         retry_policy=RetryPolicy(max_attempts=3),
         claim_seconds=70,
         clock=clock,

@@ -19,8 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 SECRET_PARAMETERS = {"WebhookSecret": "WebhookSigningSecret", "HttpProviderToken": "HttpProviderTokenSecret"}
 # Who needs which secret: the webhook verifies signatures, the dispatchers call the HTTP provider.
 READERS = {
-    "ApiFunction": {"SENDONCE_PROVIDER_EVENTS_SECRET_ARN": "WebhookSigningSecret"},
-    "DispatchSmsFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
+    "ApiFunction": {
+        "SENDONCE_PROVIDER_EVENTS_SECRET_ARN": "WebhookSigningSecret",
+        "SENDONCE_TWILIO_CREDENTIALS_ARN": "TwilioCredentialsSecret",  # its callbacks' signatures
+    },
+    "DispatchSmsFunction": {
+        "SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret",
+        "SENDONCE_TWILIO_CREDENTIALS_ARN": "TwilioCredentialsSecret",
+    },
     "DispatchImessageFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
     "DispatchEmailFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
 }
@@ -90,6 +96,17 @@ def test_each_secret_parameter_is_kept_in_its_secrets_manager_secret(
     assert template.resources[secret]["Properties"]["SecretString"] == {"Ref": parameter}
 
 
+def test_twilios_credentials_are_generated_never_defaulted(template: Template) -> None:
+    """No parameter asks every deployment for a Twilio token: the secret starts with a random token
+    no account has (so a call is refused, never sent as someone), and the operator sets the real one."""
+    properties = template.resources["TwilioCredentialsSecret"]["Properties"]
+
+    assert "SecretString" not in properties
+    generated = properties["GenerateSecretString"]
+    assert generated["GenerateStringKey"] == "authToken"
+    assert int(generated["PasswordLength"]) >= 32
+
+
 def test_no_environment_holds_a_secret_value(template: Template) -> None:
     """Globals included: a NoEcho parameter reaches no function's environment, by !Ref or !Sub."""
     secret_values = _no_echo_parameters(template)
@@ -120,7 +137,8 @@ def test_a_reader_gets_the_secrets_arn_and_may_read_exactly_that_secret(
 def test_no_other_function_may_read_a_secret(template: Template) -> None:
     for function_id in set(template.functions) - set(READERS):
         assert _secret_reads(template, function_id) == [], function_id
-        leaked = set(references(template.functions[function_id].environment)) & set(
-            SECRET_PARAMETERS.values()
-        )
+        leaked = set(references(template.functions[function_id].environment)) & {
+            *SECRET_PARAMETERS.values(),
+            "TwilioCredentialsSecret",
+        }
         assert not leaked, f"{function_id} names {leaked} without needing it"

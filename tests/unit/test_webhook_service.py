@@ -184,6 +184,8 @@ def _shown_message(message_id: str) -> dict[str, Any]:
         "metadata": {},
         "idempotencyKey": None,
         "attempts": 0,
+        "provider": None,
+        "providerAttempts": [],
         "error": None,
         "createdAt": "2026-01-01T12:00:00.000Z",
         "updatedAt": "2026-01-01T12:00:00.000Z",

@@ -38,7 +38,7 @@ from sendonce.errors import (
 )
 from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, QuotaPlan, Window
 from sendonce.messages.ids import looks_like_message_id
-from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, Status
+from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, ProviderAttempt, Status
 from sendonce.messages.ports import (
     CampaignGate,
     ContentHeld,
@@ -134,6 +134,36 @@ def _atomic(method: Callable[..., T]) -> Callable[..., T]:
             return method(self, *args, **kwargs)
 
     return alone
+
+
+@dataclass
+class InMemoryProviderHealth:
+    """ProviderHealth's rules, in memory, shared by every "execution environment" holding it: a run
+    of `after` failures to accept starts a cool-off of `seconds` (once, however many count at once),
+    and an acceptance ends the run."""
+
+    after: int = 5
+    seconds: float = 60.0
+    runs: dict[str, int] = field(default_factory=dict)
+    cool_until: dict[str, datetime] = field(default_factory=dict)
+    guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def cooling(self, providers: Collection[str], now: datetime) -> frozenset[str]:
+        with self.guard:
+            return frozenset(p for p in providers if p in self.cool_until and self.cool_until[p] > now)
+
+    def not_accepted(self, provider: str, now: datetime) -> bool:
+        with self.guard:
+            self.runs[provider] = self.runs.get(provider, 0) + 1
+            if self.runs[provider] < self.after:
+                return False
+            self.runs[provider] = 0
+            self.cool_until[provider] = now + timedelta(seconds=self.seconds)
+            return True
+
+    def accepted(self, provider: str, now: datetime) -> None:
+        with self.guard:
+            self.runs[provider] = 0
 
 
 class InMemorySuppressions:
@@ -534,6 +564,8 @@ class InMemoryStore:
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
         throttled: bool = False,
+        provider: str | None = None,
+        provider_attempts: tuple[ProviderAttempt, ...] | None = None,
     ) -> bool:
         current = self.messages.get(message.id)
         if current is None or current.status is not Status.SENDING or current.attempts != message.attempts:
@@ -542,6 +574,8 @@ class InMemoryStore:
             current.with_status(status, now),
             error=error,
             provider_message_id=provider_message_id or current.provider_message_id,
+            provider=provider or current.provider,
+            provider_attempts=current.provider_attempts if provider_attempts is None else provider_attempts,
         )
         if handoff_due_at is not None:
             self.outbox_due[message.id] = handoff_due_at
@@ -551,6 +585,26 @@ class InMemoryStore:
             self.throttled[message.id] = self.throttled.get(message.id, 0) + 1
         self.finished.append((message.id, status))
         return True
+
+    @_atomic
+    def next_attempt(
+        self,
+        message: ClaimedMessage,
+        now: datetime,
+        claim_seconds: int,
+        provider_attempts: tuple[ProviderAttempt, ...],
+    ) -> ClaimedMessage | None:
+        current = self.messages.get(message.id)
+        if current is None or current.status is not Status.SENDING or current.attempts != message.attempts:
+            return None
+        moved = replace(
+            current, attempts=current.attempts + 1, updated_at=now, provider_attempts=provider_attempts
+        )
+        self.messages[message.id] = moved
+        self.outbox_due[message.id] = now + timedelta(seconds=claim_seconds)
+        self.first_attempts[message.id] = now
+        self.throttled.pop(message.id, None)
+        return ClaimedMessage.of(moved, now, 0)
 
     @_atomic
     def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:

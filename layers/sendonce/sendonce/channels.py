@@ -3,8 +3,9 @@
 A channel's entry says everything that differs between channels: how its recipients are
 normalised, whether a message on it takes a subject, whether it is sms (counted in segments), and
 which providers may carry it (the first is the default). Its settings and its resources are named
-after it, so nothing else lists them: the queue URL comes from `<NAME>_QUEUE_URL`, the provider
-choice from `SENDONCE_<NAME>_PROVIDER`, and template.yaml holds `<Name>Queue`,
+after it, so nothing else lists them: the queue URL comes from `<NAME>_QUEUE_URL`, the providers
+from `SENDONCE_<NAME>_PROVIDERS` (an ordered list, tried in turn) or `SENDONCE_<NAME>_PROVIDER` (a
+list of one), and template.yaml holds `<Name>Queue`,
 `<Name>DeadLetterQueue` and `Dispatch<Name>Function` (a test holds the template to that). The
 request schema, the settings, the dispatchers and the outbox all read this registry; an unknown
 channel is refused, never taken for another.
@@ -55,7 +56,13 @@ class ChannelSpec(Struct, frozen=True):
 
     @property
     def provider_setting(self) -> str:
+        """One provider: a list of one, read when `providers_setting` is not set."""
         return f"SENDONCE_{self.name.upper()}_PROVIDER"
+
+    @property
+    def providers_setting(self) -> str:
+        """The ordered list of providers, comma-separated; it wins over `provider_setting`."""
+        return f"SENDONCE_{self.name.upper()}_PROVIDERS"
 
     @property
     def resource_name(self) -> str:
@@ -104,7 +111,11 @@ def normalise_recipient(channel: str, raw: str) -> Recipient:
     return spec(channel).normalise(raw)
 
 
-register(ChannelSpec("sms", normalise_phone, subject="forbidden", providers=("sns", "http"), sms=True))
+register(
+    ChannelSpec(
+        "sms", normalise_phone, subject="forbidden", providers=("sns", "http", "twilio", "sms-v2"), sms=True
+    )
+)
 # iMessage reaches a phone number or an Apple ID email address.
 register(ChannelSpec("imessage", normalise_phone_or_email, subject="forbidden", providers=("http",)))
 register(

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
+# Seconds left in an invocation.
+TimeLeft = Callable[[], float]
 
 
 def utc_now() -> datetime:

@@ -148,6 +148,21 @@ class AmbiguousOutcome(DispatchFailure):
     """The request may have reached the provider, but its answer was lost."""
 
 
+class NotAccepted(DispatchFailure):
+    """The provider provably did not take the message: the next provider of its channel's list may
+    be tried at once, and no message can be sent twice for it."""
+
+
+class ProviderUnreachable(TransientFailure, NotAccepted):
+    """The request never left (no connection, no credentials): the next provider; with none left,
+    retried here like any transient failure."""
+
+
+class ProviderRefused(PermanentFailure, NotAccepted):
+    """The provider answered that it does not take the message, for a reason that is not the
+    recipient or the content (the sender, the account): the next provider; with none left, failed."""
+
+
 class EndpointNotFound(SendonceError):
     pass
 

@@ -47,6 +47,12 @@ class MessageTemplate(Model):
     version: int
 
 
+class ProviderAttempt(Model):
+    provider: str
+    outcome: str  # "accepted", "not_accepted", "unknown" or "failed"
+    at: str
+
+
 class Message(Model):
     id: str
     channel: Channel
@@ -72,6 +78,10 @@ class Message(Model):
     metadata: dict[str, str]
     idempotency_key: str | None
     attempts: int
+    # The provider that accepted it (None while none has, and from an older server), and every
+    # provider call made for it, in order.
+    provider: str | None = None
+    provider_attempts: list[ProviderAttempt] = []
     error: MessageError | None
     created_at: str
     updated_at: str

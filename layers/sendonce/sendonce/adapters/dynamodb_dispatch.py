@@ -2,7 +2,8 @@
 `unknown` message.
 
 Every write is conditional on what the writer saw: a claim only from a waiting, due status; the end
-of an attempt only by the claim that started it; a settlement only of a message still `unknown`.
+of an attempt, or its hand-over to the next provider, only by the claim that started it; a
+settlement only of a message still `unknown`.
 So two dispatchers never both act on a message, and an operator never overrides a known outcome.
 
 A claim is one transaction: the message's update, and its recipients' suppression checks
@@ -31,6 +32,7 @@ from sendonce.adapters.dynamodb_items import (
     message_key,
     outbox_shard,
     parse_datetime,
+    provider_attempts_value,
     recipient_attributes,
     workspace_status,
 )
@@ -39,7 +41,7 @@ from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, It
 from sendonce.clock import rfc3339
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, ClaimSuppressed, SettleRefused
 from sendonce.errors import DependencyUnavailable
-from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, Status
+from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, ProviderAttempt, Status
 from sendonce.suppressions.model import Suppression, recipient_key
 
 # DynamoDB's most items in one transaction: the claim's update, and its recipients' checks.
@@ -266,6 +268,8 @@ class DynamoDbDispatchStore:
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
         throttled: bool = False,
+        provider: str | None = None,
+        provider_attempts: tuple[ProviderAttempt, ...] | None = None,
     ) -> bool:
         values: dict[str, Any] = {
             ":status": {"S": status.value},
@@ -284,6 +288,12 @@ class DynamoDbDispatchStore:
         if provider_message_id is not None:
             sets.append("providerMessageId = :provider_id")
             values[":provider_id"] = {"S": provider_message_id}
+        if provider is not None:
+            sets.append("provider = :provider")
+            values[":provider"] = {"S": provider}
+        if provider_attempts is not None:
+            sets.append("providerAttempts = :provider_attempts")
+            values[":provider_attempts"] = provider_attempts_value(provider_attempts)
         if handoff_due_at is not None:
             sets.append("outboxDueAt = :due")
             values[":due"] = {"S": rfc3339(handoff_due_at)}
@@ -301,6 +311,71 @@ class DynamoDbDispatchStore:
             ConditionExpression="#status = :sending AND attempts = :attempts",
             ExpressionAttributeNames={"#status": "status", "#error": "error"},
             ExpressionAttributeValues=values,
+        )
+        return not isinstance(response, ConditionFailed)
+
+    def next_attempt(
+        self,
+        message: ClaimedMessage,
+        now: datetime,
+        claim_seconds: int,
+        provider_attempts: tuple[ProviderAttempt, ...],
+    ) -> ClaimedMessage | None:
+        response = self._table.write(
+            "update_item",
+            Key=message_key(message.id),
+            UpdateExpression=(
+                "SET attempts = attempts + :one, attemptStartedAt = :now, firstAttemptAt = :now, "
+                "updatedAt = :now, outboxDueAt = :deadline, providerAttempts = :provider_attempts "
+                "REMOVE throttledAttempts"
+            ),
+            # Only the claim that made `message` may go on: a reclaimed one belongs to another.
+            ConditionExpression="#status = :sending AND attempts = :attempts",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":one": {"N": "1"},
+                ":now": {"S": rfc3339(now)},
+                ":deadline": {"S": rfc3339(now + timedelta(seconds=claim_seconds))},
+                ":provider_attempts": provider_attempts_value(provider_attempts),
+                ":sending": {"S": Status.SENDING.value},
+                ":attempts": {"N": str(message.attempts)},
+            },
+        )
+        if isinstance(response, ConditionFailed):
+            return None
+        moved = replace(
+            message, attempts=message.attempts + 1, updated_at=now, provider_attempts=provider_attempts
+        )
+        return ClaimedMessage.of(moved, first_attempt_at=now, throttled_attempts=0)
+
+    def record_taken(
+        self, message: ClaimedMessage, provider: str, provider_attempts: tuple[ProviderAttempt, ...]
+    ) -> bool:
+        recorded = len(message.provider_attempts)
+        response = self._table.write(
+            "update_item",
+            Key=message_key(message.id),
+            UpdateExpression=(
+                "SET providerAttempts = :provider_attempts, provider = if_not_exists(provider, :provider)"
+            ),
+            ConditionExpression=(
+                "attempts = :attempts AND #status IN (:sent, :delivered, :failed) AND "
+                + (
+                    "size(providerAttempts) = :recorded"
+                    if recorded
+                    else "attribute_not_exists(providerAttempts)"
+                )
+            ),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":provider_attempts": provider_attempts_value(provider_attempts),
+                ":provider": {"S": provider},
+                ":attempts": {"N": str(message.attempts)},
+                ":sent": {"S": Status.SENT.value},
+                ":delivered": {"S": Status.DELIVERED.value},
+                ":failed": {"S": Status.FAILED.value},
+                **({":recorded": {"N": str(recorded)}} if recorded else {}),
+            },
         )
         return not isinstance(response, ConditionFailed)
 

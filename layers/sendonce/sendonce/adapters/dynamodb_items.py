@@ -15,7 +15,15 @@ from datetime import datetime, timedelta
 from sendonce.adapters.dynamodb_writes import Item
 from sendonce.clock import rfc3339
 from sendonce.errors import InvalidCursor
-from sendonce.messages.model import Channel, Message, MessageFailure, Status, TemplateRef
+from sendonce.messages.model import (
+    AttemptOutcome,
+    Channel,
+    Message,
+    MessageFailure,
+    ProviderAttempt,
+    Status,
+    TemplateRef,
+)
 
 MESSAGE_SK = "MESSAGE"
 EVENT_SK = "EVENT"
@@ -131,6 +139,10 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["campaignShard"] = {"S": campaign_shard(message.workspace_id, message.campaign_id, shard)}
     if message.campaign_lock_id is not None:
         item["campaignLockId"] = {"S": message.campaign_lock_id}
+    if message.provider is not None:
+        item["provider"] = {"S": message.provider}
+    if message.provider_attempts:
+        item["providerAttempts"] = provider_attempts_value(message.provider_attempts)
     if expires_at is not None:
         item["expiresAt"] = epoch_seconds(expires_at)  # DynamoDB's TTL removes the message then
     if outbox_due_at is not None:
@@ -214,4 +226,29 @@ def from_item(item: Item) -> Message:
         template_lock_id=item["templateLockId"]["S"] if "templateLockId" in item else None,
         campaign_id=item["campaignId"]["S"] if "campaignId" in item else None,
         campaign_lock_id=item["campaignLockId"]["S"] if "campaignLockId" in item else None,
+        provider=item["provider"]["S"] if "provider" in item else None,
+        provider_attempts=tuple(
+            ProviderAttempt(
+                attempt["M"]["provider"]["S"],
+                AttemptOutcome(attempt["M"]["outcome"]["S"]),
+                parse_datetime(attempt["M"]["at"]["S"]),
+            )
+            for attempt in item.get("providerAttempts", {}).get("L", [])
+        ),
     )
+
+
+def provider_attempts_value(attempts: tuple[ProviderAttempt, ...]) -> dict[str, list[Item]]:
+    """A message's provider attempts as the item's `providerAttempts` list."""
+    return {
+        "L": [
+            {
+                "M": {
+                    "provider": {"S": attempt.provider},
+                    "outcome": {"S": attempt.outcome.value},
+                    "at": {"S": rfc3339(attempt.at)},
+                }
+            }
+            for attempt in attempts
+        ]
+    }

@@ -73,6 +73,9 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     api_keys: ApiKeyStore
     # The HTTP provider's signing secret, read when a provider event arrives (cached).
     provider_events_secret: Secret = no_secret
+    # Twilio's auth token, which signs its status callbacks, read when one arrives (cached). None:
+    # this deployment names no Twilio credentials, and /v1/webhooks/twilio is no route of it (404).
+    twilio_auth_token: Secret | None = None
     # POST /v1/messages/batch: keyless items in bulk, and the batch under its own Idempotency-Key.
     send_many: SendMany = _no_batches
     send_batch_once: SendOnce = _run_once

@@ -50,6 +50,11 @@ def message_shape(message: Message) -> dict[str, Any]:
         "metadata": dict(message.metadata),
         "idempotencyKey": message.idempotency_key,
         "attempts": message.attempts,
+        "provider": message.provider,
+        "providerAttempts": [
+            {"provider": attempt.provider, "outcome": attempt.outcome.value, "at": rfc3339(attempt.at)}
+            for attempt in message.provider_attempts
+        ],
         "error": {"code": error.code, "message": error.message} if error is not None else None,
         "createdAt": rfc3339(message.created_at),
         "updatedAt": rfc3339(message.updated_at),

@@ -94,26 +94,74 @@ def openapi_document() -> str:
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 
+# The fields of Twilio's status callback the webhook reads (Twilio sends more; all are signed).
+_TWILIO_STATUS_CALLBACK = {
+    "title": "TwilioStatusCallback",
+    "description": "Twilio's status callback, as Twilio posts it; every field it sends is signed.",
+    "type": "object",
+    "properties": {
+        "MessageSid": {"type": "string", "description": "Twilio's id of the message"},
+        "MessageStatus": {
+            "type": "string",
+            "description": "sent, delivered, undelivered or failed change the message; others change nothing",
+        },
+        "ErrorCode": {"type": "string", "description": "Twilio's error code, when undelivered or failed"},
+        "To": {"type": "string", "description": "The recipient"},
+        "AccountSid": {"type": "string", "description": "The account that sent it"},
+    },
+    "required": ["MessageSid", "MessageStatus"],
+    "additionalProperties": True,
+}
+
+
 def _describe_webhook(operation: dict[str, Any], schemas: dict[str, Any]) -> None:
-    """The webhook reads its raw, signed bytes itself; its body and signature are described here."""
+    """The webhook reads its raw, signed bytes itself; its bodies and signatures are described here:
+    the HTTP provider's JSON, and Twilio's form."""
     body_schema = HttpProviderEvent.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(body_schema.pop("$defs", {}))
     schemas["HttpProviderEvent"] = body_schema
+    schemas["TwilioStatusCallback"] = _TWILIO_STATUS_CALLBACK
     operation["requestBody"] = {
         "required": True,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HttpProviderEvent"}}},
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/HttpProviderEvent"}},
+            "application/x-www-form-urlencoded": {
+                "schema": {"$ref": "#/components/schemas/TwilioStatusCallback"}
+            },
+        },
     }
     for parameter in operation.get("parameters", []):
         if parameter.get("name") == "provider":
-            parameter["schema"] = {"type": "string", "enum": ["http"]}
-    operation.setdefault("parameters", []).append(
-        {
-            "name": "X-Sendonce-Signature",
-            "in": "header",
-            "required": True,
-            "schema": {"type": "string", "pattern": "^t=[0-9]+(,v1=[0-9a-f]{64})+$"},
-            "description": 't=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>',
-        }
+            parameter["schema"] = {"type": "string", "enum": ["http", "twilio"]}
+    operation.setdefault("parameters", []).extend(
+        [
+            {
+                "name": "X-Sendonce-Signature",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "pattern": "^t=[0-9]+(,v1=[0-9a-f]{64})+$"},
+                "description": (
+                    '`http` (required): t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>'
+                ),
+            },
+            {
+                "name": "X-Twilio-Signature",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": (
+                    "`twilio` (required): base64 HMAC-SHA1(auth token, the URL called, then each form "
+                    "field's name and value, sorted by name)"
+                ),
+            },
+            {
+                "name": "messageId",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "minLength": 1, "maxLength": 64},
+                "description": "`twilio`: the message the callback is about (set by the send, signed)",
+            },
+        ]
     )
 
 

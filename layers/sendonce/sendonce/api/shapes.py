@@ -147,6 +147,12 @@ class MessageTemplate(ResponseModel):
     version: int
 
 
+class ProviderAttemptModel(ResponseModel):
+    provider: str
+    outcome: Literal["accepted", "not_accepted", "unknown", "failed"]
+    at: str
+
+
 class MessageModel(ResponseModel):
     id: str
     channel: str = Field(json_schema_extra=channel_names)
@@ -190,6 +196,15 @@ class MessageModel(ResponseModel):
     metadata: dict[str, str]
     idempotencyKey: str | None
     attempts: int
+    # Defaults: an event recorded before messages carried them still shows its message.
+    provider: str | None = Field(
+        default=None, description="The provider that accepted it; null while none has"
+    )
+    providerAttempts: list[ProviderAttemptModel] = Field(
+        default_factory=list,
+        description="Every provider call made for it, in the order made; an answer that was lost and "
+        "then learned by asking the provider is `accepted`",
+    )
     error: MessageError | None
     createdAt: str
     updatedAt: str

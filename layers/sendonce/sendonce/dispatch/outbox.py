@@ -26,7 +26,7 @@ from itertools import chain
 
 from msgspec import Struct, field
 
-from sendonce.clock import Clock, utc_now
+from sendonce.clock import Clock, TimeLeft, utc_now
 from sendonce.dispatch.ports import OutboxEntry, OutboxStore, Reclaim
 from sendonce.errors import DependencyUnavailable, QueueUnavailable
 from sendonce.messages.handoff import HANDOFF_GRACE, MAX_QUEUE_DELAY
@@ -34,9 +34,6 @@ from sendonce.messages.model import WAITING_STATUSES, Channel, Status
 from sendonce.messages.ports import Handoff, MessageQueue
 from sendonce.modes import Mode, mode_of
 from sendonce.observability import logger, metrics
-
-# Seconds left in the invocation.
-TimeLeft = Callable[[], float]
 
 # Messages that only wait in their queue past their grace: re-enqueued after everything else.
 WAITING = frozenset({Status.QUEUED})

@@ -11,7 +11,7 @@ from typing import Any, Protocol, Self
 from msgspec import Struct
 
 from sendonce.errors import TransientFailure
-from sendonce.messages.model import Channel, Message, MessageFailure, Status
+from sendonce.messages.model import Channel, Message, MessageFailure, ProviderAttempt, Status
 from sendonce.messages.ports import DedupLocks
 
 
@@ -91,13 +91,54 @@ class DispatchStore(DedupLocks, Protocol):
         provider_message_id: str | None = None,
         handoff_due_at: datetime | None = None,
         throttled: bool = False,
+        provider: str | None = None,
+        provider_attempts: tuple[ProviderAttempt, ...] | None = None,
     ) -> bool:
-        """Record how the claimed attempt ended (`throttled`: the provider throttled it, counted apart);
-        False if the claim was no longer ours."""
+        """Record how the claimed attempt ended (`throttled`: the provider throttled it, counted apart;
+        `provider`: the one that accepted it; `provider_attempts`: the message's whole list as it now
+        stands); False if the claim was no longer ours."""
+        ...
+
+    def next_attempt(
+        self,
+        message: ClaimedMessage,
+        now: datetime,
+        claim_seconds: int,
+        provider_attempts: tuple[ProviderAttempt, ...],
+    ) -> ClaimedMessage | None:
+        """Keep the claim for one more provider call, at once: the attempt counted, its deadline and
+        its throttling budget started afresh, `provider_attempts` recorded; only while the claim that
+        made `message` is still ours (None when it is not: somebody else drives the message now)."""
+        ...
+
+    def record_taken(
+        self, message: ClaimedMessage, provider: str, provider_attempts: tuple[ProviderAttempt, ...]
+    ) -> bool:
+        """The provider's own event ended the message while its call was under way (its claim is no
+        longer ours): record that `provider` took it, and the attempts, only while the message was
+        moved by nothing but that event (no claim since, no attempt recorded since). False if not."""
         ...
 
     def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:
         """Move an `unknown` message to `status` (what an operator learned), only while it is `unknown`."""
+        ...
+
+
+class ProviderHealth(Protocol):
+    """Each provider's run of messages it failed to accept, shared by every execution environment: a
+    run long enough puts the provider in a cool-off, when it is skipped (never the last of a list)."""
+
+    def cooling(self, providers: Collection[str], now: datetime) -> frozenset[str]:
+        """Those of `providers` in a cool-off at `now`."""
+        ...
+
+    def not_accepted(self, provider: str, now: datetime) -> bool:
+        """One more message in a row the provider failed to accept; True when this one started a
+        cool-off."""
+        ...
+
+    def accepted(self, provider: str, now: datetime) -> None:
+        """The provider took a message: its run of failures ends."""
         ...
 
 
@@ -140,3 +181,21 @@ class Provider(Protocol):
     honours_idempotency_key: bool
 
     def send(self, message: Message) -> str: ...
+
+
+class AskableProvider(Provider, Protocol):
+    """A provider that can be asked whether it took a message whose answer was lost (Twilio: its
+    message list). `visibility_seconds`: how long after a call its answer to the question can be
+    trusted; asked earlier, a message it took may not show yet."""
+
+    visibility_seconds: float
+
+    def find(self, message: Message, since: datetime) -> str | None:
+        """The provider's id for `message` if it took it at or after `since`; None if it did not.
+        Raises DispatchFailure when it cannot tell."""
+        ...
+
+
+def askable(provider: Provider) -> AskableProvider | None:
+    """`provider` as one that can be asked, or None when it cannot be."""
+    return provider if callable(getattr(provider, "find", None)) else None  # type: ignore[return-value]

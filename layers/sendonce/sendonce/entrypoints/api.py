@@ -26,10 +26,12 @@ from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root, on_first_call
 from sendonce.entrypoints.shared.sending_store import charged_sending_store
+from sendonce.errors import ProviderUnreachable
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.observability import logger, metrics
+from sendonce.secret_values import Secret, SecretUnavailable
 from sendonce.settings import ApiSettings
 from sendonce.suppressions.service import SuppressionService
 
@@ -91,6 +93,7 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
             settings.provider_events_secret_arn,
             partial(clients, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
         ),
+        twilio_auth_token=_twilio_auth_token(settings, clients),
         # A batch's sender and its modules load with the first batch: a send never needs them.
         send_many=on_first_call(partial(_send_many, store, dedup_window, limits, suppressions, templates)),
         send_batch_once=on_first_call(partial(_batch_once, settings, dynamodb, config)),
@@ -101,6 +104,27 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         build_campaigns=partial(_campaigns, settings, dynamodb, clients),
         create_campaign_once=on_first_call(partial(_campaign_once, settings, dynamodb, config)),
     )
+
+
+def _twilio_auth_token(settings: ApiSettings, clients: Clients) -> Secret | None:
+    """The auth token of Twilio's credentials secret, which signs its status callbacks; None when
+    the settings name no such secret."""
+    if not settings.twilio_credentials_arn:
+        return None
+    credentials = SecretsManagerSecret(
+        settings.twilio_credentials_arn,
+        partial(clients, "secretsmanager", timeout_seconds=SECRET_READ_TIMEOUT_SECONDS),
+    )
+
+    def auth_token() -> str:
+        from sendonce.providers.twilio_provider import TwilioCredentials  # noqa: PLC0415
+
+        try:
+            return TwilioCredentials.parse(credentials()).auth_token
+        except ProviderUnreachable as error:  # a secret of the wrong shape: not readable, as a 503
+            raise SecretUnavailable(error.message) from None
+
+    return auth_token
 
 
 def _send_many(

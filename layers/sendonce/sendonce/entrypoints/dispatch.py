@@ -26,6 +26,7 @@ from msgspec.structs import replace
 
 from sendonce import channels
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
+from sendonce.adapters.dynamodb_provider_health import DynamoDbProviderHealth
 from sendonce.adapters.sqs_queue import SqsRedelivery, copy_of
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
@@ -69,15 +70,25 @@ def build(
 ) -> DispatcherDependencies:
     """A channel's dispatcher, its providers chosen from `live` (the registry's)."""
     providers = Providers.of(settings, clients, live)
-    providers.provider(channel)  # built with the function: its first live message should not pay for it
+    listed = providers.providers(channel)  # built with the function: its first message should not pay
     dynamodb = clients("dynamodb")
     return DispatcherDependencies(
         settings=settings,
         dispatcher=Dispatcher(
             store=DynamoDbDispatchStore(dynamodb, settings.messages_table),
-            provider_for=providers,
+            providers_for=providers,
             retry_policy=RetryPolicy(max_attempts=settings.max_dispatch_attempts),
             claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,
+            # One provider has nobody to skip to: its deliveries never read or write a cool-off.
+            health=DynamoDbProviderHealth(
+                dynamodb,
+                settings.messages_table,
+                after=settings.provider_cooloff_after,
+                cooloff_seconds=settings.provider_cooloff_seconds,
+            )
+            if len(listed) > 1
+            else None,
+            call_seconds=settings.provider_timeout_seconds + PROVIDER_CALL_MARGIN_SECONDS,
         ),
         # Its client is built only when a record must be postponed.
         redelivery=SqsRedelivery(client_on_first_use("sqs", build=clients), settings.queue_url(channel)),
@@ -114,6 +125,9 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
     needed_millis = (dependencies.settings.provider_timeout_seconds + PROVIDER_CALL_MARGIN_SECONDS) * 1000
     handed_back: list[str] = []
 
+    def time_left() -> float:
+        return float(context.get_remaining_time_in_millis()) / 1000
+
     def handle_record(record: SqsRecord) -> str:
         # Once out of time, stay out: every later record goes back too, whatever the clock says.
         if handed_back or context.get_remaining_time_in_millis() < needed_millis:
@@ -126,7 +140,7 @@ def handle_batch(dependencies: DispatcherDependencies, event: Any, context: Lamb
         return retried_later(
             dependencies.redelivery,
             record,
-            lambda: dependencies.dispatcher.dispatch(request).value,
+            lambda: dependencies.dispatcher.dispatch(request, time_left).value,
             "message.dispatch.postpone_failed",
             message_id=request.message_id,
         )

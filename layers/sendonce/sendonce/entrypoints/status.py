@@ -1,5 +1,5 @@
-"""StatusFunction: applies provider delivery events (our webhook's, and SES notifications through
-SNS) once each, from its SQS batch, an unreadable record failing alone."""
+"""StatusFunction: applies provider delivery events (our webhook's, and SES's and End User Messaging
+SMS's notifications through SNS) once each, from its SQS batch, an unreadable record failing alone."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from sendonce.observability import logger, metrics
 from sendonce.provider_events.applier import apply_event
 from sendonce.provider_events.model import ProviderEvent, from_json, from_ses_notification
 from sendonce.provider_events.ports import ProviderEventStore
+from sendonce.provider_events.sms_v2_events import from_sms_v2_event, is_sms_v2_event
 from sendonce.providers.ses_provider import MESSAGE_ID_TAG
+from sendonce.providers.sms_v2_provider import CONTEXT_MESSAGE_ID
 from sendonce.settings import EventsSettings
 
 if TYPE_CHECKING:
@@ -36,8 +38,13 @@ def provider_event(body: str) -> ProviderEvent | None:
     """The event a record carries; None for a notification that is not about a message of ours."""
     try:
         data = json.loads(body)
-        if isinstance(data, dict) and data.get("Type") == "Notification":  # SNS envelope: SES
-            return from_ses_notification(json.loads(data["Message"]), MESSAGE_ID_TAG)
+        if isinstance(data, dict) and data.get("Type") == "Notification":  # SNS envelope: SES or sms-v2
+            notification = json.loads(data["Message"])
+            if not isinstance(notification, dict):
+                raise TypeError("the notification's message is not a JSON object")
+            if is_sms_v2_event(notification):
+                return from_sms_v2_event(notification, CONTEXT_MESSAGE_ID)
+            return from_ses_notification(notification, MESSAGE_ID_TAG)
         return from_json(body)
     except (ValueError, KeyError, TypeError) as error:
         raise UnreadableEvent(str(error)) from None

@@ -51,6 +51,21 @@ SUBJECT_MAX_CHARACTERS = 998  # RFC 5322's line limit
 HTML_MAX_CHARACTERS = 200_000
 
 
+class AttemptOutcome(StrEnum):
+    """What one provider did with a message (docs/api.md, `providerAttempts`)."""
+
+    ACCEPTED = "accepted"  # it took it (an answer that was lost and then learned by asking, too)
+    NOT_ACCEPTED = "not_accepted"  # provably not taken: the next provider may be tried
+    UNKNOWN = "unknown"  # the answer was lost: it may have taken it
+    FAILED = "failed"  # it refused the recipient or the content, or its retries ran out
+
+
+class ProviderAttempt(Struct, frozen=True):
+    provider: str
+    outcome: AttemptOutcome
+    at: datetime
+
+
 class TemplateRef(Struct, frozen=True):
     """The template version a message was rendered from: a version never changes, so this names
     exactly what it was rendered from, even after the template is edited or deleted."""
@@ -95,6 +110,9 @@ class Message(Struct, frozen=True):
     # which, unlike the dedup locks, a cancel keeps: a campaign sends a recipient one message at most.
     campaign_id: str | None = None
     campaign_lock_id: str | None = None
+    # The provider that accepted it (None: none has), and every provider call made for it, in order.
+    provider: str | None = None
+    provider_attempts: tuple[ProviderAttempt, ...] = ()
 
     def email_fields(self) -> dict[str, object]:
         """`cc`, `bcc`, `replyTo` and `html` under their API names, each only when the message has it

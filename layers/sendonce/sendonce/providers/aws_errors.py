@@ -1,16 +1,17 @@
-"""Sorting botocore failures of SES and SNS into permanent, transient, throttled and ambiguous ones.
+"""Reading botocore failures of the AWS providers (SES, SNS, AWS End User Messaging SMS) through
+`classification`'s table.
 
-Neither SES nor SNS honours an idempotency key, so the question is always whether the request may
-have been taken. A refusal for rate or quota was not taken: throttled, retried on time. A failure
-before the request left (no connection) was not taken: transient. A 4xx was not taken and will not
-be: permanent. A 5xx or a lost answer after the request left may have been taken: ambiguous, so
-the message ends `unknown` and is never sent again automatically.
+None of them honours an idempotency key, so the question is always whether the request may have
+been taken. `signals` names a failure as the table's signals, most specific first: a service's
+answer as its error code, then its status (a code AWS uses for rate or quota anywhere reads as a
+429, a server fault as a 5xx, whatever status carries it); no connection as `connect_failed`; a
+lost answer as `timeout`. The table then says what it means for the message.
 """
 
 from __future__ import annotations
 
-from sendonce.dispatch.ports import ProviderThrottled
-from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, TransientFailure
+from sendonce.errors import DispatchFailure
+from sendonce.providers.classification import failure, status_signals
 
 THROTTLED_STATUS = 429
 SERVER_ERROR_STATUS = 500
@@ -41,6 +42,13 @@ _REQUEST_NOT_TAKEN_CODES = frozenset({"RequestTimeout", "RequestTimeoutException
 
 
 def classify(error: Exception, provider: str) -> DispatchFailure:
+    """The failure `provider`'s call raised, as `classification`'s table reads it."""
+    return failure(provider, signals(error), detail(error))
+
+
+def signals(error: Exception) -> tuple[str, ...]:
+    """A botocore failure as `classification` signals, most specific first: a service's answer is
+    its error code then its status; no connection, a lost answer, or anything else, one signal."""
     from botocore.exceptions import (  # noqa: PLC0415
         ClientError,
         ConnectionClosedError,
@@ -51,21 +59,36 @@ def classify(error: Exception, provider: str) -> DispatchFailure:
     )
 
     if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "Unknown")
-        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400))
-        if code in _THROTTLING_CODES or status == THROTTLED_STATUS:
-            return ProviderThrottled("provider_throttled", f"{provider} throttled the message: {code}")
-        if code in _SERVER_FAULT_CODES or status >= SERVER_ERROR_STATUS:
-            return AmbiguousOutcome("provider_error", f"{provider} answered {status} {code}")
-        if code in _REQUEST_NOT_TAKEN_CODES:
-            return TransientFailure("provider_unavailable", f"{provider} answered {code}")
-        return PermanentFailure("provider_rejected", f"{provider} refused the message: {code}")
-    # The request never left: nothing can have been delivered.
+        code = str(error.response.get("Error", {}).get("Code") or "")
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 400)
+        # A code the table does not name falls back on what AWS's codes share across services.
+        if code in _THROTTLING_CODES:
+            status = THROTTLED_STATUS
+        elif code in _SERVER_FAULT_CODES:
+            status = max(status, SERVER_ERROR_STATUS)
+        elif code in _REQUEST_NOT_TAKEN_CODES:
+            return (f"aws:{code}", "connect_failed")
+        return (f"aws:{code}", *status_signals(status)) if code else status_signals(status)
+    # No connection was made: the request never left.
     if isinstance(error, ConnectTimeoutError | EndpointConnectionError):
-        return TransientFailure("provider_unreachable", f"{provider} could not be reached")
+        return ("connect_failed",)
+    # The SDK refused the request before sending it, as the service would have with a 400.
     if isinstance(error, ParamValidationError):
-        return PermanentFailure("provider_rejected", f"{provider} refused the message: {error}")
-    # The request left and the answer was lost: it may have been delivered.
+        return status_signals(400)
+    # The request left and its answer was lost.
     if isinstance(error, ReadTimeoutError | ConnectionClosedError):
-        return AmbiguousOutcome("provider_timeout", f"{provider} did not answer in time")
-    return AmbiguousOutcome("provider_error", f"{provider} call failed: {type(error).__name__}")
+        return ("timeout",)
+    return ("unreadable_answer",)
+
+
+def detail(error: Exception) -> str:
+    """What a failure says about itself, for the message's `error`: the service's code and reason,
+    never its message (it may quote the recipient)."""
+    from botocore.exceptions import ClientError  # noqa: PLC0415
+
+    if isinstance(error, ClientError):
+        answer = error.response.get("Error", {})
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+        reason = error.response.get("Reason") or answer.get("Reason")
+        return f"{answer.get('Code', 'Unknown')}{f' {reason}' if reason else ''}, HTTP {status}"
+    return type(error).__name__

@@ -1,7 +1,8 @@
 """The HTTP provider (README, "Delivery", its protocol): POST <base>/messages, with the message id as
 Idempotency-Key.
 
-Because the provider dedups on that key, a send whose answer was lost may be repeated safely.
+Because the provider dedups on that key, a send whose answer was lost may be repeated safely. What
+each failure means is `classification`'s table's to say.
 A 2xx is the provider's acceptance, and nothing read after it can undo that: its body is read for
 the provider's id, at most `MAX_ANSWER_BYTES` of it and within the timeout; a body too large,
 too slow or unreadable only leaves the message id standing in for the provider's.
@@ -18,15 +19,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sendonce.dispatch.ports import ProviderThrottled
-from sendonce.errors import AmbiguousOutcome, PermanentFailure, TransientFailure
 from sendonce.messages.model import Message
+from sendonce.providers.classification import failure, status_signals
+from sendonce.providers.http_calls import NoRedirects, read_capped
 
-THROTTLED = 429
-SERVER_ERROR = 500
 # The answer is `{"id": ...}`: anything longer is not worth the dispatcher's memory or time.
 MAX_ANSWER_BYTES = 64 * 1024
-_CHUNK_BYTES = 8 * 1024
 MAX_PROVIDER_ID_CHARS = 256
 
 
@@ -38,7 +36,7 @@ class HttpProvider:
         self._url = base_url.rstrip("/") + "/messages"
         self._token = token
         self._timeout = timeout_seconds
-        self._opener = opener or urllib.request.build_opener(_NoRedirects)
+        self._opener = opener or urllib.request.build_opener(NoRedirects)
 
     def send(self, message: Message) -> str:
         payload: dict[str, Any] = {
@@ -66,49 +64,28 @@ class HttpProvider:
             response = self._opener.open(request, timeout=self._timeout)
         except urllib.error.HTTPError as error:
             error.close()
-            status = error.code
-            if status == THROTTLED:
-                raise ProviderThrottled(
-                    "provider_throttled", "the provider throttled the message (429)"
-                ) from None
-            if status >= SERVER_ERROR:
-                raise TransientFailure("provider_unavailable", f"the provider answered {status}") from None
-            raise PermanentFailure(
-                "provider_rejected", f"the provider refused the message ({status})"
+            raise failure(
+                self.name, status_signals(error.code), f"the provider answered {error.code}"
             ) from None
         except urllib.error.URLError as error:
-            if isinstance(error.reason, TimeoutError | socket.timeout):
-                raise AmbiguousOutcome("provider_timeout", "the provider did not answer in time") from None
-            raise TransientFailure(
-                "provider_unreachable", f"the provider could not be reached: {error.reason}"
+            # Raised while connecting or sending: the request never reached the provider whole.
+            timed_out = isinstance(error.reason, TimeoutError | socket.timeout)
+            raise failure(
+                self.name,
+                ("timeout" if timed_out else "connect_failed",),
+                f"the provider could not be reached: {error.reason}",
             ) from None
         except (TimeoutError, ConnectionResetError):
-            raise AmbiguousOutcome("provider_timeout", "the provider did not answer in time") from None
+            raise failure(self.name, ("timeout",), "the provider did not answer in time") from None
         except (ValueError, OSError, http.client.HTTPException) as error:
-            raise AmbiguousOutcome(
-                "provider_bad_answer", f"the provider's answer was unreadable: {error}"
+            raise failure(
+                self.name, ("unreadable_answer",), f"the provider's answer was unreadable: {error}"
             ) from None
         # A 2xx (urllib raises for any other status): accepted, whatever its body turns out to be.
         with response:
-            answer = _read_capped(response, deadline=started + self._timeout)
+            answer = read_capped(response, started + self._timeout, MAX_ANSWER_BYTES)
         provider_id = _provider_id(answer)
         return provider_id or message.id
-
-
-def _read_capped(response: Any, deadline: float) -> bytes | None:
-    """At most MAX_ANSWER_BYTES of the body, read before `deadline`; None when it is longer or late."""
-    body = bytearray()
-    try:
-        while len(body) <= MAX_ANSWER_BYTES:
-            if time.monotonic() > deadline:
-                return None
-            chunk = response.read(_CHUNK_BYTES)
-            if not chunk:
-                return bytes(body)
-            body.extend(chunk)
-    except (OSError, ValueError, http.client.HTTPException):
-        return None
-    return None  # over the cap: truncated, never parsed
 
 
 def _provider_id(answer: bytes | None) -> str | None:
@@ -123,10 +100,3 @@ def _provider_id(answer: bytes | None) -> str | None:
         return None
     text = str(provider_id)
     return text if 0 < len(text) <= MAX_PROVIDER_ID_CHARS else None
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as the error it is: urllib would repeat a POST as a GET elsewhere."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None

@@ -34,6 +34,9 @@ class ApiSettings(EveryChannelsQueue, FunctionSettings):
     events_queue_url: str = setting("EVENTS_QUEUE_URL", text(), "")
     # The secret's ARN (or name), never its value: the value is read at run time (secret_values).
     provider_events_secret_arn: str = setting("SENDONCE_PROVIDER_EVENTS_SECRET_ARN", text(), "")
+    # Twilio's credentials secret ({"accountSid", "authToken"}): its auth token signs Twilio's status
+    # callbacks. "": Twilio is not used, and its callbacks are answered 404.
+    twilio_credentials_arn: str = setting("SENDONCE_TWILIO_CREDENTIALS_ARN", text(), "")
     # Status webhooks: the customers' endpoints and events, and the queue a redelivery goes on.
     webhooks_table: str = setting("WEBHOOKS_TABLE", text(), "")
     webhook_queue_url: str = setting("WEBHOOK_QUEUE_URL", text(), "")
