@@ -40,6 +40,7 @@ from bench.cost import (  # noqa: E402
     SendCost,
     delivery_queue_requests,
 )
+from bench.failover import run_failover_bench  # noqa: E402
 from bench.latency import LatencyRun, merged, run_latency  # noqa: E402
 from bench.local_stack import DYNAMODB_LOCAL, ROOT, BenchStack, dynamodb_engine, start_stack  # noqa: E402
 from bench.outbox_peak import PEAK, run_outbox_peak  # noqa: E402
@@ -462,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-webhooks", action="store_true", help="skip the status webhook figures")
     parser.add_argument("--no-batch", action="store_true", help="skip the batch figures")
     parser.add_argument("--no-templates", action="store_true", help="skip the templated send figures")
+    parser.add_argument("--no-failover", action="store_true", help="skip the failover delivery figures")
     parser.add_argument(
         "--no-campaigns",
         action="store_true",
@@ -512,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     templates = _optional_part(
         "templates", args.no_templates, details, lambda: run_templated_bench(rounds=5 if args.quick else 15)
     )
+    failover = _optional_part(
+        "failover", args.no_failover, details, lambda: run_failover_bench(rounds=3 if args.quick else 5)
+    )
     campaigns = _optional_part(
         "campaigns",
         args.no_campaigns,
@@ -543,7 +548,12 @@ def main(argv: list[str] | None = None) -> int:
         details["outbox_peak"] = peak.details()
 
     spreads = figures["spread"]
-    for section, figures_of in (("webhooks", webhooks), ("batch", batch), ("templates", templates)):
+    for section, figures_of in (
+        ("webhooks", webhooks),
+        ("batch", batch),
+        ("templates", templates),
+        ("failover", failover),
+    ):
         if figures_of:
             _lift_spread(section, figures_of, spreads)
     results: dict[str, Any] = {
@@ -561,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         "webhooks": webhooks,
         "batch": batch,
         "templates": templates,
+        "failover": failover,
         "campaigns": campaigns,
         "cost_usd_per_million_sends": figures["cost"],
         "cost_usd_per_million_sends_one_endpoint": figures["cost_one_endpoint"],

@@ -150,6 +150,16 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 )
             )
             out.append(_ratio(results, f"templates.{prefix}templated_p50_over_plain", TEMPLATED_P50_TARGET))
+    failover = results.get("failover")
+    if failover:
+        out.append(
+            Check(
+                "failover.deliveries_per_message",
+                failover["deliveries_per_message"],
+                "= 1 (never twice)",
+                failover["deliveries_per_message"] == 1,
+            )
+        )
     out += campaign_checks(results.get("campaigns"))
     webhooks = results.get("webhooks")
     if webhooks and "send_new_p50_ratio_10_endpoints" in webhooks:
@@ -310,6 +320,11 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         _section("webhooks", results.get("webhooks"), "not run"),
         _section("batch", results.get("batch"), "not run"),
         _section("templates", results.get("templates"), "not run"),
+        _section(
+            "failover (a delivery: plain / through the next provider / after asking)",
+            results.get("failover"),
+            "not run",
+        ),
         _section("campaigns", results.get("campaigns"), "not run"),
         _section("limits", results.get("limits"), "off"),
         _cost_line(results),

@@ -4,6 +4,8 @@
   a 2 s provider timeout, the sandbox reporting deliveries (webhooks, SES notifications), and
   status webhooks retried every second, three times.
   Its webhook secret is the random one the stack made at start: the tests read it from the banner.
+- `failover_stack`: sms through the sandbox's Twilio, then its HTTP provider
+  (`SmsProviders=twilio,http`), delivery events on.
 - `short_stack`: 3 s idempotency and dedup windows, `SENDONCE_REQUIRE_IDEMPOTENCY_KEY=true`, two
   workspaces (`ws_a`, `ws_b`), and the sandbox's delivery events off, so a lost provider answer is
   observably retried (a `delivered` event would otherwise end the message before the retry).
@@ -93,6 +95,9 @@ def running_stack(
         "SENDONCE_API_PORT": free_port(),
         "SENDONCE_AWS_PORT": free_port(),
         "SENDONCE_SANDBOX_PORT": free_port(),
+        # The sandbox's providers on ports of their own (a `refused` fault closes one).
+        "SENDONCE_SANDBOX_TWILIO_PORT": free_port(),
+        "SENDONCE_SANDBOX_HTTP_PROVIDER_PORT": free_port(),
     }
     env = {**os.environ, **{name: str(port) for name, port in ports.items()}, **settings}
     env["SENDONCE_LOCAL_API_KEYS"] = ",".join(f"{workspace}:{key}" for workspace, key in keys)
@@ -136,6 +141,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     }
     keys = (("ws_e2e", API_KEY), ("ws_e2e_other", OTHER_API_KEY), ("ws_e2e", TEST_API_KEY))
     with running_stack(log, settings, keys) as local:
+        yield local
+
+
+@pytest.fixture(scope="session")
+def failover_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """sms through Twilio, then the HTTP provider (both the sandbox's), with delivery events on."""
+    log = tmp_path_factory.mktemp("failover-stack") / "sendonce-run.log"
+    settings = {
+        "SENDONCE_LOCAL_PARAMETER_OVERRIDES": "SmsProviders=twilio,http",
+        "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2",
+        "SENDONCE_SANDBOX_DELIVERY_EVENTS": "true",
+    }
+    with running_stack(log, settings, (("ws_f", "sk_f"), ("ws_g", "sk_g"))) as local:
         yield local
 
 

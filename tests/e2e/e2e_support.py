@@ -151,10 +151,12 @@ def reports(stack: LocalStack) -> list[dict[str, Any]]:
     return found
 
 
-def arm_fault(stack: LocalStack, mode: str, to: str, count: int = 1, channel: str = "imessage") -> None:
+def arm_fault(
+    stack: LocalStack, mode: str, to: str, count: int = 1, channel: str = "imessage", provider: str = "http"
+) -> None:
     answer = requests.put(
         f"{stack.sandbox}/faults",
-        json={"channel": channel, "to": to, "mode": mode, "count": count},
+        json={"provider": provider, "channel": channel, "to": to, "mode": mode, "count": count},
         timeout=10,
     )
     assert answer.status_code == 200, answer.text

@@ -220,6 +220,21 @@ def test_a_templated_send_is_checked_for_a_plain_sends_calls_and_its_p50_rounds(
     assert (local.passed, local.rounds) == (False, [1.3, 1.2, 1.4])
 
 
+@pytest.mark.parametrize(("per_message", "passed"), [(1.0, True), (1.03, False), (0.97, False)])
+def test_a_failover_run_is_checked_for_one_delivery_per_message_its_figures_reported(
+    per_message: float, passed: bool
+) -> None:
+    failover = {"plain_calls": 2, "failover_calls": 4, "failover_p50_over_plain": 2.2}
+    results = {
+        **_results(api_ratio=1.0, floor_ratio=1.0),
+        "failover": {**failover, "deliveries_per_message": per_message},
+    }
+
+    (check,) = [check for check in checks(results) if check.name.startswith("failover.")]
+
+    assert (check.name, check.passed) == ("failover.deliveries_per_message", passed)
+
+
 def _peak(**figures: Any) -> dict[str, Any]:
     return {
         "messages": 1000,
