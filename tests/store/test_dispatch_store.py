@@ -13,10 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 from sendonce.adapters.dynamodb_items import LISTING_SHARDS, lock_key, message_key, shard_of
+from sendonce.clock import rfc3339
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.dispatch.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import Message, MessageFailure, Status
+from sendonce.messages.model import AttemptOutcome, Message, MessageFailure, ProviderAttempt, Status
+from sendonce.provider_events.model import ProviderEvent, ProviderEventType
+from sendonce.provider_events.ports import EventOutcome
 
 from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, only, outbox_due, race
 
@@ -225,3 +228,47 @@ def test_given_operators_settling_one_unknown_message_at_once_then_exactly_one_s
     stored = stores.sending.get("ws_a", message.id)
     assert stored is not None
     assert stored.status is settled[0].status
+
+
+# ---------------------------------------------------------------------------- provider attempts
+def _attempt(provider: str, outcome: AttemptOutcome, seconds: int = 0) -> ProviderAttempt:
+    return ProviderAttempt(provider, outcome, NOW + timedelta(seconds=seconds))
+
+
+def test_a_failover_keeps_the_claim_only_for_its_holder_and_the_attempts_are_kept(stores: Stores) -> None:
+    message = created(stores)
+    claimed = stores.delivery.claim("ws_a", message.id, NOW, CLAIM_SECONDS)
+    assert isinstance(claimed, ClaimedMessage)
+    refused = (_attempt("twilio", AttemptOutcome.NOT_ACCEPTED),)
+
+    following = stores.delivery.next_attempt(claimed, NOW + timedelta(seconds=1), CLAIM_SECONDS, refused)
+
+    assert following is not None
+    assert (following.attempts, following.provider_attempts) == (2, refused)
+    assert stores.delivery.next_attempt(claimed, NOW, CLAIM_SECONDS, refused) is None  # not its holder now
+    taken = (*refused, _attempt("http", AttemptOutcome.ACCEPTED, 2))
+    assert stores.delivery.finish_attempt(
+        following, Status.SENT, NOW + timedelta(seconds=2), provider="http", provider_attempts=taken
+    )
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert (stored.provider, stored.provider_attempts) == ("http", taken)
+
+
+def test_an_attempt_ended_by_the_providers_own_event_is_recorded_taken_only_then(stores: Stores) -> None:
+    message = created(stores)
+    claimed = stores.delivery.claim("ws_a", message.id, NOW, CLAIM_SECONDS)
+    assert isinstance(claimed, ClaimedMessage)
+    taken = (_attempt("twilio", AttemptOutcome.ACCEPTED),)
+
+    assert not stores.delivery.record_taken(claimed, "twilio", taken)  # still `sending`: no event yet
+    delivered = ProviderEvent(
+        "twilio", "SM1:delivered", message.id, ProviderEventType.DELIVERED, rfc3339(NOW)
+    )
+    assert stores.events.apply_provider_event(delivered, NOW)[0] is EventOutcome.APPLIED
+    assert stores.delivery.record_taken(claimed, "twilio", taken)
+    assert not stores.delivery.record_taken(claimed, "twilio", (*taken, *taken))  # recorded already
+
+    stored = stores.sending.get("ws_a", message.id)
+    assert stored is not None
+    assert (stored.status, stored.provider, stored.provider_attempts) == (Status.DELIVERED, "twilio", taken)

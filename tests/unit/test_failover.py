@@ -6,6 +6,7 @@ never the last; and redelivered records, racing, never call two providers for on
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -14,6 +15,7 @@ from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch.dispatcher import ASK_SLACK, Dispatcher, DispatchOutcome, DispatchRequest
 from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.dispatch.retry_policy import RetryPolicy
+from sendonce.entrypoints.shared.provider_registry import Providers
 from sendonce.errors import (
     AmbiguousOutcome,
     DispatchFailure,
@@ -26,6 +28,8 @@ from sendonce.errors import (
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import AttemptOutcome, Channel, Message, Status
 from sendonce.messages.ports import DedupClaim
+from sendonce.modes import Mode
+from sendonce.settings import DispatcherSettings, InvalidSettings
 
 from tests.unit.unit_fakes import InMemoryProviderHealth, InMemoryStore, ManualClock
 
@@ -255,6 +259,27 @@ def test_given_a_timeout_where_twilio_did_not_accept_then_asked_and_the_next_pro
     assert _attempts(store, message) == [("twilio", "not_accepted"), ("http", "accepted")]
 
 
+def test_given_twilios_own_event_ends_the_message_before_its_answer_is_lost_then_the_call_is_accepted(
+    store: InMemoryStore, clock: ManualClock
+) -> None:
+    message = _queued(store, clock)
+
+    class CalledBack(AskableFake):
+        def send(self, sent: Message) -> str:
+            # Its status callback, applied while the call is still under way: the message delivered.
+            store.messages[sent.id] = store.messages[sent.id].with_status(Status.DELIVERED, clock.now)
+            return super().send(sent)
+
+    twilio = CalledBack("twilio", script=[TIMEOUT], takes_on_failure=True)
+    http = FakeProvider("http")
+
+    assert _dispatch(_dispatcher(store, clock, twilio, http), message) is DispatchOutcome.SKIPPED
+    stored = store.messages[message.id]
+    assert (stored.status, stored.provider) == (Status.DELIVERED, "twilio")
+    assert _attempts(store, message) == [("twilio", "accepted")]
+    assert http.calls == []
+
+
 def test_given_a_record_back_before_the_list_can_be_trusted_then_nothing_is_asked_or_sent_yet(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
@@ -397,3 +422,46 @@ def test_given_redelivered_records_racing_a_failover_then_one_delivery_in_all(
         assert [a.outcome for a in store.messages[message.id].provider_attempts][
             -1
         ] is AttemptOutcome.ACCEPTED
+
+
+# ---------------------------------------------------------------------------- settings and registry
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"SENDONCE_SMS_PROVIDER": "twilio"}, ("twilio",)),
+        ({"SENDONCE_SMS_PROVIDERS": "twilio, sms-v2,http"}, ("twilio", "sms-v2", "http")),
+        # When both are set, the list wins.
+        ({"SENDONCE_SMS_PROVIDER": "sns", "SENDONCE_SMS_PROVIDERS": "http,twilio"}, ("http", "twilio")),
+        ({}, ("sns",)),
+    ],
+)
+def test_a_channels_providers_are_its_list_or_its_one_provider(
+    environ: dict[str, str], expected: tuple[str, ...]
+) -> None:
+    settings = DispatcherSettings.from_environment({"MESSAGES_TABLE": "t", **environ})
+
+    assert settings.providers_for("sms") == expected
+
+
+@pytest.mark.parametrize(
+    "listed",
+    ["twilio,twilio", "twilio,ses", "carrier-pigeon", ","],
+    ids=["twice", "not sms", "unknown", "empty"],
+)
+def test_a_list_naming_a_provider_twice_or_one_its_channel_cannot_use_is_refused(listed: str) -> None:
+    with pytest.raises(InvalidSettings, match="SENDONCE_SMS_PROVIDERS"):
+        DispatcherSettings.from_environment({"MESSAGES_TABLE": "t", "SENDONCE_SMS_PROVIDERS": listed})
+
+
+def test_a_dead_claim_is_repeated_only_when_every_provider_of_the_list_dedups() -> None:
+    def built(name: str, dedups: bool) -> Callable[[DispatcherSettings], FakeProvider]:
+        return lambda settings: FakeProvider(name, honours_idempotency_key=dedups)
+
+    live = {"http": built("http", True), "twilio": built("twilio", False)}
+    for listed, repeatable in (("http", True), ("twilio,http", False), ("http,twilio", False)):
+        settings = DispatcherSettings.from_environment(
+            {"MESSAGES_TABLE": "t", "SENDONCE_SMS_PROVIDERS": listed}
+        )
+        providers = Providers(settings, live=live, test=lambda settings: FakeProvider("simulator"))
+
+        assert providers.honour_idempotency_key("sms", Mode.LIVE) is repeatable, listed

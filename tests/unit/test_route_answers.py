@@ -357,9 +357,15 @@ def _over_the_rate(route: Route) -> Callable[[Api], Answer]:
     def scenario(api: Api) -> Answer:
         limits = RequestLimits(FakeLimits(defaults=Limits(rate_per_second=1, daily_quota=0)))
         dependencies.root.use(replace(api.deps, limits=limits))
-        while limits.check_rate(WS).allowed:  # type: ignore[union-attr]
-            pass
-        return api.call(route.method, _path(route), {} if route.body is not Body.NONE else None)
+        # The rate refills on the real clock: on a busy machine a token may come back between the
+        # bucket emptied and the call, so the call is made again with the bucket emptied again.
+        for _ in range(5):
+            while limits.check_rate(WS).allowed:  # type: ignore[union-attr]
+                pass
+            answer = api.call(route.method, _path(route), {} if route.body is not Body.NONE else None)
+            if answer["statusCode"] == 429:
+                break
+        return answer
 
     return scenario
 

@@ -607,6 +607,23 @@ class InMemoryStore:
         return ClaimedMessage.of(moved, now, 0)
 
     @_atomic
+    def record_taken(
+        self, message: ClaimedMessage, provider: str, provider_attempts: tuple[ProviderAttempt, ...]
+    ) -> bool:
+        current = self.messages.get(message.id)
+        if (
+            current is None
+            or current.attempts != message.attempts
+            or current.status not in {Status.SENT, Status.DELIVERED, Status.FAILED}
+            or len(current.provider_attempts) != len(message.provider_attempts)
+        ):
+            return False
+        self.messages[message.id] = replace(
+            current, provider=current.provider or provider, provider_attempts=provider_attempts
+        )
+        return True
+
+    @_atomic
     def settle_unknown(self, message_id: str, status: Status, now: datetime) -> Message | SettleRefused:
         current = self.messages.get(message_id)
         if current is None or current.status is not Status.UNKNOWN:

@@ -308,15 +308,7 @@ class Dispatcher:
         visible = askable(provider)
         seconds = wait.total_seconds() if wait is not None else (visible.visibility_seconds if visible else 1)
         delay = max(1, math.ceil(seconds))
-        now = self._clock()
-        if self._store.finish_attempt(
-            message,
-            Status.QUEUED,
-            now,
-            error=MessageFailure(failure.code, failure.message),
-            handoff_due_at=now + timedelta(seconds=delay) + timedelta(minutes=2),
-            provider_attempts=made,
-        ):
+        if self._requeue(message, delay, made, failure):
             logger.info(
                 "message.dispatch.asking_later",
                 extra={
@@ -386,16 +378,32 @@ class Dispatcher:
         self, message: ClaimedMessage, attempts: tuple[ProviderAttempt, ...]
     ) -> DispatchOutcome:
         """Too little time left for another call now: the next provider takes it from the queue."""
+        if self._requeue(message, 1, attempts):
+            raise RetryLater(1, "failover")
+        return DispatchOutcome.SKIPPED
+
+    def _requeue(
+        self,
+        message: ClaimedMessage,
+        delay: int,
+        attempts: tuple[ProviderAttempt, ...] | None,
+        failure: DispatchFailure | None = None,
+        *,
+        throttled: bool = False,
+    ) -> bool:
+        """End the claimed attempt `queued`, due again in `delay` seconds; False if the claim was no
+        longer ours."""
         now = self._clock()
-        if self._store.finish_attempt(
+        return self._store.finish_attempt(
             message,
             Status.QUEUED,
             now,
-            handoff_due_at=now + timedelta(minutes=2),
+            error=MessageFailure(failure.code, failure.message) if failure else None,
+            # Should the queue lose the record, the outbox brings the message back.
+            handoff_due_at=now + timedelta(seconds=delay) + timedelta(minutes=2),
+            throttled=throttled,
             provider_attempts=attempts,
-        ):
-            raise RetryLater(1, "failover")
-        return DispatchOutcome.SKIPPED
+        )
 
     def _count_failure(self, provider: Provider) -> None:
         self._guarded(lambda health: health.not_accepted(provider.name, self._clock()), False)
@@ -469,16 +477,7 @@ class Dispatcher:
             delay = self._retry.delay_seconds(counted)
         if not may_retry:
             return self._finish(message, Status.FAILED, failure, attempts=_ended(attempts))
-        if self._store.finish_attempt(
-            message,
-            Status.QUEUED,
-            now,
-            error=MessageFailure(failure.code, failure.message),
-            # Should the queue lose the record, the outbox brings the message back.
-            handoff_due_at=now + timedelta(seconds=delay) + timedelta(minutes=2),
-            throttled=throttled,
-            provider_attempts=attempts,
-        ):
+        if self._requeue(message, delay, attempts, failure, throttled=throttled):
             metrics.add_metric(name="DeliveryRetried", unit="Count", value=1)
             logger.info(
                 "message.dispatch.retrying",
