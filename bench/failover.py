@@ -114,7 +114,10 @@ def _queue(stack: BenchStack, readers: StreamReaders, count: int) -> list[dict[s
             if answer.get("statusCode") != 201:
                 raise RuntimeError(f"a bench send was refused: {answer}")
     hand_off(stack, readers)
-    return queued_records(stack, count)
+    records = queued_records(stack, count)
+    if len(records) != count:  # a record of an earlier message, or one missing: the figures would lie
+        raise RuntimeError(f"{len(records)} records queued for {count} messages")
+    return records
 
 
 def _deliver(stack: BenchStack, record: dict[str, Any], into: Samples) -> None:
@@ -135,6 +138,10 @@ def _deliver(stack: BenchStack, record: dict[str, Any], into: Samples) -> None:
         time.sleep(1.05)  # handed back until Twilio's list can be trusted (1 s here)
     else:
         raise RuntimeError(f"a bench message was never delivered: {record['MessageId']}")
+    # Done: its record leaves the queue, as the event source deletes a record its function took.
+    stack.client("sqs").delete_message(
+        QueueUrl=stack.queue_urls[QUEUE], ReceiptHandle=record["ReceiptHandle"]
+    )
     into.seconds.append(seconds)
     into.calls.append(calls)
     into.invocations.append(invocations)
