@@ -94,7 +94,10 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 DYNAMODB_LOCAL_MISSING = dynamodb_local.unavailable()
 DYNAMODB_ENGINES = (MOTO, DYNAMODB_LOCAL) if IN_CI or DYNAMODB_LOCAL_MISSING is None else (MOTO,)
 ENGINES = (*DYNAMODB_ENGINES, FAKE)
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# Years ahead of the real clock: DynamoDB Local runs the table's TTL on the real clock, so an item
+# whose `expiresAt` is days after a NOW in the past (a quota day's counters) would be removed in the
+# middle of a test once that day has passed.
+NOW = datetime(2036, 11, 30, 12, 0, tzinfo=UTC)
 DEDUP_WINDOW = timedelta(minutes=15)
 SKIPPED = (
     "DynamoDB Local tests skipped ({reason}). They run the store's contract on AWS's own engine: "
@@ -497,7 +500,7 @@ def opt_out(event_id: str, to: str = "+15550100000", message_id: str | None = No
         event_id=event_id,
         message_id=message_id,
         type=ProviderEventType.OPTED_OUT,
-        occurred_at="2026-11-30T12:00:00Z",
+        occurred_at="2036-11-30T12:00:00Z",
         to=to,
     )
 

@@ -35,7 +35,7 @@ def _event(
         event_id=event_id,
         message_id=message_id,
         type=kind,
-        occurred_at="2026-11-30T12:00:00Z",
+        occurred_at="2036-11-30T12:00:00Z",
         error=error,
     )
 

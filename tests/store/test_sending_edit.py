@@ -99,8 +99,8 @@ def test_given_a_send_at_edit_then_the_lock_stays_and_the_outbox_due_time_moves(
 
     item = dynamodb_engine.item(message_key(message.id))
     assert item is not None
-    assert item["outboxDueAt"]["S"] == "2026-11-30T16:45:00.000Z"  # 15 minutes before the new sendAt
-    assert item["sendAt"]["S"] == "2026-11-30T17:00:00.000Z"
+    assert item["outboxDueAt"]["S"] == "2036-11-30T16:45:00.000Z"  # 15 minutes before the new sendAt
+    assert item["sendAt"]["S"] == "2036-11-30T17:00:00.000Z"
     assert dynamodb_engine.item(lock_key(message.dedup_lock_id or "")) == lock_before
 
 

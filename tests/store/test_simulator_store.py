@@ -103,7 +103,7 @@ def test_given_an_opt_out_of_a_test_message_then_it_is_applied_once_and_moves_no
         "sim_opted_out",
         message.id,
         ProviderEventType.OPTED_OUT,
-        "2026-11-30T12:00:00Z",
+        "2036-11-30T12:00:00Z",
         to=message.to,
     )
 

@@ -164,7 +164,7 @@ def test_given_a_permanent_bounce_then_the_message_fails_and_its_recipient_is_su
         event_id="bounce-1",
         message_id=message.id,
         type=ProviderEventType.FAILED,
-        occurred_at="2026-11-30T12:00:00Z",
+        occurred_at="2036-11-30T12:00:00Z",
         suppress=Reason.BOUNCED,
     )
 

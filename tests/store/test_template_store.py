@@ -226,7 +226,7 @@ def test_given_a_page_then_the_next_resumes_after_it_even_once_its_last_name_is_
 
 @pytest.mark.parametrize(
     "cursor",
-    ["", "%%%", "bm90IGEgbmFtZQ", name_cursor("Welcome"), encode_cursor("2026-11-30T12:00:00.000Z#ann@x.io")],
+    ["", "%%%", "bm90IGEgbmFtZQ", name_cursor("Welcome"), encode_cursor("2036-11-30T12:00:00.000Z#ann@x.io")],
 )
 def test_given_a_cursor_the_listing_never_gave_then_invalid_cursor(
     templates: TemplateStore, cursor: str
@@ -284,7 +284,7 @@ def test_given_a_template_then_its_head_and_version_items_are_keyed_by_workspace
     assert head is not None
     assert (head["pk"]["S"], head["sk"]["S"]) == ("TEMPLATES#ws_a", "welcome")
     assert head["version"] == {"N": "2"}
-    assert head["deletedAt"] == {"S": "2026-11-30T12:00:00.000Z"}
+    assert head["deletedAt"] == {"S": "2036-11-30T12:00:00.000Z"}
     assert {(item["pk"]["S"], item["sk"]["S"]) for item in dynamodb_engine.items()} == {
         ("TEMPLATES#ws_a", "welcome"),
         ("TEMPLATE#ws_a#welcome", "v#0000000001"),

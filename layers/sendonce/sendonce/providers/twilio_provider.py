@@ -222,8 +222,8 @@ class TwilioProvider:
             body = _json(read_capped(error, deadline, MAX_ANSWER_BYTES))
         code = body.get("code") if isinstance(body, dict) else None
         named = (f"code:{code}",) if isinstance(code, int) and not isinstance(code, bool) else ()
-        # The fallback matters only for a status the table has no row for (a redirect, refused to be
-        # followed): an answer that says nothing of the message.
+        # The fallback matters only for a status the table has no row for (a 1xx): an answer that
+        # says nothing of the message.
         signals = (*named, *classification.status_signals(status), "unreadable_answer")
         detail = f"HTTP {status}" + (f", Twilio error {code}" if named else "")
         return classification.failure(PROVIDER, signals, detail)
