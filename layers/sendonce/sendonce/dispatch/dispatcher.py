@@ -253,6 +253,19 @@ class Dispatcher:
         def attempts(outcome: AttemptOutcome) -> tuple[ProviderAttempt, ...]:
             return (*message.provider_attempts, ProviderAttempt(provider.name, outcome, self._clock()))
 
+        def not_taken(
+            failure: DispatchFailure, *, retry: bool
+        ) -> DispatchOutcome | tuple[ProviderAttempt, ...]:
+            """`provider` provably did not take it: the attempts, for the next provider; with none
+            left, retried here (`retry`) or failed."""
+            made = attempts(AttemptOutcome.NOT_ACCEPTED)
+            self._count_failure(provider)
+            if _untried(made, providers):
+                return made
+            if retry:
+                return self._retry_or_fail(message, failure, attempts=made)
+            return self._finish(message, Status.FAILED, failure, attempts=made)
+
         try:
             provider_id = provider.send(message)
         except AmbiguousOutcome as failure:
@@ -263,23 +276,14 @@ class Dispatcher:
                 return self._ask_later(message, provider, failure, made)
             return self._finish(message, Status.UNKNOWN, failure, attempts=made)
         except NotAccepted as failure:
-            made = attempts(AttemptOutcome.NOT_ACCEPTED)
-            self._count_failure(provider)
-            if _untried(made, providers):
-                return made
-            if isinstance(failure, TransientFailure):
-                return self._retry_or_fail(message, failure, attempts=made)
-            return self._finish(message, Status.FAILED, failure, attempts=made)
+            # The last provider: retried later when the request never left, else failed.
+            return not_taken(failure, retry=isinstance(failure, TransientFailure))
         except ProviderThrottled as failure:
             now = self._clock()
             if self._retry.may_retry_throttled(message.first_attempt_at or now, now):
                 return self._retry_or_fail(message, failure, throttled=True)
             # Throttled past its budget: it did not take the message, and will not soon.
-            made = attempts(AttemptOutcome.NOT_ACCEPTED)
-            self._count_failure(provider)
-            if _untried(made, providers):
-                return made
-            return self._finish(message, Status.FAILED, failure, attempts=made)
+            return not_taken(failure, retry=False)
         except TransientFailure as failure:
             # Retried here alone: it may have been taken, and this provider dedups on the id.
             return self._retry_or_fail(message, failure, attempts=attempts(AttemptOutcome.UNKNOWN))

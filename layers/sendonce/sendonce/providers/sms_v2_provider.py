@@ -48,7 +48,7 @@ class SmsV2Provider:
                 **self._extra,
             )
         except Exception as error:
-            raise failure(self.name, aws_errors.signals(error), aws_errors.detail(error)) from error
+            raise aws_errors.classify(error, self.name) from error
         provider_id = response.get("MessageId") if isinstance(response, dict) else None
         if not isinstance(provider_id, str) or not provider_id:
             # A 200 we cannot read: taken, most likely, but unproven; its events still settle it.
