@@ -41,9 +41,12 @@ class DeliveryLog:
         body: str | None,
         provider: str,
         email: dict[str, Any] | None = None,
+        validity: dict[str, Any] | None = None,
     ) -> None:
         """`email`: an email's `cc`, `bcc`, `replyTo` and `html` as the call carried them, only those
-        it carried (an entry without them is as it always was)."""
+        it carried (an entry without them is as it always was). `validity`: the message's end of
+        validity as the call gave it (the HTTP provider's `expiresAt`, Twilio's `validityPeriod` in
+        seconds), only when it gave one."""
         entry = {
             "messageId": message_id,
             "channel": channel,
@@ -51,6 +54,7 @@ class DeliveryLog:
             "subject": subject,
             "body": body,
             **(email or {}),
+            **(validity or {}),
             "provider": provider,
             "at": now_rfc3339(),
         }

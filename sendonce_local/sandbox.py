@@ -131,6 +131,7 @@ class HttpProvider:
                 body=message.get("body"),
                 provider="http",
                 email={name: message[name] for name in ("cc", "bcc", "replyTo", "html") if name in message},
+                validity={"expiresAt": message["expiresAt"]} if "expiresAt" in message else None,
             )
         if mode == "timeout":
             return Answer(answer.status, answer.body, delay_seconds=late)

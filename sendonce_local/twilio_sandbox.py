@@ -205,6 +205,7 @@ class TwilioProvider:
             subject=None,
             body=body,
             provider="twilio",
+            validity=_validity(form),
         )
         if self._on_accepted is not None:
             try:
@@ -284,6 +285,14 @@ def _basic(authorization: str | None) -> tuple[str, str] | None:
 def _one(form: Mapping[str, list[str]], name: str) -> str:
     values = form.get(name) or [""]
     return values[-1]
+
+
+def _validity(form: Mapping[str, list[str]]) -> dict[str, Any] | None:
+    """The call's `ValidityPeriod` (seconds), as a delivery names it; None when it gave none."""
+    period = _one(form, "ValidityPeriod")
+    if not period:
+        return None
+    return {"validityPeriod": int(period) if period.isdigit() else period}
 
 
 def _message_id_of(callback: str) -> str | None:

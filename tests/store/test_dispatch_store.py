@@ -4,24 +4,38 @@ DynamoDB Local).
 A message is claimed by one dispatcher at a time, an attempt is finished only by the claim that
 started it, and the outbox sees every overdue message, whatever its shard, and moves an entry only
 if nobody moved it since it was read. Every claim knows when the first attempt started and how many
-attempts were throttled; an `unknown` message is settled once, and only while it is `unknown`.
+attempts were throttled; an `unknown` message is settled once, and only while it is `unknown`. A
+claim carries the message's expiry, and ends it `expired` as any attempt, once, out of the outbox.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import LISTING_SHARDS, lock_key, message_key, shard_of
 from sendonce.clock import rfc3339
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, SettleRefused
 from sendonce.dispatch.resolution import Resolution, resolve_unknown
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import AttemptOutcome, Message, MessageFailure, ProviderAttempt, Status
+from sendonce.messages.ports import Created
 from sendonce.provider_events.model import ProviderEvent, ProviderEventType
 from sendonce.provider_events.ports import EventOutcome
 
-from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, created, only, outbox_due, race
+from tests.store.conftest import (
+    NOW,
+    DynamoDbEngine,
+    Engine,
+    Stores,
+    create,
+    created,
+    draft,
+    only,
+    outbox_due,
+    race,
+)
 
 CLAIMERS = 10
 CLAIM_SECONDS = 60
@@ -272,3 +286,39 @@ def test_an_attempt_ended_by_the_providers_own_event_is_recorded_taken_only_then
     stored = stores.sending.get("ws_a", message.id)
     assert stored is not None
     assert (stored.status, stored.provider, stored.provider_attempts) == (Status.DELIVERED, "twilio", taken)
+
+
+# ---------------------------------------------------------------------------- expiry
+def test_a_claim_carries_the_messages_expiry_and_ends_it_expired_out_of_the_outbox(
+    engine: Engine, stores: Stores
+) -> None:
+    """The dispatcher ends a message past its `expiresAt` through its claim: the claim must carry the
+    expiry, whether it sends the record's copy or the item it read, and its end must leave nothing owed."""
+    expires_at = NOW + timedelta(minutes=5)
+    copied, read = (_expiring(stores, expires_at, body=body) for body in ("sent as copied", "sent as read"))
+
+    from_copy = stores.delivery.claim("ws_a", copied.id, NOW, CLAIM_SECONDS, seen=copied)
+    from_item = stores.delivery.claim("ws_a", read.id, NOW, CLAIM_SECONDS)
+    assert isinstance(from_copy, ClaimedMessage)
+    assert isinstance(from_item, ClaimedMessage)
+    assert (from_copy.expires_at, from_item.expires_at) == (expires_at, expires_at)
+
+    later = expires_at + timedelta(seconds=1)
+    expired = MessageFailure("expired", "not handed to a provider before its expiresAt")
+    assert stores.delivery.finish_attempt(from_copy, Status.EXPIRED, later, error=expired)
+    stores.delivery.release_dedup_lock(from_copy)
+
+    stored = stores.sending.get("ws_a", copied.id)
+    assert stored is not None
+    assert (stored.status, stored.error, stored.expires_at) == (Status.EXPIRED, expired, expires_at)
+    assert engine.lock_holder(copied.dedup_lock_id or "") is None
+    assert engine.lock_holder(read.dedup_lock_id or "") == read.id
+    assert [entry.id for entry in outbox_due(stores, later + timedelta(days=1), 10)] == [read.id]
+    assert not stores.delivery.finish_attempt(from_copy, Status.SENT, later)  # ended once
+
+
+def _expiring(stores: Stores, expires_at: datetime, **changes: Any) -> Message:
+    made = draft(**changes)
+    outcome = create(stores, replace(made, message=replace(made.message, expires_at=expires_at)))
+    assert isinstance(outcome, Created), outcome
+    return outcome.message

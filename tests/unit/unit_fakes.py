@@ -20,6 +20,7 @@ from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
 from sendonce.clock import Clock, rfc3339
+from sendonce.controls.cap import RecipientCap
 from sendonce.dispatch.ports import (
     ClaimedMessage,
     ClaimRefused,
@@ -41,6 +42,7 @@ from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, ProviderAttempt, Status
 from sendonce.messages.ports import (
     CampaignGate,
+    Capped,
     ContentHeld,
     Created,
     CreateManyOutcome,
@@ -341,6 +343,9 @@ class InMemoryTemplates:
         return True
 
 
+LAST = -(2**62)  # a cap item's last bucket, among its frames' counts
+
+
 @dataclass
 class InMemoryStore:
     """The sending, delivery and outbox stores in memory, with the same conditional rules as the
@@ -366,6 +371,9 @@ class InMemoryStore:
     fail_bulk_after: int | None = None
     gates: dict[str, bool] = field(default_factory=dict)  # campaign id -> open: what its creates check
     quota_used: dict[tuple[str, str], int] = field(default_factory=dict)  # (workspace, day): units taken
+    # The frequency cap's items: (recipient digest, window, group) -> frame -> messages counted, and
+    # under LAST the last bucket counted in.
+    cap_counts: dict[tuple[str, int, int], dict[int, int]] = field(default_factory=dict)
     # The plan each (workspace, day) is counted under: the latest one met (`QuotaPlan.supersedes`).
     quota_plans: dict[tuple[str, str], QuotaPlan] = field(default_factory=dict)
     # The table's stream of creations, as HandoffFunction reads it: the real item image of each.
@@ -404,6 +412,7 @@ class InMemoryStore:
         *,
         quota: QuotaCharge | None = None,
         template: TemplateInForce | None = None,
+        cap: RecipientCap | None = None,
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         lock = self._held(claim.lock_id, now)
@@ -431,14 +440,47 @@ class InMemoryStore:
                 return TemplateChanged()
         if message.id in self.messages:
             raise DependencyUnavailable("the create transaction was canceled: the message id is taken")
+        capped = self._capped(cap)
+        if isinstance(capped, Capped):
+            return capped
+        cap = capped
         if not self._take_quota(quota):
             return QuotaSpent()
+        self._count_cap(cap)
         self._created(message, handoff_due_at)
         for lock_id in message.lock_ids:
             self.locks[lock_id] = _Lock(message.id, now, claim.expires_at)
         if tie is not None:
             self.ties[tie.tie_id] = (message.id, tie.payload_fingerprint)
         return Created(message)
+
+    def _capped(self, cap: RecipientCap | None) -> Capped | RecipientCap | None:
+        """The adapter's conditions, item by item: frame k-10 has room and no later bucket was
+        counted (`sendonce.controls.cap`); the refused items' frames tell the Retry-After. With
+        room: the cap to count in (a later bucket's, as the adapter's recount)."""
+        while cap is not None:
+            found: dict[int, int] = {}
+            later = cap.bucket
+            for frames in cap.frames():
+                counts = self.cap_counts.get((frames.recipient, cap.window_seconds, frames.group), {})
+                full = frames.fullest is not None and counts.get(frames.fullest, 0) >= cap.limit
+                ahead = frames.holds_last and counts.get(LAST, cap.bucket) > cap.bucket
+                if full or ahead:
+                    found.update({frame: count for frame, count in counts.items() if frame != LAST})
+                    later = max(later, counts.get(LAST, later))
+            if later > cap.bucket:  # a count in a later bucket: counted in it instead
+                cap = cap.in_bucket(later)
+                continue
+            return Capped(cap.retry_after(found)) if found else cap
+        return None
+
+    def _count_cap(self, cap: RecipientCap | None) -> None:
+        for frames in cap.frames() if cap is not None else ():
+            counts = self.cap_counts.setdefault((frames.recipient, cap.window_seconds, frames.group), {})
+            for frame in frames.frames:
+                counts[frame] = counts.get(frame, 0) + 1
+            if frames.holds_last:
+                counts[LAST] = cap.bucket
 
     @_atomic
     def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:

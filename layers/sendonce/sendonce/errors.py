@@ -210,6 +210,23 @@ class QuotaExceeded(SendonceError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class RecipientCapped(SendonceError):
+    """The workspace's frequency cap allows no more new messages to this recipient for now."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("this recipient has had as many messages as the workspace's frequency cap allows")
+        self.retry_after_seconds = retry_after_seconds
+
+
+class TooManyCappedRecipients(SendonceError):
+    """Under a frequency cap, a message's recipients are each counted in its one write: it names
+    at most `limit` of them. Answered 400 validation_error, on `to`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"under this workspace's frequency cap, a message names at most {limit} recipients")
+        self.field = "to"
+
+
 class RateLimited(SendonceError):
     """The workspace's request rate is used up for the current window."""
 

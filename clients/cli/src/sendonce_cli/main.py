@@ -145,7 +145,7 @@ Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION,
 def _set_limits(args: argparse.Namespace) -> int:
     from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415 - only for this command
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
-    from sendonce.limits.model import MAX_CACHE_SECONDS, Limits  # noqa: PLC0415
+    from sendonce.limits.model import MAX_CACHE_SECONDS, Limits, SendControlsChange  # noqa: PLC0415
 
     dynamodb = _dynamodb(args)
     if args.aws:
@@ -154,7 +154,17 @@ def _set_limits(args: argparse.Namespace) -> int:
         cache_seconds = int(os.environ.get("SENDONCE_LIMITS_CACHE_SECONDS") or LOCAL_LIMITS_CACHE_SECONDS)
     limits = DynamoDbLimits(dynamodb, args.table, defaults=Limits(rate_per_second=1, daily_quota=0))
     try:  # every value is checked before anything is written
-        change = limits.set_limits(args.workspace, args.rate, args.daily_quota, cache_seconds=cache_seconds)
+        controls = SendControlsChange(
+            per_recipient=args.per_recipient,
+            per_recipient_window=args.per_recipient_window,
+            quiet_hours=None
+            if args.quiet_hours is None
+            else ("" if args.quiet_hours == "none" else args.quiet_hours),
+            timezone=args.timezone,
+        )
+        change = limits.set_limits(
+            args.workspace, args.rate, args.daily_quota, cache_seconds=cache_seconds, controls=controls
+        )
     except ValueError as error:
         print(f"sendonce workspace set-limits: {error}; nothing changed", file=sys.stderr)
         return 2
@@ -168,6 +178,13 @@ def _set_limits(args: argparse.Namespace) -> int:
         chosen.append(f"rate {args.rate}/s")
     if args.daily_quota is not None:
         chosen.append(f"daily quota {args.daily_quota}" if args.daily_quota else "no daily quota")
+    if change.per_recipient:
+        chosen.append(f"at most {change.per_recipient} a recipient in {change.per_recipient_window} s")
+    elif args.per_recipient is not None:
+        chosen.append("no frequency cap")
+    if args.quiet_hours is not None or args.timezone is not None:
+        hours = change.quiet_hours or "no quiet hours"
+        chosen.append(f"quiet hours {hours} ({change.timezone or 'UTC'})")
     effective = datetime.fromtimestamp(change.at, UTC)
     print(f"workspace {args.workspace}: {', '.join(chosen)}, in effect from {rfc3339(effective)}")
     if args.wait:
@@ -183,6 +200,12 @@ effect at the instant printed, the same for every execution environment: once ea
 it (SENDONCE_LIMITS_CACHE_SECONDS, at most 5; 1 locally), at most 8 seconds after it was written.
 The day's usage is kept: a lowered quota admits only what is left under it. --wait returns once
 the change is in effect.
+
+Send controls: --per-recipient N --per-recipient-window SECONDS caps new messages to one recipient
+within any window of that length (429 recipient_capped beyond; 0 removes the cap). --quiet-hours
+21:00-08:00 holds a message that would go out within those hours, in the recipient's zone, until
+they end ("none" removes them); --timezone ZONE is the workspace's zone, used when neither the send
+nor the phone number gives one. A send with "priority": "critical" bypasses both.
 
 Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table LimitsTable.
 Deployed stack: pass --aws (your default boto3 session) and --table <the stack's LimitsTableName>."""
@@ -271,6 +294,52 @@ def _add_installed(
         parser.set_defaults(handler=command.run)
 
 
+def _add_set_limits(workspace_commands: Any) -> None:
+    """`workspace set-limits`: the limits and the send controls of a workspace."""
+    set_limits = workspace_commands.add_parser(
+        "set-limits",
+        help="override a workspace's request rate and daily send quota",
+        description=SET_LIMITS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    set_limits.add_argument("workspace", help="the workspace id")
+    set_limits.add_argument("--rate", type=int, default=None, help="requests a second (1 to 100,000)")
+    set_limits.add_argument(
+        "--daily-quota",
+        type=int,
+        default=None,
+        help="new messages a UTC day (0: none; at most 1,000,000,000)",
+    )
+    _add_send_controls(set_limits)
+    set_limits.add_argument("--wait", action="store_true", help="return once the change is in effect")
+    _add_messages_table(set_limits, "LimitsTable", "the limits table")
+    set_limits.set_defaults(handler=_set_limits)
+
+
+def _add_send_controls(set_limits: argparse.ArgumentParser) -> None:
+    """The send controls `set-limits` takes (CONTRACT section 16)."""
+    set_limits.add_argument(
+        "--per-recipient",
+        type=int,
+        default=None,
+        help="frequency cap: new messages to one recipient within the window (0: none; at most 10,000)",
+    )
+    set_limits.add_argument(
+        "--per-recipient-window",
+        type=int,
+        default=None,
+        help="the frequency cap's window, in seconds (60 to 2,592,000)",
+    )
+    set_limits.add_argument(
+        "--quiet-hours",
+        default=None,
+        help="HH:MM-HH:MM in the recipient's zone, such as 21:00-08:00 (none: no quiet hours)",
+    )
+    set_limits.add_argument(
+        "--timezone", default=None, help="the workspace's zone (IANA, such as Europe/Paris; default UTC)"
+    )
+
+
 def build_parser(found: dict[str, Command] | None = None) -> argparse.ArgumentParser:
     """Every command: this package's, and those of the installed distributions (`found`, by default
     what `sendonce_cli.commands.installed` finds)."""
@@ -335,23 +404,7 @@ def build_parser(found: dict[str, Command] | None = None) -> argparse.ArgumentPa
 
     workspace = commands.add_parser("workspace", help="a workspace's settings")
     workspace_commands = workspace.add_subparsers(dest="workspace_command", required=True)
-    set_limits = workspace_commands.add_parser(
-        "set-limits",
-        help="override a workspace's request rate and daily send quota",
-        description=SET_LIMITS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    set_limits.add_argument("workspace", help="the workspace id")
-    set_limits.add_argument("--rate", type=int, default=None, help="requests a second (1 to 100,000)")
-    set_limits.add_argument(
-        "--daily-quota",
-        type=int,
-        default=None,
-        help="new messages a UTC day (0: none; at most 1,000,000,000)",
-    )
-    set_limits.add_argument("--wait", action="store_true", help="return once the change is in effect")
-    _add_messages_table(set_limits, "LimitsTable", "the limits table")
-    set_limits.set_defaults(handler=_set_limits)
+    _add_set_limits(workspace_commands)
 
     suppressions = commands.add_parser(
         "suppressions",

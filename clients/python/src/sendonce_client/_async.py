@@ -101,6 +101,10 @@ class AsyncMessages:
         template: str | None = None,
         template_version: int | None = None,
         data: Mapping[str, Any] | None = None,
+        priority: str | None = None,
+        timezone: str | None = None,
+        expires_at: datetime | str | None = None,
+        valid_for_seconds: int | None = None,
     ) -> SendResult:
         document = ops.message_body(
             channel,
@@ -117,6 +121,10 @@ class AsyncMessages:
             template=template,
             template_version=template_version,
             data=data,
+            priority=priority,
+            timezone=timezone,
+            expires_at=expires_at,
+            valid_for_seconds=valid_for_seconds,
         )
         return await self._client.perform(ops.send(document, idempotency_key))
 

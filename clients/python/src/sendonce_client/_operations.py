@@ -104,6 +104,10 @@ def message_body(
     template: str | None = None,
     template_version: int | None = None,
     data: Mapping[str, Any] | None = None,
+    priority: str | None = None,
+    timezone: str | None = None,
+    expires_at: datetime | str | None = None,
+    valid_for_seconds: int | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one send (and of one batch item, without its key): a written `body`, or a
     `template` rendered with `data` (its latest version, or `template_version`). Email: `to` may be a
@@ -131,6 +135,14 @@ def message_body(
         document["metadata"] = dict(metadata)
     if smart_encoding:
         document["smartEncoding"] = True
+    if priority is not None:
+        document["priority"] = priority
+    if timezone is not None:
+        document["timezone"] = timezone
+    if valid_for_seconds is not None:
+        document["validForSeconds"] = valid_for_seconds
+    if expires_at is not None:
+        document["expiresAt"] = _instant(expires_at)
     return document
 
 

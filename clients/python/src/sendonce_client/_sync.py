@@ -138,6 +138,10 @@ class Messages:
         template: str | None = None,
         template_version: int | None = None,
         data: Mapping[str, Any] | None = None,
+        priority: str | None = None,
+        timezone: str | None = None,
+        expires_at: datetime | str | None = None,
+        valid_for_seconds: int | None = None,
     ) -> SendResult:
         """Send one message. Without `idempotency_key` the client makes one for this call.
 
@@ -145,7 +149,9 @@ class Messages:
         latest version, or `template_version`). `smart_encoding` (sms): the server replaces
         characters that have a GSM-7 look-alike first.
         Email: `to` may be a list of addresses, with `cc`, `bcc` and `reply_to`; with `html`, `body`
-        (the text part) may be left out."""
+        (the text part) may be left out. Send controls: `priority="critical"` bypasses the
+        workspace's quiet hours and frequency cap; `timezone` is the recipient's; `expires_at` or
+        `valid_for_seconds`: not handed to a provider by then, the message ends "expired"."""
         document = ops.message_body(
             channel,
             to,
@@ -161,6 +167,10 @@ class Messages:
             template=template,
             template_version=template_version,
             data=data,
+            priority=priority,
+            timezone=timezone,
+            expires_at=expires_at,
+            valid_for_seconds=valid_for_seconds,
         )
         return self._client.perform(ops.send(document, idempotency_key))
 

@@ -111,6 +111,11 @@ class QuotaExceeded(TooManyRequests):
     """429 quota_exceeded: the workspace's daily send quota; `Retry-After` is the next UTC day."""
 
 
+class RecipientCapped(TooManyRequests):
+    """429 recipient_capped: the workspace's frequency cap for this recipient; `Retry-After` is when
+    a place comes back. Nothing was written; the same call succeeds then."""
+
+
 class Unavailable(ApiError):
     """503 unavailable: nothing was sent; retried until the deadline."""
 
@@ -151,6 +156,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "recipient_suppressed": RecipientSuppressed,
     "rate_limited": RateLimited,
     "quota_exceeded": QuotaExceeded,
+    "recipient_capped": RecipientCapped,
     "unavailable": Unavailable,
 }
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -16,7 +16,16 @@ from pydantic.alias_generators import to_camel
 
 Channel = Literal["sms", "imessage", "email"]
 Status = Literal[
-    "accepted", "scheduled", "queued", "sending", "sent", "delivered", "failed", "canceled", "unknown"
+    "accepted",
+    "scheduled",
+    "queued",
+    "sending",
+    "sent",
+    "delivered",
+    "failed",
+    "canceled",
+    "unknown",
+    "expired",
 ]
 EventType = Literal[
     "message.queued",
@@ -26,6 +35,7 @@ EventType = Literal[
     "message.failed",
     "message.canceled",
     "message.unknown",
+    "message.expired",
     "message.duplicate_blocked",
     "campaign.completed",
 ]
@@ -75,6 +85,11 @@ class Message(Model):
     campaign_id: str | None = None
     status: Status
     send_at: str | None
+    # Send controls (None when absent, and from an older server): "quiet_hours" when the service
+    # moved send_at; the instant after which it is never sent; "critical" when the send said so.
+    held_for: str | None = None
+    expires_at: str | None = None
+    priority: str | None = None
     metadata: dict[str, str]
     idempotency_key: str | None
     attempts: int
@@ -141,6 +156,7 @@ class EventData(Model):
     message: Message | None = None
     campaign: Campaign | None = None
     sequence: int | None
+    held_for: str | None = None  # message.scheduled: "quiet_hours" when the service moved its sendAt
 
 
 class EventDelivery(Model):
@@ -169,9 +185,25 @@ class Quota(Model):
     resets_at: str
 
 
+class FrequencyCap(Model):
+    per_recipient: int
+    window_seconds: int
+
+
+class QuietHours(Model):
+    hours: str  # "HH:MM-HH:MM", in the recipient's zone
+
+
+class SendControls(Model):
+    frequency_cap: FrequencyCap | None  # None: no cap
+    quiet_hours: QuietHours | None  # None: no quiet hours
+    timezone: str  # the workspace's zone (IANA)
+
+
 class Usage(Model):
     rate_limit: RateLimit
     quota: Quota
+    send_controls: SendControls
 
 
 class Suppression(Model):

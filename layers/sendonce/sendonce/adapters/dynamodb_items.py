@@ -18,8 +18,10 @@ from sendonce.errors import InvalidCursor
 from sendonce.messages.model import (
     AttemptOutcome,
     Channel,
+    HeldFor,
     Message,
     MessageFailure,
+    Priority,
     ProviderAttempt,
     Status,
     TemplateRef,
@@ -143,6 +145,14 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["provider"] = {"S": message.provider}
     if message.provider_attempts:
         item["providerAttempts"] = provider_attempts_value(message.provider_attempts)
+    if message.expires_at is not None:
+        item["validUntil"] = {"S": rfc3339(message.expires_at)}
+    if message.priority is not Priority.NORMAL:
+        item["priority"] = {"S": message.priority.value}
+    if message.held_for is not None:
+        item["heldFor"] = {"S": message.held_for.value}
+    if message.timezone is not None:
+        item["timezone"] = {"S": message.timezone}
     if expires_at is not None:
         item["expiresAt"] = epoch_seconds(expires_at)  # DynamoDB's TTL removes the message then
     if outbox_due_at is not None:
@@ -227,6 +237,10 @@ def from_item(item: Item) -> Message:
         campaign_id=item["campaignId"]["S"] if "campaignId" in item else None,
         campaign_lock_id=item["campaignLockId"]["S"] if "campaignLockId" in item else None,
         provider=item["provider"]["S"] if "provider" in item else None,
+        expires_at=parse_datetime(item["validUntil"]["S"]) if "validUntil" in item else None,
+        priority=Priority(item["priority"]["S"]) if "priority" in item else Priority.NORMAL,
+        held_for=HeldFor(item["heldFor"]["S"]) if "heldFor" in item else None,
+        timezone=item["timezone"]["S"] if "timezone" in item else None,
         provider_attempts=tuple(
             ProviderAttempt(
                 attempt["M"]["provider"]["S"],

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 from msgspec import Struct
@@ -45,13 +45,18 @@ from sendonce.limits.model import (
     LimitsTimeline,
     QuotaCharge,
     QuotaPlan,
+    SendControlsChange,
     Window,
     change_at,
     check_daily_quota,
     check_rate,
     day_of,
 )
+from sendonce.messages.ports import Capped
 from sendonce.side_by_side import side_by_side
+
+if TYPE_CHECKING:
+    from sendonce.controls.cap import RecipientCap
 
 COUNTER = "count"  # the sort key of every counter item
 CHANGES = "changes"  # the sort key of a workspace's overrides
@@ -72,6 +77,12 @@ MAX_TRANSACTION_ITEMS = 100
 
 def overrides_key(workspace_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"LIMITS#{workspace_id}"}, "sk": {"S": CHANGES}}
+
+
+def cap_key(recipient: str, window_seconds: int, group: int) -> dict[str, Any]:
+    """A recipient's group of frames under a cap of `window_seconds` (`sendonce.controls.cap`):
+    `recipient` is its digest, never the address. A change of the window starts a fresh count."""
+    return {"pk": {"S": f"CAP#{recipient}#{window_seconds}#{group}"}, "sk": {"S": COUNTER}}
 
 
 def rate_key(workspace_id: str, window: int, shard: int) -> dict[str, Any]:
@@ -122,18 +133,36 @@ def _change_of(entry: dict[str, Any]) -> LimitsChange:
     def value(name: str) -> int | None:
         return int(fields[name]["N"]) if "N" in fields.get(name, {}) else None
 
-    return LimitsChange(at=int(fields["at"]["N"]), rate_per_second=value("rate"), daily_quota=value("quota"))
+    def text(name: str) -> str | None:
+        return str(fields[name]["S"]) if "S" in fields.get(name, {}) else None
+
+    return LimitsChange(
+        at=int(fields["at"]["N"]),
+        rate_per_second=value("rate"),
+        daily_quota=value("quota"),
+        per_recipient=value("perRecipient"),
+        per_recipient_window=value("perRecipientWindow"),
+        quiet_hours=text("quietHours"),
+        timezone=text("timezone"),
+    )
 
 
 def _entry_of(change: LimitsChange) -> dict[str, Any]:
     def value(number: int | None) -> dict[str, Any]:
         return {"NULL": True} if number is None else {"N": str(number)}
 
+    def text(string: str | None) -> dict[str, Any]:
+        return {"NULL": True} if string is None else {"S": string}
+
     return {
         "M": {
             "at": {"N": str(change.at)},
             "rate": value(change.rate_per_second),
             "quota": value(change.daily_quota),
+            "perRecipient": value(change.per_recipient),
+            "perRecipientWindow": value(change.per_recipient_window),
+            "quietHours": text(change.quiet_hours),
+            "timezone": text(change.timezone),
         }
     }
 
@@ -195,14 +224,17 @@ class DynamoDbLimits:
         *,
         now: datetime | None = None,
         cache_seconds: int = MAX_CACHE_SECONDS,
+        controls: SendControlsChange | None = None,
     ) -> LimitsChange:
         """The operator's override (the CLI's), and when it takes effect: at most `cache_seconds`
         (the functions' SENDONCE_LIMITS_CACHE_SECONDS) plus three seconds after `now`, by default the
         table's own clock (its answer's Date), so an operator's clock can never put it earlier.
         Every value is checked first (ValueError), so a bad one changes nothing. A value left out
-        keeps the one last set; two writers at once are ordered by a condition on what each read."""
-        if rate is None and daily_quota is None:
-            raise ValueError("give a rate, a daily quota or both")
+        keeps the one last set; two writers at once are ordered by a condition on what each read.
+        `controls`: the send controls to change (`SendControlsChange`), the others kept."""
+        controls = controls or SendControlsChange()
+        if rate is None and daily_quota is None and controls.empty:
+            raise ValueError("give a rate, a daily quota, a send control, or several")
         if rate is not None:
             check_rate(rate)
         if daily_quota is not None:
@@ -213,10 +245,16 @@ class DynamoDbLimits:
             entries = item.get(CHANGES, {}).get("L", [])
             timeline = LimitsTimeline(self._defaults, tuple(_change_of(entry) for entry in entries))
             pending = timeline.pending() or LimitsChange(0, None, None)
-            change = LimitsChange(
-                at=change_at(written_at, cache_seconds),
-                rate_per_second=pending.rate_per_second if rate is None else rate,
-                daily_quota=pending.daily_quota if daily_quota is None else daily_quota,
+            change = controls.applied_to(
+                LimitsChange(
+                    at=change_at(written_at, cache_seconds),
+                    rate_per_second=pending.rate_per_second if rate is None else rate,
+                    daily_quota=pending.daily_quota if daily_quota is None else daily_quota,
+                    per_recipient=pending.per_recipient,
+                    per_recipient_window=pending.per_recipient_window,
+                    quiet_hours=pending.quiet_hours,
+                    timezone=pending.timezone,
+                )
             )
             changed = timeline.with_change(change, written_at)
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
@@ -265,6 +303,39 @@ class DynamoDbLimits:
         if not isinstance(response, dict):  # the update has no condition: it cannot be refused
             raise DependencyUnavailable("the rate window's update was refused")
         return int(response["Attributes"]["hits"]["N"])
+
+    # ------------------------------------------------------------------ frequency cap
+    def cap_items(self, cap: RecipientCap) -> list[dict[str, Any]]:
+        """The transaction items that count a new message in the eleven frames of its bucket, for each
+        of its recipients, on the conditions `sendonce.controls.cap` proves enough: frame k-10 has
+        room, and no count was made in a later bucket (`last`). One item per recipient and group of
+        frames, removed by the table's TTL once its last frame has ended."""
+        items = []
+        for frames in cap.frames():
+            names = {f"#f{i}": f"f{frame}" for i, frame in enumerate(frames.frames)}
+            counted = [f"{name} = if_not_exists({name}, :zero) + :one" for name in names]
+            values = {":zero": {"N": "0"}, ":one": {"N": "1"}, ":expires": {"N": str(frames.expires_at)}}
+            conditions = []
+            if frames.fullest is not None:
+                conditions.append("(attribute_not_exists(#f0) OR #f0 < :cap)")  # frame k-10 comes first
+                values[":cap"] = {"N": str(cap.limit)}
+            if frames.holds_last:
+                names["#last"] = "last"
+                counted.append("#last = :bucket")
+                conditions.append("(attribute_not_exists(#last) OR #last <= :bucket)")
+                values[":bucket"] = {"N": str(cap.bucket)}
+            update: dict[str, Any] = {
+                "TableName": self._table.name,
+                "Key": cap_key(frames.recipient, cap.window_seconds, frames.group),
+                "UpdateExpression": f"SET {', '.join(counted)}, expiresAt = :expires",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+            if conditions:
+                update["ConditionExpression"] = " AND ".join(conditions)
+                update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            items.append({"Update": update})
+        return items
 
     # ------------------------------------------------------------------ daily quota: usage
     def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
@@ -514,3 +585,16 @@ class DynamoDbLimits:
 
 def _full_key(charge: QuotaCharge) -> tuple[str, str, str]:
     return (charge.workspace_id, charge.day, charge.plan.stamp)
+
+
+def cap_refusal(cap: RecipientCap, items: list[Item | None]) -> int | Capped:
+    """What a refused count met (`items`: the refused cap items as they were, `ALL_OLD`): a later
+    bucket counted already (a clock ahead of this one's), to count in instead; else no room."""
+    counts: dict[int, int] = {}
+    last = cap.bucket
+    for item in items:
+        for name, value in (item or {}).items():
+            if name[:1] == "f" and name[1:].lstrip("-").isdigit() and "N" in value:
+                counts[int(name[1:])] = int(value["N"])
+        last = max(last, int((item or {}).get("last", {}).get("N", "0")))
+    return last if last > cap.bucket else Capped(cap.retry_after(counts))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
@@ -39,7 +39,15 @@ from sendonce.adapters.dynamodb_items import (
     workspace_shard,
     workspace_status,
 )
-from sendonce.adapters.dynamodb_limits import Adopt, DynamoDbLimits, NoRoom, Refusal, Replan, Replanning
+from sendonce.adapters.dynamodb_limits import (
+    Adopt,
+    DynamoDbLimits,
+    NoRoom,
+    Refusal,
+    Replan,
+    Replanning,
+    cap_refusal,
+)
 from sendonce.adapters.dynamodb_suppressions import SuppressionGuard
 from sendonce.adapters.dynamodb_templates import LIVE, head_key
 from sendonce.adapters.dynamodb_writes import (
@@ -59,6 +67,7 @@ from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
     CampaignGate,
+    Capped,
     ContentHeld,
     Created,
     CreateManyOutcome,
@@ -84,6 +93,9 @@ from sendonce.messages.ports import (
 )
 from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
+
+if TYPE_CHECKING:
+    from sendonce.controls.cap import RecipientCap
 from sendonce.suppressions.model import Suppression, recipient_key
 
 
@@ -109,6 +121,12 @@ MAX_TRANSACTION_BYTES = 3_500_000
 # lock, its key tie, a template's lock and its template's check, and the quota counter. The checks
 # get the rest of the 100.
 CREATE_ITEMS_RESERVED = 6
+
+
+class _Recount(Struct, frozen=True):
+    """The cap met a count in a later bucket than this clock's: written again, counted in it."""
+
+    cap: RecipientCap
 
 
 class _Dropped(Struct, frozen=True):
@@ -140,9 +158,25 @@ class _Draft:
         # A campaign's message: where its campaign lock and its campaign's gate check are.
         self.campaign_at = campaign_at
         self.gate_at = gate_at
+        # The frequency cap the message counts against, where its items are, and how they are made.
+        self.cap: tuple[RecipientCap, range] | None = None
+        self.cap_items: Callable[[RecipientCap], list[dict[str, Any]]] | None = None
         self._put = put
         self._refused: dict[str, Suppression] = {}
         self._order = [recipient_key(address) for address in message.recipients]  # as the send named them
+
+    @property
+    def cap_stamp(self) -> str:
+        """What names the cap's count in the transaction's token: its bucket, which a recount moves."""
+        return f"cap{self.cap[0].bucket}" if self.cap is not None else ""
+
+    def recount(self, cap: RecipientCap) -> None:
+        """The cap's items made again for `cap` (a later bucket), in their place."""
+        if self.cap is None or self.cap_items is None:
+            raise DependencyUnavailable("a recount without a cap")
+        at, made = self.cap[1], self.cap_items(cap)
+        self.items = [*self.items[: at.start], *made, *self.items[at.stop :]]
+        self.cap = (cap, range(at.start, at.start + len(made)))
 
     def drop(self, refused: dict[str, Suppression]) -> Suppressed | None:
         """The message without the recipients `refused` names; Suppressed (the first recipient's
@@ -199,6 +233,7 @@ class DynamoDbSendingStore:
         *,
         quota: QuotaCharge | None = None,
         template: TemplateInForce | None = None,
+        cap: RecipientCap | None = None,
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         items: list[dict[str, Any]] = [
@@ -228,14 +263,19 @@ class DynamoDbSendingStore:
         if template is not None:
             template_at = len(items)
             items.append(_template_check(message.workspace_id, template))
+        cap_at = len(items)
+        if cap is not None:  # the frequency cap's frames, conditioned on their room
+            items.extend(self._require_quota().cap_items(cap))
 
         guard = SuppressionGuard(
             self._table,
             message.workspace_id,
             tuple(recipient_key(address) for address in message.recipients),
-            room=MAX_TRANSACTION_ITEMS - CREATE_ITEMS_RESERVED,
+            room=MAX_TRANSACTION_ITEMS - CREATE_ITEMS_RESERVED - (len(items) - cap_at),
         )
         draft = _Draft(message, items, partial(self._message_put, due=handoff_due_at), guard, template_at)
+        if cap is not None:
+            draft.cap, draft.cap_items = (cap, range(cap_at, len(items))), self._require_quota().cap_items
         if not guard.fits:  # a live email to many recipients: read them first (`SuppressionGuard`)
             refused = draft.drop(guard.read_first())
             if refused is not None:
@@ -248,12 +288,15 @@ class DynamoDbSendingStore:
 
         def attempt() -> CreateOutcome:
             while True:
-                stamp = guard.stamp
+                stamp = guard.stamp + draft.cap_stamp
                 token = draft.message.id if not stamp else _token(f"{draft.message.id}.{stamp}")
                 canceled = self._table.transact([*draft.items, *guard.items()], token=token)
                 if canceled is None:
                     return Created(draft.message)
                 outcome = self._explain(draft, tie, canceled, guard, len(draft.items))
+                if isinstance(outcome, _Recount):
+                    draft.recount(outcome.cap)
+                    continue  # counted in the later bucket, at once
                 if isinstance(outcome, _Dropped):
                     refused = draft.drop(outcome.refused)
                     if refused is not None:
@@ -299,7 +342,10 @@ class DynamoDbSendingStore:
                     partial(self._try_charged, draft, tie, quota, shard),
                     "the dedup lock stayed contended",
                 )
-                if isinstance(outcome, _Dropped):
+                if isinstance(outcome, _Recount):
+                    draft.recount(outcome.cap)
+                    to_try.appendleft(shard)  # the same shard, counted in the later bucket
+                elif isinstance(outcome, _Dropped):
                     refused = draft.drop(outcome.refused)
                     if refused is not None:
                         return refused
@@ -334,12 +380,12 @@ class DynamoDbSendingStore:
 
     def _try_charged(
         self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge, shard: int
-    ) -> CreateOutcome | GateClosed | MadeBefore | Refusal | _QuotaShard | _Dropped:
+    ) -> CreateOutcome | GateClosed | MadeBefore | Refusal | _QuotaShard | _Dropped | _Recount:
         message, items, guard = draft.message, draft.items, draft.guard
         checks = guard.items() if guard is not None else []
         counter = len(items) + len(checks)
         charged = [*items, *checks, self._require_quota().charge_item(quota, shard, 1)]
-        stamp = guard.stamp if guard is not None else ""
+        stamp = (guard.stamp if guard is not None else "") + draft.cap_stamp
         canceled = self._table.transact(
             charged, token=_token(f"{message.id}.{shard}.{quota.plan.stamp}{'.' + stamp if stamp else ''}")
         )
@@ -368,7 +414,7 @@ class DynamoDbSendingStore:
         canceled: Cancellation,
         guard: SuppressionGuard | None = None,
         checks_at: int = 0,
-    ) -> CreateOutcome | GateClosed | MadeBefore | _Dropped | None:
+    ) -> CreateOutcome | GateClosed | MadeBefore | _Dropped | _Recount | None:
         """What a canceled create met: its own earlier write, its campaign's gate closed, its
         campaign's lock on the recipient held, suppressed recipients (before a tie or a lock: a
         suppressed send is refused, whatever it duplicates; with others left, those are written
@@ -396,6 +442,12 @@ class DynamoDbSendingStore:
             held = self._held_lock(message, canceled, _template_lock_at(tie), message.template_lock_id)
         if held is None and template_at is not None and canceled.failed(template_at):
             return TemplateChanged()
+        if held is None and draft.cap is not None:
+            cap, at = draft.cap
+            full = [canceled.item(i) for i in at if canceled.failed(i)]
+            if full:
+                found = cap_refusal(cap, full)
+                return found if isinstance(found, Capped) else _Recount(cap.in_bucket(found))
         return held
 
     def _held_lock(

@@ -38,11 +38,17 @@ from sendonce.api.errors import (
 from sendonce.api.idempotency import SendOnce, StoredAnswer, answered_once, key_of
 from sendonce.api.shapes import MessageModel, ResponseModel, to_json
 from sendonce.clock import utc_now
-from sendonce.errors import IdempotencyKeyReused, QuotaExceeded, RecipientSuppressed, SendonceError
+from sendonce.errors import (
+    IdempotencyKeyReused,
+    QuotaExceeded,
+    RecipientCapped,
+    RecipientSuppressed,
+    SendonceError,
+)
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
 from sendonce.messages.batch import BatchOutcome, NotRendered
-from sendonce.messages.ports import GateClosed, MadeBefore, NotWritten, QuotaSpent, Suppressed
+from sendonce.messages.ports import Capped, GateClosed, MadeBefore, NotWritten, QuotaSpent, Suppressed
 from sendonce.messages.service import SendCommand, lock_of, template_lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
@@ -55,6 +61,7 @@ _RETRYABLE = {
     ("idempotency_in_progress", 409),
     ("unavailable", 503),
     ("quota_exceeded", 429),
+    ("recipient_capped", 429),
     ("rate_limited", 429),
     # Never stored under a key, as the single send's: once the workspace removes the entry, a retry sends.
     ("recipient_suppressed", 422),
@@ -254,6 +261,10 @@ def _send_bulk(items: list[BatchItem], send_many: SendMany, results: dict[int, B
         elif isinstance(outcome, QuotaSpent):
             results[item.index] = error_result(
                 item.index, from_domain_error(QuotaExceeded(seconds_to_next_day(utc_now())))
+            )
+        elif isinstance(outcome, Capped):
+            results[item.index] = error_result(
+                item.index, from_domain_error(RecipientCapped(outcome.retry_after_seconds))
             )
         else:
             results[item.index] = answer_result(item.index, send_answer(outcome))

@@ -14,8 +14,8 @@ it first appears), and the limit of MAX_RECIPIENTS counts those left.
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Annotated, Any, Self
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
 
 from msgspec.structs import replace
 from pydantic import (
@@ -34,7 +34,13 @@ from sendonce import channels
 from sendonce.api.shapes import Metadata, RecipientRequest, parse_rfc3339, send_at_within_window
 from sendonce.idempotency.keys import payload_fingerprint
 from sendonce.messages import sms
-from sendonce.messages.model import BODY_MAX_CHARACTERS, HTML_MAX_CHARACTERS, SUBJECT_MAX_CHARACTERS, Channel
+from sendonce.messages.model import (
+    BODY_MAX_CHARACTERS,
+    HTML_MAX_CHARACTERS,
+    SUBJECT_MAX_CHARACTERS,
+    Channel,
+    Priority,
+)
 from sendonce.messages.ports import TemplateUse
 from sendonce.messages.recipients import MAX_RECIPIENTS, InvalidRecipient, Recipient, deduplicated
 from sendonce.messages.service import SendCommand
@@ -42,6 +48,9 @@ from sendonce.messages.service import SendCommand
 MAX_ADDRESS_LENGTH = 320
 # The most a send's template data may hold, as compact JSON.
 DATA_MAX_BYTES = 32 * 1024
+# A send's validity (CONTRACT section 16): a minute to 30 days.
+MIN_VALID_FOR_SECONDS = 60
+MAX_VALID_FOR_SECONDS = 30 * 24 * 3600
 # One address as a request gives it, before its channel normalises it.
 Address = Annotated[str, Field(min_length=1, max_length=MAX_ADDRESS_LENGTH)]
 
@@ -140,6 +149,51 @@ class SendMessageRequest(RecipientRequest):
         "dashes, unusual spaces, an ellipsis) and remove invisible ones, before the message is stored, "
         "deduplicated or sent",
     )
+    priority: Literal["normal", "critical"] = Field(
+        default="normal",
+        description="`critical` (one-time codes) bypasses the workspace's quiet hours and frequency cap",
+    )
+    timezone: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The recipient's zone (IANA, such as Europe/Paris) for the workspace's quiet hours; "
+        "default: the phone number's zone when it has exactly one, else the workspace's",
+    )
+    expiresAt: str | None = Field(
+        default=None,
+        description="RFC 3339, in the future: not handed to a provider by then, the message ends "
+        "`expired` and is never sent",
+    )
+    validForSeconds: int | None = Field(
+        default=None,
+        ge=MIN_VALID_FOR_SECONDS,
+        le=MAX_VALID_FOR_SECONDS,
+        description="Instead of expiresAt: 60 seconds to 30 days, counted from sendAt when given, else "
+        "from acceptance",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            from sendonce.controls.quiet_hours import zone_of  # noqa: PLC0415  # only when given
+
+            zone_of(value)
+        return value
+
+    @field_validator("expiresAt")
+    @classmethod
+    def _in_the_future(cls, value: str | None) -> str | None:
+        if value is not None and parse_rfc3339(value) <= datetime.now(UTC):
+            raise ValueError("must be in the future")
+        return value
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> Self:
+        if self.expiresAt is not None and self.validForSeconds is not None:
+            raise ValueError("expiresAt: give expiresAt or validForSeconds, not both")
+        return self
 
     @field_validator("data")
     @classmethod
@@ -321,6 +375,10 @@ def command_of(
         html=message.html,
         template=TemplateUse(choice.name, message.data or {}, choice.version) if choice is not None else None,
         smart_encoding=message.smartEncoding,
+        priority=Priority(message.priority),
+        timezone=message.timezone,
+        expires_at=parse_rfc3339(message.expiresAt) if message.expiresAt is not None else None,
+        valid_for_seconds=message.validForSeconds,
     )
     if key is None:
         return command

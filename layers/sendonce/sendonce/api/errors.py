@@ -28,6 +28,7 @@ from sendonce.errors import (
     QueueUnavailable,
     QuotaExceeded,
     RateLimited,
+    RecipientCapped,
     RecipientsNotReady,
     RecipientSuppressed,
     RetryLater,
@@ -37,6 +38,7 @@ from sendonce.errors import (
     TemplateDataInvalid,
     TemplateExists,
     TemplateNotFound,
+    TooManyCappedRecipients,
     TooManyRotations,
     UnknownTemplate,
 )
@@ -166,11 +168,13 @@ def _row(
     return kind, DomainAnswer(status, code, message, details, headers)
 
 
-def _field_error(error: InvalidEdit | InvalidEndpoint | InvalidTemplate) -> list[dict[str, str]]:
+def _field_error(
+    error: InvalidEdit | InvalidEndpoint | InvalidTemplate | TooManyCappedRecipients,
+) -> list[dict[str, str]]:
     return [{"field": error.field, "message": str(error)}]
 
 
-def _retry_after(error: QuotaExceeded | RateLimited | TooManyRotations) -> dict[str, str]:
+def _retry_after(error: QuotaExceeded | RateLimited | RecipientCapped | TooManyRotations) -> dict[str, str]:
     return {"Retry-After": str(error.retry_after_seconds)}
 
 
@@ -192,6 +196,7 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
         _row(InvalidEndpoint, 400, "validation_error", lambda _: _INVALID, details=_field_error),
         _row(InvalidEdit, 400, "validation_error", lambda _: _INVALID, details=_field_error),
         _row(InvalidTemplate, 400, "validation_error", lambda _: _INVALID, details=_field_error),
+        _row(TooManyCappedRecipients, 400, "validation_error", lambda _: _INVALID, details=_field_error),
         _row(TemplateNotFound, 404, "not_found", lambda _: "No template with this name (or this version)."),
         _row(
             UnknownTemplate,
@@ -239,6 +244,13 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
         ),
         _row(IdempotencyKeyReused, 422, "idempotency_key_reused", str),
         _row(QuotaExceeded, 429, "quota_exceeded", lambda e: f"The {e!s}.", headers=_retry_after),
+        _row(
+            RecipientCapped,
+            429,
+            "recipient_capped",
+            lambda e: f"Not sent: {e!s}. Retry after the time given, or send it as critical.",
+            headers=_retry_after,
+        ),
         _row(RateLimited, 429, "rate_limited", lambda e: f"There are {e!s}.", headers=_retry_after),
         # Nothing was written: safe to retry (SecretUnavailable among them).
         _row(DependencyUnavailable, 503, "unavailable", lambda _: _UNAVAILABLE, headers=_retry_shortly),

@@ -14,7 +14,7 @@ from typing import Any
 from sendonce import channels
 from sendonce.clock import rfc3339
 from sendonce.messages import sms
-from sendonce.messages.model import Message
+from sendonce.messages.model import Message, Priority
 
 
 def sms_count(channel: str, body: str) -> sms.SmsCount | None:
@@ -47,6 +47,9 @@ def message_shape(message: Message) -> dict[str, Any]:
         **({"campaignId": message.campaign_id} if message.campaign_id is not None else {}),
         "status": message.status.value,
         "sendAt": rfc3339(message.send_at) if message.send_at is not None else None,
+        **({"heldFor": message.held_for.value} if message.held_for is not None else {}),
+        **({"expiresAt": rfc3339(message.expires_at)} if message.expires_at is not None else {}),
+        **({"priority": message.priority.value} if message.priority is not Priority.NORMAL else {}),
         "metadata": dict(message.metadata),
         "idempotencyKey": message.idempotency_key,
         "attempts": message.attempts,

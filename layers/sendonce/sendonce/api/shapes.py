@@ -193,6 +193,20 @@ class MessageModel(ResponseModel):
     )
     status: Status
     sendAt: str | None
+    heldFor: Literal["quiet_hours"] | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Present when the service moved sendAt: `quiet_hours`, to the end of the "
+        "recipient's quiet hours",
+    )
+    expiresAt: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="When given: not handed to a provider by then, it ends `expired` and is never sent",
+    )
+    priority: Literal["critical"] | None = Field(
+        default=None, exclude_if=_absent, description="`critical` when the send said so; absent otherwise"
+    )
     metadata: dict[str, str]
     idempotencyKey: str | None
     attempts: int

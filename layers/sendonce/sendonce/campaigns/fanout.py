@@ -46,6 +46,7 @@ from sendonce.messages.batch import BatchOutcome, NotRendered
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
     CampaignGate,
+    Capped,
     GateClosed,
     MadeBefore,
     NotWritten,
@@ -305,6 +306,8 @@ class FanOut(Struct):
                 continue
             if isinstance(result, NotWritten):
                 raise DependencyUnavailable(f"a campaign's create failed: {result.reason}")
+            if isinstance(result, Capped):  # a campaign is never capped (`BatchSender._write`)
+                raise DependencyUnavailable("a campaign's create met a frequency cap")
             if isinstance(result, NotRendered):
                 answer = self.refusal(result.error)
                 outcomes[k] = LineOutcome.INVALID

@@ -33,6 +33,16 @@ that arrives early (its message's `sendAt` was edited later) goes back to its qu
 such a message and hands it over 15 minutes ahead. A record that keeps arriving early (every edit of
 `sendAt` hands the message over again) is dropped after EARLY_RECEIVES receives, so edits never walk
 a record to the dead-letter queue; the freshest record, or the outbox, still covers the message.
+
+A message past its `expiresAt` is never handed to a provider: it ends `expired` (error `expired`),
+its dedup locks released, and no provider is called. The claim does not look at the expiry: it is
+made as for any message (its conditional write), and the dispatcher then ends the claimed message
+`expired` before any call, through the write that ends an attempt, conditioned on that claim; so a
+message that sat in its queue, waited for its `sendAt` or on the outbox, or came back for a retry
+after its expiry is ended by whoever holds its claim, once. The expiry is checked again before each
+next provider (a failover); and a retry whose next try would come at or after `expiresAt` ends the
+message `expired` at once (not `failed`, not queued again). A provider whose answer was lost is
+still asked or left `unknown` as above: it may have taken the message, which is then not `expired`.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from typing import TypeVar
 from msgspec import Struct
 from msgspec.structs import replace
 
-from sendonce.clock import Clock, TimeLeft, utc_now
+from sendonce.clock import Clock, TimeLeft, rfc3339, utc_now
 from sendonce.dispatch.ports import (
     AskableProvider,
     ClaimedMessage,
@@ -78,6 +88,7 @@ class DispatchOutcome(StrEnum):
     SENT = "sent"
     FAILED = "failed"
     UNKNOWN = "unknown"
+    EXPIRED = "expired"  # past its expiresAt before any provider took it: never handed over
     RETRYING = "retrying"
     SKIPPED = "skipped"  # already claimed, finished or canceled, or not due: nothing to do now
 
@@ -104,6 +115,8 @@ _NOT_YET_VISIBLE = AmbiguousOutcome("provider_timeout", "the provider's answer w
 _NOT_FOUND = TransientFailure(
     "provider_not_accepted", "the provider's answer was lost, and asked, it had not taken the message"
 )
+# What an expired message says: it was never handed to a provider.
+_EXPIRED = PermanentFailure("expired", "not handed to a provider before its expiresAt")
 _T = TypeVar("_T")
 
 
@@ -132,6 +145,11 @@ def _pending_answer(
     if asked is None or provider.honours_idempotency_key:
         return None  # repeated there, with the same key (`_choose` sticks to it)
     return asked, last
+
+
+def _expired_by(message: Message, moment: datetime) -> bool:
+    """Whether `message` may no longer be handed to a provider at `moment` (its expiresAt passed)."""
+    return message.expires_at is not None and moment >= message.expires_at
 
 
 def _ended(attempts: tuple[ProviderAttempt, ...] | None) -> tuple[ProviderAttempt, ...] | None:
@@ -204,12 +222,16 @@ class Dispatcher:
                     return learned
                 attempts = learned
             else:
+                if _expired_by(message, self._clock()):  # before any call: never handed over
+                    return self._finish(message, Status.EXPIRED, _EXPIRED)
                 provider = self._choose(message, providers)
                 result = self._call(message, provider, providers)
                 if not isinstance(result, tuple):
                     return result
                 attempts = result
             # `provider` provably did not take it, and another may: on to it, now or through the queue.
+            if _expired_by(message, self._clock()):
+                return self._finish(message, Status.EXPIRED, _EXPIRED, attempts=attempts)
             if time_left() < self._call_seconds:
                 return self._fail_over_later(message, attempts)
             following = self._store.next_attempt(message, self._clock(), self._claim_seconds, attempts)
@@ -481,6 +503,10 @@ class Dispatcher:
             delay = self._retry.delay_seconds(counted)
         if not may_retry:
             return self._finish(message, Status.FAILED, failure, attempts=_ended(attempts))
+        if _expired_by(message, now + timedelta(seconds=delay)):
+            # Its validity ends before the next try: it is never handed over, and says what stopped it.
+            expired = PermanentFailure(_EXPIRED.code, f"{_EXPIRED.message} (last attempt: {failure.code})")
+            return self._finish(message, Status.EXPIRED, expired, attempts=attempts)
         if self._requeue(message, delay, attempts, failure, throttled=throttled):
             metrics.add_metric(name="DeliveryRetried", unit="Count", value=1)
             logger.info(
@@ -519,13 +545,16 @@ class Dispatcher:
         )
         if not recorded and attempts and isinstance(message, ClaimedMessage):
             self._record_taken(message, attempts)
-        if recorded and status is Status.FAILED:
+        if recorded and status in {Status.FAILED, Status.EXPIRED}:
             self._store.release_dedup_lock(message)  # a deliberate retry may send again
         outcome = {
             Status.SENT: DispatchOutcome.SENT,
             Status.FAILED: DispatchOutcome.FAILED,
             Status.UNKNOWN: DispatchOutcome.UNKNOWN,
+            Status.EXPIRED: DispatchOutcome.EXPIRED,
         }[status]
+        if status is Status.EXPIRED:
+            return self._log_expired(message, failure, recorded)
         metrics.add_metric(name=f"Message{outcome.value.capitalize()}", unit="Count", value=1)
         log = logger.warning if status is not Status.SENT else logger.info
         log(
@@ -542,3 +571,24 @@ class Dispatcher:
             },
         )
         return outcome
+
+    @staticmethod
+    def _log_expired(message: Message, failure: DispatchFailure | None, recorded: bool) -> DispatchOutcome:
+        """`MessageExpired`, counted when the message was ended so; its log names the message and
+        its workspace, never its recipient nor its content."""
+        if recorded:
+            metrics.add_metric(name="MessageExpired", unit="Count", value=1)
+        logger.warning(
+            "message.dispatch.expired",
+            extra={
+                "event": "message.dispatch.expired",
+                "message_id": message.id,
+                "workspace_id": message.workspace_id,
+                "channel": message.channel.value,
+                "attempts": message.attempts,
+                "expires_at": rfc3339(message.expires_at) if message.expires_at else None,
+                "error": failure.message if failure else None,
+                "recorded": recorded,
+            },
+        )
+        return DispatchOutcome.EXPIRED

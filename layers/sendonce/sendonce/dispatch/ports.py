@@ -174,7 +174,9 @@ class Provider(Protocol):
 
     Raises PermanentFailure, TransientFailure (ProviderThrottled for a rate or quota refusal) or
     AmbiguousOutcome. `honours_idempotency_key`: the provider dedups on the message id, so an
-    ambiguous attempt may safely be repeated.
+    ambiguous attempt may safely be repeated. A provider that takes a validity period gives it the
+    message's time left (`message.expires_at`, read against its own clock at the call); the
+    dispatcher never calls one for a message already past it.
     """
 
     name: str

@@ -62,10 +62,16 @@ HISTORY_DAYS = 2
 
 
 class Limits(Struct, frozen=True):
-    """A workspace's request rate (a second) and daily send quota (0: none)."""
+    """A workspace's request rate (a second) and daily send quota (0: none), and its send controls:
+    a frequency cap of `per_recipient` messages (0: none) a `per_recipient_window` seconds, its quiet
+    hours ("HH:MM-HH:MM", empty: none) and its zone (`sendonce.controls`)."""
 
     rate_per_second: int
     daily_quota: int
+    per_recipient: int = 0
+    per_recipient_window: int = 0
+    quiet_hours: str = ""
+    timezone: str = "UTC"
 
     def __post_init__(self) -> None:
         check_rate(self.rate_per_second)
@@ -186,11 +192,15 @@ def seconds_to_next_day(now: datetime) -> int:
 
 class LimitsChange(Struct, frozen=True):
     """An operator's override, in force from `at` (epoch seconds, a window's start) until the next
-    change; a value None is the stack's default."""
+    change; a value None is the stack's default (for a send control: none, and the zone UTC)."""
 
     at: int
     rate_per_second: int | None
     daily_quota: int | None
+    per_recipient: int | None = None
+    per_recipient_window: int | None = None
+    quiet_hours: str | None = None
+    timezone: str | None = None
 
     def __post_init__(self) -> None:
         if self.rate_per_second is not None:
@@ -237,6 +247,10 @@ class LimitsTimeline(Struct, frozen=True):
         return Limits(
             rate_per_second=self.defaults.rate_per_second if rate is None else rate,
             daily_quota=self.defaults.daily_quota if quota is None else quota,
+            per_recipient=change.per_recipient or 0,
+            per_recipient_window=change.per_recipient_window or 0,
+            quiet_hours=change.quiet_hours or "",
+            timezone=change.timezone or "UTC",
         )
 
     def quota_plans(self, when: datetime) -> list[QuotaPlan]:
@@ -344,3 +358,46 @@ class Usage(Struct, frozen=True):
     limits: Limits
     used_today: int
     resets_at: datetime
+
+
+class SendControlsChange(Struct, frozen=True):
+    """An operator's change of a workspace's send controls; a value None keeps the one in force.
+    `per_recipient` 0 removes the cap; `quiet_hours` "" removes the quiet hours."""
+
+    per_recipient: int | None = None
+    per_recipient_window: int | None = None
+    quiet_hours: str | None = None
+    timezone: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(
+            value is None
+            for value in (self.per_recipient, self.per_recipient_window, self.quiet_hours, self.timezone)
+        )
+
+    def applied_to(self, change: LimitsChange) -> LimitsChange:
+        """`change` with these values in place of its own; ValueError when the result is no set of
+        send controls (a cap without its window, hours that are not HH:MM-HH:MM, an unknown zone)."""
+        from sendonce.controls.cap import check_cap  # noqa: PLC0415  # the operator's command only
+        from sendonce.controls.quiet_hours import QuietHours, zone_of  # noqa: PLC0415
+
+        merged = replace(
+            change,
+            per_recipient=change.per_recipient if self.per_recipient is None else self.per_recipient,
+            per_recipient_window=(
+                change.per_recipient_window
+                if self.per_recipient_window is None
+                else self.per_recipient_window
+            ),
+            quiet_hours=change.quiet_hours if self.quiet_hours is None else self.quiet_hours,
+            timezone=change.timezone if self.timezone is None else self.timezone,
+        )
+        if merged.per_recipient and not merged.per_recipient_window:
+            raise ValueError("a cap needs its window: give --per-recipient-window SECONDS too")
+        check_cap(merged.per_recipient or 0, merged.per_recipient_window or 0)
+        if merged.quiet_hours:
+            QuietHours.parse(merged.quiet_hours)
+        if merged.timezone is not None:
+            zone_of(merged.timezone)
+        return merged

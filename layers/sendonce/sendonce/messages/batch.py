@@ -20,16 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import DependencyUnavailable, TemplateDataInvalid, UnknownTemplate
+from sendonce.limits.model import QuotaCharge
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Message
 from sendonce.messages.ports import (
     CampaignGate,
+    Capped,
     Created,
     CreateManyOutcome,
     DuplicateOf,
@@ -40,6 +43,8 @@ from sendonce.messages.ports import (
     QuotaSpent,
     SendingStore,
     Suppressed,
+    TemplateChanged,
+    TiedToKey,
 )
 from sendonce.messages.service import (
     SendCommand,
@@ -49,12 +54,16 @@ from sendonce.messages.service import (
     claim_of,
     new_message,
     quota_charge,
+    recipient_cap,
     refused,
     rendered,
 )
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.ports import SuppressionCheck
+
+if TYPE_CHECKING:
+    from sendonce.controls.cap import RecipientCap
 
 
 class NotRendered(Struct, frozen=True):
@@ -63,7 +72,9 @@ class NotRendered(Struct, frozen=True):
     error: UnknownTemplate | TemplateDataInvalid
 
 
-BatchOutcome = SendResult | NotWritten | QuotaSpent | Suppressed | NotRendered | GateClosed | MadeBefore
+BatchOutcome = (
+    SendResult | NotWritten | QuotaSpent | Capped | Suppressed | NotRendered | GateClosed | MadeBefore
+)
 
 
 def suppressed(
@@ -143,10 +154,13 @@ class BatchSender:
         self, commands: Sequence[SendCommand], refused: dict[str, Suppression], gate: CampaignGate | None
     ) -> list[BatchOutcome]:
         now = self._clock()
+        workspace = commands[0].workspace_id
+        limits = self._limits.timeline(workspace).at(now) if self._limits is not None else None
         # The first command of each identity is written; the later ones are its duplicates (a command
         # from a template has two identities: it follows the first leader holding either).
         leaders: dict[str, int] = {}
         entries: list[NewMessage] = []
+        caps: list[RecipientCap | None] = []  # per entry: the frequency cap it counts against
         leader_of: list[int] = []  # per command: its position in `entries`
         for command in commands:
             claim = claim_of(command, now + self._dedup_window)
@@ -155,19 +169,25 @@ class BatchSender:
             if leader is None:
                 leader = len(entries)
                 leaders.update(dict.fromkeys(locks, leader))
-                message = new_message(command, now)
+                message = new_message(command, now, limits)
                 entries.append(
                     NewMessage(
                         # Its suppressed recipients left out; its locks stay those of all it named.
                         message=message.without(refused.keys()) or message,
                         claim=claim,
-                        handoff_due_at=handoff_due_at(now, command.send_at),
+                        handoff_due_at=handoff_due_at(now, message.send_at),
                     )
                 )
+                # A campaign sends each recipient one message at most (its lock), and is not capped.
+                caps.append(recipient_cap(command, limits, now) if gate is None else None)
             leader_of.append(leader)
 
-        quota = quota_charge(self._limits, commands[0].workspace_id, now) if entries else None
-        written = self._store.create_many(entries, now, quota, gate) if entries else []
+        quota = quota_charge(self._limits, workspace, now) if entries else None
+        written: Sequence[CreateManyOutcome]
+        if any(cap is not None for cap in caps):
+            written = self._write_capped(entries, caps, now, quota)
+        else:
+            written = self._store.create_many(entries, now, quota, gate) if entries else []
         leader_outcomes = [self._leader_outcome(outcome, now) for outcome in written]
 
         outcomes: list[BatchOutcome] = []
@@ -180,6 +200,29 @@ class BatchSender:
                 outcomes.append(self._later_duplicate(command, written[position], now))
         return outcomes
 
+    def _write_capped(
+        self,
+        entries: Sequence[NewMessage],
+        caps: Sequence[RecipientCap | None],
+        now: datetime,
+        quota: QuotaCharge | None,
+    ) -> list[CreateManyOutcome]:
+        """Under a frequency cap, each entry as a single send writes it: its frames conditioned in
+        its own transaction (one recipient's entries would meet in one bulk transaction)."""
+
+        def one(entry: NewMessage, cap: RecipientCap | None) -> CreateManyOutcome:
+            try:
+                outcome = self._store.create(
+                    entry.message, entry.claim, None, entry.handoff_due_at, now, quota=quota, cap=cap
+                )
+            except DependencyUnavailable as error:
+                return NotWritten(str(error))
+            if isinstance(outcome, TiedToKey | Suppressed | TemplateChanged):  # no tie nor template check
+                return NotWritten("an entry met a key tie, a suppression or a template check")
+            return outcome
+
+        return [one(entry, cap) for entry, cap in zip(entries, caps, strict=True)]
+
     def _leader_outcome(self, outcome: CreateManyOutcome, now: datetime) -> BatchOutcome:
         if isinstance(outcome, Created):
             return SendResult(message=outcome.message, created=True)
@@ -187,6 +230,9 @@ class BatchSender:
             return self._duplicate(outcome.original, outcome.locked_at, now)
         if isinstance(outcome, QuotaSpent):
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
+            return outcome
+        if isinstance(outcome, Capped):
+            metrics.add_metric(name="RecipientCapped", unit="Count", value=1)
             return outcome
         if isinstance(outcome, GateClosed | MadeBefore):
             return outcome
@@ -197,7 +243,7 @@ class BatchSender:
         self, command: SendCommand, leader: CreateManyOutcome, now: datetime
     ) -> BatchOutcome:
         """An identical command after its leader: a duplicate of the leader's message, counted on it."""
-        if isinstance(leader, NotWritten | QuotaSpent | GateClosed | MadeBefore):
+        if isinstance(leader, NotWritten | QuotaSpent | Capped | GateClosed | MadeBefore):
             return leader  # as its leader: an identical send after it would get the same
         if isinstance(leader, Created):
             original_id, locked_at = leader.message.id, now

@@ -83,14 +83,20 @@ def edited_payload(message: Message) -> dict[str, Any]:
     return payload
 
 
+# A new sendAt's hold past quiet hours (`sendonce.messages.service.held`): the message as it goes.
+Hold = Callable[[Message, datetime], Message]
+
+
 def plan_edit(
     current: Message,
     changes: MessageChanges,
     now: datetime,
     *,
     dedup_window: timedelta,
+    hold: Hold | None = None,
 ) -> MessageEdit:
-    """The edit of `current`; raises InvalidEdit or MessageNotEditable before anything is written."""
+    """The edit of `current`; raises InvalidEdit or MessageNotEditable before anything is written. A
+    new sendAt within quiet hours is moved to their end (`hold`); one outside them drops `heldFor`."""
     if changes.subject is not None and channels.spec(current.channel).subject == "forbidden":
         raise InvalidEdit("subject", f"is not allowed for {current.channel.value}")
     if current.status is not Status.SCHEDULED:
@@ -103,6 +109,10 @@ def plan_edit(
         metadata=dict(current.metadata if changes.metadata is None else changes.metadata),
         updated_at=max(now, current.updated_at + _TICK),
     )
+    if changes.send_at is not None:
+        edited = replace(edited, held_for=None)
+        if hold is not None:
+            edited = hold(edited, now)
     # Every recipient the send named, suppressed ones included: the identity it was created with.
     requested = current.requested_recipients
     lock_id = message_identity(
@@ -135,6 +145,7 @@ def edit_message(
     dedup_window: timedelta,
     read: Callable[[], Message],
     changes: MessageChanges,
+    hold: Hold | None = None,
 ) -> tuple[MessageEdit, datetime]:
     """The edit as written (its `edited` message is the answer), and the time it was written at.
 
@@ -144,7 +155,7 @@ def edit_message(
     for _ in range(MAX_EDIT_RACES):
         now = clock()
         current = read()
-        plan = plan_edit(current, changes, now, dedup_window=dedup_window)
+        plan = plan_edit(current, changes, now, dedup_window=dedup_window, hold=hold)
         outcome = store.edit(plan, now)
         if isinstance(outcome, Edited):
             logger.info(

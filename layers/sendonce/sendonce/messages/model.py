@@ -33,11 +33,27 @@ class Status(StrEnum):
     FAILED = "failed"
     CANCELED = "canceled"
     UNKNOWN = "unknown"  # the provider may or may not have it; never retried automatically
+    EXPIRED = "expired"  # not handed to a provider before its expiresAt: never delivered
 
 
 # A message may still be canceled, or claimed by a dispatcher, from these.
 WAITING_STATUSES = frozenset({Status.ACCEPTED, Status.SCHEDULED, Status.QUEUED})
-FINAL_STATUSES = frozenset({Status.SENT, Status.DELIVERED, Status.FAILED, Status.CANCELED, Status.UNKNOWN})
+FINAL_STATUSES = frozenset(
+    {Status.SENT, Status.DELIVERED, Status.FAILED, Status.CANCELED, Status.UNKNOWN, Status.EXPIRED}
+)
+
+
+class Priority(StrEnum):
+    """A send's priority: `critical` (one-time codes) bypasses quiet hours and the frequency cap."""
+
+    NORMAL = "normal"
+    CRITICAL = "critical"
+
+
+class HeldFor(StrEnum):
+    """Why a message's sendAt was moved by the service (`message.scheduled`'s `data.heldFor`)."""
+
+    QUIET_HOURS = "quiet_hours"
 
 
 class MessageFailure(Struct, frozen=True):
@@ -113,6 +129,12 @@ class Message(Struct, frozen=True):
     # The provider that accepted it (None: none has), and every provider call made for it, in order.
     provider: str | None = None
     provider_attempts: tuple[ProviderAttempt, ...] = ()
+    # Send controls (docs/guarantees.md, "Send controls"): not handed to a provider after
+    # `expires_at`, it ends `expired`; `held_for`: why the service moved its sendAt (quiet hours).
+    expires_at: datetime | None = None
+    priority: Priority = Priority.NORMAL
+    held_for: HeldFor | None = None
+    timezone: str | None = None  # the recipient's zone as the send gave it (IANA): its quiet hours'
 
     def email_fields(self) -> dict[str, object]:
         """`cc`, `bcc`, `replyTo` and `html` under their API names, each only when the message has it

@@ -13,6 +13,7 @@ from msgspec.structs import replace
 from sendonce.messages.model import Channel, Message, Status
 
 if TYPE_CHECKING:  # only the API charges a quota: the other functions' cold start needs no limits model
+    from sendonce.controls.cap import RecipientCap
     from sendonce.limits.model import QuotaCharge
     from sendonce.templates.model import Template
 
@@ -68,6 +69,13 @@ class QuotaSpent(Struct, frozen=True):
     """The workspace's daily quota is used up: nothing was written, and the identity is free."""
 
 
+class Capped(Struct, frozen=True):
+    """The frequency cap of a recipient had no room: nothing was written, and the identity is free.
+    A message could take a place in `retry_after_seconds` (`RecipientCap.retry_after`)."""
+
+    retry_after_seconds: int
+
+
 class Suppressed(Struct, frozen=True):
     """The recipient is on a suppression list the workspace is subject to (`reason`): nothing was
     written. A create's own transaction tells it; a batch's entries learn it from the batch's read."""
@@ -80,7 +88,7 @@ class TemplateChanged(Struct, frozen=True):
     since it was read: nothing was written; read it again and render again."""
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Suppressed | TemplateChanged
+CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Capped | Suppressed | TemplateChanged
 
 
 class TemplateInForce(Struct, frozen=True):
@@ -127,7 +135,7 @@ class CampaignGate(Struct, frozen=True):
     campaign_id: str
 
 
-CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent | GateClosed | MadeBefore
+CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent | Capped | GateClosed | MadeBefore
 
 
 class MessageEdit(Struct, frozen=True):
@@ -193,9 +201,12 @@ class SendingStore(DedupLocks, Protocol):
         *,
         quota: QuotaCharge | None = None,
         template: TemplateInForce | None = None,
+        cap: RecipientCap | None = None,
     ) -> CreateOutcome:
-        """Write the message, its dedup lock, its key tie and one unit of its quota atomically, or none
-        of them, while its recipient is on no suppression list its workspace is subject to (checked in
+        """Write the message, its dedup lock, its key tie, one unit of its quota and its places under
+        the frequency `cap` atomically, or none of them (Capped when a frame has no room: after a
+        suppression, a tie, a held lock or a changed template, so a replay or a duplicate never
+        counts), while its recipient is on no suppression list its workspace is subject to (checked in
         the same write: Suppressed, before a tie or a held lock). An email's recipients are each
         checked: the suppressed ones are dropped (Created's message names them in
         `suppressed_recipients`; the lock and tie stay as given), and with nobody left, Suppressed

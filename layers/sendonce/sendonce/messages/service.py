@@ -30,12 +30,14 @@ from sendonce.errors import (
     MessageNotFound,
     QueueUnavailable,
     QuotaExceeded,
+    RecipientCapped,
     RecipientSuppressed,
     TemplateDataInvalid,
+    TooManyCappedRecipients,
     UnknownTemplate,
 )
 from sendonce.idempotency.keys import tie_identity
-from sendonce.limits.model import QuotaCharge, seconds_to_next_day
+from sendonce.limits.model import Limits, QuotaCharge, seconds_to_next_day
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages import sms
 from sendonce.messages.edits import MessageChanges, edit_message
@@ -46,11 +48,14 @@ from sendonce.messages.model import (
     HTML_MAX_CHARACTERS,
     SUBJECT_MAX_CHARACTERS,
     Channel,
+    HeldFor,
     Message,
+    Priority,
     Status,
     TemplateRef,
 )
 from sendonce.messages.ports import (
+    Capped,
     Created,
     DedupClaim,
     DuplicateOf,
@@ -68,8 +73,10 @@ from sendonce.messages.ports import (
 )
 from sendonce.messages.recipients import Recipient, tie_destination
 from sendonce.observability import logger, metrics
+from sendonce.suppressions.model import recipient_key
 
 if TYPE_CHECKING:
+    from sendonce.controls.cap import RecipientCap
     from sendonce.templates.model import Template
 
 
@@ -97,6 +104,12 @@ class SendCommand(Struct, frozen=True):
     reply_to: str | None = None
     html: str | None = None
     campaign_id: str | None = None  # a campaign's message (`sendonce.campaigns`)
+    # Send controls (`sendonce.controls`): `critical` bypasses quiet hours and the frequency cap;
+    # `timezone` the recipient's (IANA, checked); an expiry as an instant or a validity from sendAt.
+    priority: Priority = Priority.NORMAL
+    timezone: str | None = None
+    expires_at: datetime | None = None
+    valid_for_seconds: int | None = None
 
     @property
     def recipients(self) -> tuple[Recipient, ...]:
@@ -245,8 +258,53 @@ def refused(workspace_id: str, reasons: Sequence[str]) -> None:
     )
 
 
-def new_message(command: SendCommand, now: datetime) -> Message:
-    """The message a command creates, alone (`MessageService.send`) or in a batch."""
+def new_message(command: SendCommand, now: datetime, limits: Limits | None = None) -> Message:
+    """The message a command creates, alone (`MessageService.send`) or in a batch, under its
+    workspace's send controls in force (`limits`): held past quiet hours, and with its expiry."""
+    message = _new_message(command, now)
+    valid_from = command.send_at if command.send_at is not None else now
+    expires_at = command.expires_at
+    if expires_at is None and command.valid_for_seconds is not None:
+        expires_at = valid_from + timedelta(seconds=command.valid_for_seconds)
+    message = replace(message, expires_at=expires_at, priority=command.priority, timezone=command.timezone)
+    return held(message, limits, max(valid_from, now))
+
+
+def held(message: Message, limits: Limits | None, goes_out_at: datetime) -> Message:
+    """The message held past its workspace's quiet hours when it would go out within them, at
+    `goes_out_at`, in its recipient's zone (`scheduled`, `sendAt` their end, `heldFor`); as it is
+    when it would not, when none are set, or when it is critical."""
+    if limits is None or not limits.quiet_hours or message.priority is Priority.CRITICAL:
+        return message
+    from sendonce.controls.quiet_hours import QuietHours, recipient_zone  # noqa: PLC0415  # when set
+
+    phone = message.to if message.to.startswith("+") else None
+    zone = recipient_zone(message.timezone, phone, limits.timezone)
+    until = QuietHours.parse(limits.quiet_hours).held_until(goes_out_at, zone)
+    if until is None:
+        return message
+    return replace(message, status=Status.SCHEDULED, send_at=until, held_for=HeldFor.QUIET_HOURS)
+
+
+def recipient_cap(command: SendCommand, limits: Limits | None, now: datetime) -> RecipientCap | None:
+    """The frequency cap a command's message counts against; None without one, or for a critical send."""
+    if limits is None or not limits.per_recipient or command.priority is Priority.CRITICAL:
+        return None
+    from sendonce.controls.cap import MAX_CAPPED_RECIPIENTS, RecipientCap  # noqa: PLC0415  # when set
+
+    recipients = tuple(dict.fromkeys(recipient_key(recipient.address) for recipient in command.recipients))
+    if len(recipients) > MAX_CAPPED_RECIPIENTS:
+        raise TooManyCappedRecipients(MAX_CAPPED_RECIPIENTS)
+    return RecipientCap(
+        command.workspace_id,
+        recipients,
+        limits.per_recipient,
+        limits.per_recipient_window,
+        now,
+    )
+
+
+def _new_message(command: SendCommand, now: datetime) -> Message:
     scheduled = command.send_at is not None and command.send_at > now
     use = command.template
     return Message(
@@ -311,7 +369,8 @@ class MessageService:
         """The send of a rendered command (`asked`: its template as the request named it); None when
         its template changed since it was read."""
         now = self._clock()
-        message = new_message(command, now)
+        limits = self._limits.timeline(command.workspace_id).at(now) if self._limits is not None else None
+        message = new_message(command, now, limits)
         claim = claim_of(command, now + self._dedup_window)
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
@@ -330,10 +389,11 @@ class MessageService:
                 message,
                 claim,
                 tie,
-                handoff_due_at(now, command.send_at),
+                handoff_due_at(now, message.send_at),
                 now,
                 quota=quota,
                 template=in_force(command, asked),
+                cap=recipient_cap(command, limits, now),
             )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.
@@ -351,6 +411,14 @@ class MessageService:
         if isinstance(outcome, Suppressed):
             refused(command.workspace_id, [outcome.reason])
             raise RecipientSuppressed(outcome.reason)
+        if isinstance(outcome, Capped):
+            # Raised inside the key's record, as a spent quota is: the key stays unused.
+            metrics.add_metric(name="RecipientCapped", unit="Count", value=1)
+            logger.info(
+                "message.api.recipient_capped",
+                extra={"event": "message.api.recipient_capped", "workspace_id": command.workspace_id},
+            )
+            raise RecipientCapped(outcome.retry_after_seconds)
         if isinstance(outcome, QuotaSpent):
             # Raised inside the key's record, so no 429 is ever stored under a key.
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
@@ -424,12 +492,20 @@ class MessageService:
     def edit(self, workspace_id: str, message_id: str, changes: MessageChanges) -> Message:
         """Edit a scheduled message until its delivery is claimed (`sendonce.messages.edits`); a new
         sendAt within SQS's reach is handed over at once, as a new send's is."""
+        limits = self._limits
+
+        def hold(edited: Message, now: datetime) -> Message:
+            """A new sendAt within quiet hours moves to their end, as a new send's does."""
+            timeline = limits.timeline(workspace_id).at(now) if limits is not None else None
+            return held(edited, timeline, max(edited.send_at or now, now))
+
         edit, now = edit_message(
             self._store,
             clock=self._clock,
             dedup_window=self._dedup_window,
             read=lambda: self.get(workspace_id, message_id),
             changes=changes,
+            hold=hold,
         )
         if edit.handoff_due_at is not None:
             self._hand_off(edit, now)

@@ -6,6 +6,7 @@ each failure means is `classification`'s table's to say.
 A 2xx is the provider's acceptance, and nothing read after it can undo that: its body is read for
 the provider's id, at most `MAX_ANSWER_BYTES` of it and within the timeout; a body too large,
 too slow or unreadable only leaves the message id standing in for the provider's.
+A message with an `expiresAt` carries it (RFC 3339): the provider must not deliver it after then.
 The standard library's client keeps it off the cold start.
 """
 
@@ -19,6 +20,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from sendonce.clock import rfc3339
 from sendonce.messages.model import Message
 from sendonce.providers.classification import failure, status_signals
 from sendonce.providers.http_calls import NoRedirects, read_capped
@@ -48,6 +50,8 @@ class HttpProvider:
             "body": message.body,
             # An email's other fields, only when it has them: a message without them is sent as before.
             **message.email_fields(),
+            # Its end of validity, only when it has one.
+            **({"expiresAt": rfc3339(message.expires_at)} if message.expires_at is not None else {}),
         }
         request = urllib.request.Request(  # noqa: S310 (the URL is the operator's setting)
             self._url,

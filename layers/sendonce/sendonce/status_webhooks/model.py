@@ -44,6 +44,7 @@ STATUS_EVENTS: Mapping[Status, EventType] = {
     Status.FAILED: EventType.FAILED,
     Status.CANCELED: EventType.CANCELED,
     Status.UNKNOWN: EventType.UNKNOWN,
+    Status.EXPIRED: EventType.EXPIRED,
 }
 
 
@@ -131,11 +132,10 @@ class Event(Struct, frozen=True):
         """What every endpoint receives, byte for byte the same on every attempt: a campaign's event
         carries its campaign (`message` holds it) where a message's carries its message."""
         subject = "campaign" if self.type is EventType.CAMPAIGN_COMPLETED else "message"
-        return {
-            "type": self.type.value,
-            "timestamp": rfc3339(self.timestamp),
-            "data": {subject: dict(self.message), "sequence": self.sequence},
-        }
+        data: dict[str, Any] = {subject: dict(self.message), "sequence": self.sequence}
+        if self.type is EventType.SCHEDULED and "heldFor" in self.message:
+            data["heldFor"] = self.message["heldFor"]  # why the service moved its sendAt
+        return {"type": self.type.value, "timestamp": rfc3339(self.timestamp), "data": data}
 
     def delivery(self, endpoint_id: str) -> Delivery | None:
         return next((d for d in self.deliveries if d.endpoint_id == endpoint_id), None)

@@ -27,5 +27,6 @@ class EventType(StrEnum):
     FAILED = "message.failed"
     CANCELED = "message.canceled"
     UNKNOWN = "message.unknown"
+    EXPIRED = "message.expired"  # not handed to a provider before its expiresAt: never delivered
     DUPLICATE_BLOCKED = "message.duplicate_blocked"
     CAMPAIGN_COMPLETED = "campaign.completed"

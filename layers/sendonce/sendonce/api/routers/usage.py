@@ -38,10 +38,29 @@ class QuotaModel(ResponseModel):
     resetsAt: str = Field(description="RFC 3339: the next 00:00 UTC")
 
 
+class FrequencyCapModel(ResponseModel):
+    perRecipient: int = Field(description="New messages to one recipient within the window")
+    windowSeconds: int
+
+
+class QuietHoursModel(ResponseModel):
+    hours: str = Field(description="HH:MM-HH:MM, in the recipient's zone, such as 21:00-08:00")
+
+
+class SendControlsModel(ResponseModel):
+    frequencyCap: FrequencyCapModel | None = Field(description="null: no cap")
+    quietHours: QuietHoursModel | None = Field(description="null: no quiet hours")
+    timezone: str = Field(
+        description="The workspace's zone (IANA): a recipient's when neither the send nor the phone "
+        "number gives one"
+    )
+
+
 class UsageReport(ResponseModel):
     success: Literal[True]
     rateLimit: RateLimitModel
     quota: QuotaModel
+    sendControls: SendControlsModel
 
 
 class SimulatedDeliveryModel(ResponseModel):
@@ -94,6 +113,20 @@ def usage() -> Response[Any]:
                 daily=report.limits.daily_quota,
                 usedToday=report.used_today,
                 resetsAt=rfc3339(report.resets_at),
+            ),
+            sendControls=SendControlsModel(
+                frequencyCap=(
+                    FrequencyCapModel(
+                        perRecipient=report.limits.per_recipient,
+                        windowSeconds=report.limits.per_recipient_window,
+                    )
+                    if report.limits.per_recipient
+                    else None
+                ),
+                quietHours=QuietHoursModel(hours=report.limits.quiet_hours)
+                if report.limits.quiet_hours
+                else None,
+                timezone=report.limits.timezone,
             ),
         ),
     )

@@ -116,6 +116,11 @@ class EventData(ResponseModel):
         default=None, exclude_if=lambda value: value is None, description="campaign.completed: the campaign"
     )
     sequence: int | None
+    heldFor: Literal["quiet_hours"] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="message.scheduled only: why the service moved the message's sendAt",
+    )
 
 
 class EventDelivery(ResponseModel):
@@ -159,7 +164,12 @@ class EventModel(ResponseModel):
 def _data(event: Event) -> EventData:
     if event.type is EventType.CAMPAIGN_COMPLETED:
         return EventData(campaign=CampaignModel.model_validate(event.message), sequence=event.sequence)
-    return EventData(message=MessageModel.model_validate(event.message), sequence=event.sequence)
+    payload = event.payload()["data"]
+    return EventData(
+        message=MessageModel.model_validate(event.message),
+        sequence=event.sequence,
+        heldFor=payload.get("heldFor"),
+    )
 
 
 class EventEnvelope(ResponseModel):

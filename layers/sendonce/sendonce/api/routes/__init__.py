@@ -50,8 +50,9 @@ _ERRORS = {
         "(the recipient is on the workspace's suppression list; details.reason; nothing was written)"
     ),
     429: (
-        "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields) or "
-        "quota_exceeded (the daily send quota; Retry-After: seconds to 00:00 UTC)"
+        "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields), "
+        "quota_exceeded (the daily send quota; Retry-After: seconds to 00:00 UTC) or recipient_capped "
+        "(the workspace's frequency cap for a recipient; Retry-After: when a place comes back)"
     ),
     503: "unavailable: a dependency failed and nothing was sent; safe to retry (with Retry-After)",
 }
