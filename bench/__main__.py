@@ -32,6 +32,7 @@ from bench.batch import run_batch_bench  # noqa: E402
 from bench.campaigns import RECIPIENTS as CAMPAIGN_RECIPIENTS  # noqa: E402
 from bench.campaigns import run_campaign_bench  # noqa: E402
 from bench.capacity import CapacityProbe, Units, expiry_of, message_life, one_workspace, scaled  # noqa: E402
+from bench.capped import run_capped_bench  # noqa: E402
 from bench.cold_start import cold_starts, cold_starts_by_runtime, import_time_top  # noqa: E402
 from bench.cost import (  # noqa: E402
     PRICES_READ_ON,
@@ -464,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-batch", action="store_true", help="skip the batch figures")
     parser.add_argument("--no-templates", action="store_true", help="skip the templated send figures")
     parser.add_argument("--no-failover", action="store_true", help="skip the failover delivery figures")
+    parser.add_argument("--no-send-controls", action="store_true", help="skip the capped send figures")
     parser.add_argument(
         "--no-campaigns",
         action="store_true",
@@ -517,6 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     failover = _optional_part(
         "failover", args.no_failover, details, lambda: run_failover_bench(rounds=3 if args.quick else 5)
     )
+    send_controls = _optional_part(
+        "send_controls",
+        args.no_send_controls,
+        details,
+        lambda: run_capped_bench(rounds=5 if args.quick else 15),
+    )
     campaigns = _optional_part(
         "campaigns",
         args.no_campaigns,
@@ -553,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         ("batch", batch),
         ("templates", templates),
         ("failover", failover),
+        ("send_controls", send_controls),
     ):
         if figures_of:
             _lift_spread(section, figures_of, spreads)
@@ -572,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": batch,
         "templates": templates,
         "failover": failover,
+        "send_controls": send_controls,
         "campaigns": campaigns,
         "cost_usd_per_million_sends": figures["cost"],
         "cost_usd_per_million_sends_one_endpoint": figures["cost_one_endpoint"],

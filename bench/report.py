@@ -41,6 +41,8 @@ BATCH_CALLS_TARGET = 20
 BATCH_SHARE_TARGET = 0.15
 # A send from a template (issue 30): the calls of a plain send, and at most 10% slower at p50.
 TEMPLATED_P50_TARGET = 1.1
+# A send under a frequency cap (issue 33): the calls of a plain send, and at most 10% slower at p50.
+CAPPED_P50_TARGET = 1.1
 # A campaign (CONTRACT section 14): its fan-out's AWS calls a recipient at most 0.2 beyond a plain
 # send's own calls a send, and every recipient exactly one message.
 CAMPAIGN_CALLS_BEYOND_PLAIN_TARGET = 0.2
@@ -150,6 +152,17 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 )
             )
             out.append(_ratio(results, f"templates.{prefix}templated_p50_over_plain", TEMPLATED_P50_TARGET))
+    controls = results.get("send_controls")
+    if controls:
+        for prefix, figures in (("", controls), ("dynamodb-local.", controls.get("dynamodb-local"))):
+            if not figures:
+                continue
+            out.append(
+                at_most(
+                    f"send_controls.{prefix}capped_calls", figures["capped_calls"], figures["plain_calls"]
+                )
+            )
+            out.append(_ratio(results, f"send_controls.{prefix}capped_p50_over_plain", CAPPED_P50_TARGET))
     failover = results.get("failover")
     if failover:
         out.append(
@@ -324,6 +337,9 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
             "failover (a delivery: plain / through the next provider / after asking)",
             results.get("failover"),
             "not run",
+        ),
+        _section(
+            "send controls (a send: plain / under a frequency cap)", results.get("send_controls"), "not run"
         ),
         _section("campaigns", results.get("campaigns"), "not run"),
         _section("limits", results.get("limits"), "off"),

@@ -12,19 +12,16 @@ when it is installed.
 from __future__ import annotations
 
 import json
-import random
 import sys
-import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.call_counter import COUNTER
 from bench.events import send_event
-from bench.local_stack import API_KEY, BenchStack, drain, engines_named, on_each_engine
+from bench.local_stack import API_KEY, BenchStack, engines_named, on_each_engine
+from bench.paired import measure_paired
 from bench.quiet import silenced_stdout
-from bench.stats import median_of_rounds, mode, percentile, spread
 from sendonce_local.lambda_runtime import LambdaContext
 
 PER_ROUND = 20
@@ -33,13 +30,6 @@ TEMPLATE = {
     "channel": "sms",
     "body": "Your sendonce code is {{ code }}. It expires in {{ minutes }} minutes. {{ tag }}",
 }
-
-
-@dataclass
-class Samples:
-    seconds: list[float] = field(default_factory=list)
-    calls: list[int] = field(default_factory=list)
-    operations: list[str] = field(default_factory=list)
 
 
 def _route(body: dict[str, Any], path: str) -> dict[str, Any]:
@@ -66,56 +56,22 @@ def _templated(number: int) -> dict[str, Any]:
     }
 
 
-def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    api = stack.functions["ApiFunction"]
-    handler, context = api.load(), LambdaContext(api.spec)
-    sqs, queue = stack.client("sqs"), stack.queue_urls["SmsQueue"]
-    samples = {"plain": Samples(), "templated": Samples()}
-    ratios: list[float] = []
-    numbers = iter(range(10**9))
-    shuffle = random.Random(17)
+def _create_template(handler: Any, context: LambdaContext) -> None:
     with silenced_stdout():
         created = handler(_route(TEMPLATE, "/v1/templates"), context)
-        if created.get("statusCode") not in (201, 409):
-            raise RuntimeError(f"the bench template was not created: {created}")
-        for round_number in range(rounds + 1):
-            measured = round_number >= 1  # the first round warms up (the renderer's worker, the copy)
-            drain(sqs, queue)  # moto's SQS slows down as a queue grows; no dispatcher drains it here
-            order = ["plain", "templated"] * PER_ROUND
-            shuffle.shuffle(order)
-            this_round: dict[str, list[float]] = {"plain": [], "templated": []}
-            for kind in order:
-                number = next(numbers)
-                event = send_event(_plain(number) if kind == "plain" else _templated(number), API_KEY)
-                with COUNTER.counting() as log:
-                    started = time.perf_counter()
-                    answer = handler(event, context)
-                    elapsed = time.perf_counter() - started
-                if answer.get("statusCode") != 201:
-                    raise RuntimeError(f"a {kind} send was not created: {answer}")
-                this_round[kind].append(elapsed)
-                if measured:
-                    samples[kind].seconds.append(elapsed)
-                    samples[kind].calls.append(len(log))
-                    samples[kind].operations = log.operations()
-            if measured:
-                ratios.append(percentile(this_round["templated"], 0.5) / percentile(this_round["plain"], 0.5))
-    figures = {
-        "plain_calls": mode(samples["plain"].calls),
-        "templated_calls": mode(samples["templated"].calls),
-        "plain_p50_ms": round(percentile(samples["plain"].seconds, 0.5) * 1000, 2),
-        "templated_p50_ms": round(percentile(samples["templated"].seconds, 0.5) * 1000, 2),
-        "templated_p50_over_plain": median_of_rounds(ratios, 3),
-        "spread": {"templated_p50_over_plain": spread(ratios)},
+    if created.get("statusCode") not in (201, 409):
+        raise RuntimeError(f"the bench template was not created: {created}")
+
+
+def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    kinds = {
+        "plain": lambda number: send_event(_plain(number), API_KEY),
+        "templated": lambda number: send_event(_templated(number), API_KEY),
     }
-    details = {
-        kind: {
-            "calls_seen": sorted(set(s.calls)),
-            "operation_counts": {op: s.operations.count(op) for op in sorted(set(s.operations))},
-        }
-        for kind, s in samples.items()
-    }
-    return figures, details
+    with silenced_stdout():  # the first round also warms up the renderer's worker and the copy
+        return measure_paired(
+            stack, kinds, rounds=rounds, per_round=PER_ROUND, seed=17, before=_create_template
+        )
 
 
 def run_templated_bench(rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
