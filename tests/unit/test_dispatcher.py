@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from msgspec.structs import replace
 from sendonce import channels
 from sendonce.adapters.sqs_queue import queue_body
-from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch import retry_policy
 from sendonce.dispatch.dispatcher import EARLY_RECEIVES, Dispatcher, DispatchOutcome, DispatchRequest
 from sendonce.dispatch.ports import ClaimedMessage, ProviderThrottled
@@ -24,13 +23,12 @@ from sendonce.entrypoints.dispatch import DispatcherDependencies, dispatch_reque
 from sendonce.errors import AmbiguousOutcome, DispatchFailure, PermanentFailure, RetryLater, TransientFailure
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
-from sendonce.messages.ports import DedupClaim
 from sendonce.settings import DispatcherSettings
 from sendonce.suppressions.model import Reason, Suppression
 
 from sendonce_local.template import load_template
 from tests.support.lambda_context import FakeLambdaContext
-from tests.unit.unit_fakes import T0, InMemoryStore, ManualClock
+from tests.unit.unit_fakes import T0, InMemoryStore, ManualClock, queued_message
 
 
 @dataclass
@@ -50,20 +48,7 @@ class ScriptedProvider:
 
 
 def _queued(store: InMemoryStore, clock: ManualClock, **changes: object) -> Message:
-    fields: dict[str, object] = {"to": "+15550100000", "body": "hello", "status": Status.QUEUED, **changes}
-    message = Message(
-        id=new_message_id(),
-        workspace_id="ws_a",
-        channel=Channel("sms"),
-        created_at=clock.now,
-        updated_at=clock.now,
-        **fields,  # type: ignore[arg-type]
-    )
-    claim = DedupClaim(
-        dedup_identity("ws_a", message.to, None, message.body), clock.now + timedelta(minutes=15)
-    )
-    created = store.create(message, claim, None, clock.now, clock.now)
-    return created.message  # type: ignore[union-attr]
+    return queued_message(store, clock, **changes)
 
 
 def _dispatcher(

@@ -26,7 +26,6 @@ from msgspec.structs import replace
 from sendonce.adapters.dynamodb_items import to_item
 from sendonce.adapters.dynamodb_message_stream import change_of
 from sendonce.clock import rfc3339
-from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch.dispatcher import Dispatcher, DispatchOutcome, DispatchRequest
 from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.dispatch.retry_policy import RetryPolicy
@@ -37,9 +36,7 @@ from sendonce.errors import (
     RetryLater,
     TransientFailure,
 )
-from sendonce.messages.ids import new_message_id
-from sendonce.messages.model import AttemptOutcome, Channel, HeldFor, Message, Status
-from sendonce.messages.ports import DedupClaim
+from sendonce.messages.model import AttemptOutcome, HeldFor, Message, Status
 from sendonce.providers.http_provider import HttpProvider
 from sendonce.providers.sms_v2_provider import SmsV2Provider
 from sendonce.providers.twilio_provider import TwilioProvider
@@ -64,7 +61,7 @@ from tests.unit.twilio_fakes import (
     sms,
 )
 from tests.unit.twilio_fakes import NOW as TWILIO_NOW
-from tests.unit.unit_fakes import InMemoryStore, ManualClock
+from tests.unit.unit_fakes import InMemoryStore, ManualClock, queued_message
 
 SERVER_ERROR = TransientFailure("provider_unavailable", "500")
 REFUSED = ProviderUnreachable("provider_unreachable", "connection refused")
@@ -108,19 +105,8 @@ class AskableProvider(FakeProvider):
 
 def _queued(store: InMemoryStore, clock: ManualClock, valid_for: float | None, **changes: Any) -> Message:
     """A message created now through the store, valid for `valid_for` seconds (None: no expiry)."""
-    fields: dict[str, Any] = {"to": "+15550100000", "body": "hello", "status": Status.QUEUED, **changes}
-    message = Message(
-        id=new_message_id(),
-        workspace_id="ws_a",
-        channel=Channel("sms"),
-        created_at=clock.now,
-        updated_at=clock.now,
-        expires_at=clock.now + timedelta(seconds=valid_for) if valid_for is not None else None,
-        **fields,
-    )
-    claim = DedupClaim(dedup_identity("ws_a", message.to, None, message.body), clock.now + timedelta(hours=2))
-    created = store.create(message, claim, None, clock.now, clock.now)
-    return created.message  # type: ignore[union-attr]
+    expires_at = clock.now + timedelta(seconds=valid_for) if valid_for is not None else None
+    return queued_message(store, clock, timedelta(hours=2), expires_at=expires_at, **changes)
 
 
 def _dispatcher(store: InMemoryStore, clock: ManualClock, *providers: FakeProvider) -> Dispatcher:

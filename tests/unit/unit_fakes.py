@@ -21,6 +21,7 @@ from sendonce.api.idempotency import idempotency_config
 from sendonce.auth.api_keys import ApiKeyStore, hash_api_key
 from sendonce.clock import Clock, rfc3339
 from sendonce.controls.cap import RecipientCap
+from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch.ports import (
     ClaimedMessage,
     ClaimRefused,
@@ -38,8 +39,15 @@ from sendonce.errors import (
     QueueUnavailable,
 )
 from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, QuotaPlan, Window
-from sendonce.messages.ids import looks_like_message_id
-from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, ProviderAttempt, Status
+from sendonce.messages.ids import looks_like_message_id, new_message_id
+from sendonce.messages.model import (
+    WAITING_STATUSES,
+    Channel,
+    Message,
+    MessageFailure,
+    ProviderAttempt,
+    Status,
+)
 from sendonce.messages.ports import (
     CampaignGate,
     Capped,
@@ -894,6 +902,26 @@ class FakeQueue:
             return list(handoffs)
         self.enqueued += [(handoff.message.id, handoff.delay_seconds) for handoff in handoffs]
         return []
+
+
+def queued_message(
+    store: InMemoryStore, clock: ManualClock, dedup_window: timedelta = timedelta(minutes=15), **changes: Any
+) -> Message:
+    """An sms to +15550100000 created now through the store, queued, with `changes` (any Message
+    field): the message a dispatcher test dispatches."""
+    fields: dict[str, Any] = {"to": "+15550100000", "body": "hello", "status": Status.QUEUED, **changes}
+    message = Message(
+        id=new_message_id(),
+        workspace_id="ws_a",
+        channel=Channel("sms"),
+        created_at=clock.now,
+        updated_at=clock.now,
+        **fields,
+    )
+    claim = DedupClaim(dedup_identity("ws_a", message.to, None, message.body), clock.now + dedup_window)
+    created = store.create(message, claim, None, clock.now, clock.now)
+    assert isinstance(created, Created), created
+    return created.message
 
 
 def hand_off(store: InMemoryStore, queue: FakeQueue, clock: Clock) -> dict[str, Any]:
