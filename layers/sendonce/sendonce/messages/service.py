@@ -11,6 +11,12 @@ stored under an Idempotency-Key. A suppression that lands after the write is cau
 dispatcher, whose claim checks again in its own write. An email to several recipients is one
 message: its suppressed recipients are left out (and named), and it is refused only when none is
 left; its dedup identity and key tie are those of every recipient the send named (`lock_of`).
+
+Send controls (`sendonce.controls`) ride on the same write: under a frequency cap, the message's
+places are counted by that transaction on conditions that keep the cap (`Capped` otherwise, after a
+suppression, a tie or a held lock, so a replay or a duplicate never counts); quiet hours move a
+message's sendAt before it is written (`held`), and its expiry is written with it. A critical send
+is neither held nor counted.
 """
 
 from __future__ import annotations
