@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.limits.model import Limits, Window
+from sendonce.limits.model import Limits, SendControlsChange, Window
 from sendonce.limits.service import RequestLimits
 
 from tests.integration.conftest import REGION, WORKSPACE, ApiAnswer, Stack
@@ -26,10 +26,15 @@ from tests.integration.conftest import REGION, WORKSPACE, ApiAnswer, Stack
 OTHER_WORKSPACE = "ws_other"
 
 
-def set_limits(workspace: str = WORKSPACE, rate: int | None = None, daily_quota: int | None = None) -> None:
+def set_limits(
+    workspace: str = WORKSPACE,
+    rate: int | None = None,
+    daily_quota: int | None = None,
+    controls: SendControlsChange | None = None,
+) -> None:
     """As `sendonce workspace set-limits --wait` does, for functions that keep no limits cached."""
     limits = DynamoDbLimits(boto3.client("dynamodb", region_name=REGION), "LimitsTable", Limits(1, 0))
-    change = limits.set_limits(workspace, rate, daily_quota, cache_seconds=0)
+    change = limits.set_limits(workspace, rate, daily_quota, cache_seconds=0, controls=controls)
     time.sleep(max(0.0, change.at - time.time()))
 
 

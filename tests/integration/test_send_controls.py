@@ -6,28 +6,21 @@ expiry and zone are checked, and `GET /v1/usage` shows the workspace's controls.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.limits.model import Limits, SendControlsChange
+from sendonce.limits.model import SendControlsChange
 
-from tests.integration.conftest import REGION, WORKSPACE, Stack
-from tests.integration.test_limits import race, usage
+from tests.integration.conftest import WORKSPACE, Stack
+from tests.integration.test_limits import race, set_limits, usage
 
 TO = "+15550100007"
 
 
 def set_controls(workspace: str = WORKSPACE, **controls: Any) -> None:
-    """As `sendonce workspace set-limits --wait` does, for functions that keep no limits cached."""
-    limits = DynamoDbLimits(boto3.client("dynamodb", region_name=REGION), "LimitsTable", Limits(1, 0))
-    change = limits.set_limits(
-        workspace, None, None, cache_seconds=0, controls=SendControlsChange(**controls)
-    )
-    time.sleep(max(0.0, change.at - time.time()))
+    """The workspace's send controls, as `sendonce workspace set-limits --wait` sets them."""
+    set_limits(workspace, controls=SendControlsChange(**controls))
 
 
 @pytest.fixture

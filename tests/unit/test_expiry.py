@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -31,7 +30,6 @@ from sendonce.dispatch.ports import ProviderThrottled
 from sendonce.dispatch.retry_policy import RetryPolicy
 from sendonce.errors import (
     AmbiguousOutcome,
-    DispatchFailure,
     ProviderUnreachable,
     RetryLater,
     TransientFailure,
@@ -50,6 +48,7 @@ from sendonce_local.sandbox import HttpProvider as SandboxHttpProvider
 from sendonce_local.twilio_sandbox import TwilioCredentials as SandboxCredentials
 from sendonce_local.twilio_sandbox import TwilioProvider as SandboxTwilio
 from tests.unit.aws_faults import client, sms_message
+from tests.unit.provider_fakes import AskableFake, FakeProvider
 from tests.unit.twilio_fakes import (
     BASE_URL,
     CALLBACK_URL,
@@ -69,38 +68,9 @@ TIMEOUT = AmbiguousOutcome("provider_timeout", "no answer in time")
 THROTTLED = ProviderThrottled("provider_throttled", "429")
 
 
-@dataclass
-class FakeProvider:
-    """Answers each call with the next failure of its script, or takes the message; `during_call`
-    runs while the call is under way (the clock moving on, say). `find`: asked about a lost answer,
-    it says whether it took the message (`takes_on_failure`: a scripted failure came after it did)."""
-
-    name: str = "http"
-    honours_idempotency_key: bool = True
-    script: list[DispatchFailure] = field(default_factory=list)
-    during_call: Callable[[], None] | None = None
-    takes_on_failure: bool = False
-    calls: list[str] = field(default_factory=list)
-    taken: list[str] = field(default_factory=list)
-
-    def send(self, message: Message) -> str:
-        self.calls.append(message.id)
-        if self.during_call is not None:
-            self.during_call()
-        if self.script:
-            if self.takes_on_failure:
-                self.taken.append(message.id)
-            raise self.script.pop(0)
-        self.taken.append(message.id)
-        return f"{self.name}-{len(self.taken)}"
-
-
-@dataclass
-class AskableProvider(FakeProvider):
-    visibility_seconds: float = 10.0
-
-    def find(self, message: Message, since: datetime) -> str | None:
-        return f"{self.name}-found" if message.id in self.taken else None
+def _http(**fields: Any) -> FakeProvider:
+    """The HTTP provider: it dedups on the message id, so a lost answer is tried again there."""
+    return FakeProvider("http", honours_idempotency_key=True, **fields)
 
 
 def _queued(store: InMemoryStore, clock: ManualClock, valid_for: float | None, **changes: Any) -> Message:
@@ -141,7 +111,7 @@ def test_a_message_that_sat_in_its_queue_past_its_expiry_ends_expired_and_no_pro
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=60)
-    provider = FakeProvider()
+    provider = _http()
     clock.advance(61)
 
     outcome = _dispatch(_dispatcher(store, clock, provider), message)
@@ -158,7 +128,7 @@ def test_a_message_whose_expiry_is_this_very_instant_is_not_handed_over(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=60)
-    provider = FakeProvider()
+    provider = _http()
     clock.advance(60)
 
     assert _dispatch(_dispatcher(store, clock, provider), message) is DispatchOutcome.EXPIRED
@@ -167,7 +137,7 @@ def test_a_message_whose_expiry_is_this_very_instant_is_not_handed_over(
 
 def test_a_message_still_valid_is_sent_as_any_other(store: InMemoryStore, clock: ManualClock) -> None:
     message = _queued(store, clock, valid_for=60)
-    provider = FakeProvider()
+    provider = _http()
     clock.advance(59)
 
     assert _dispatch(_dispatcher(store, clock, provider), message) is DispatchOutcome.SENT
@@ -183,7 +153,7 @@ def test_a_message_held_past_its_expiry_until_its_send_at_ends_expired_at_its_cl
     message = _queued(
         store, clock, valid_for=3600, status=Status.SCHEDULED, send_at=send_at, held_for=HeldFor.QUIET_HOURS
     )
-    provider = FakeProvider()
+    provider = _http()
     clock.now = send_at
 
     assert _dispatch(_dispatcher(store, clock, provider), message) is DispatchOutcome.EXPIRED
@@ -195,7 +165,7 @@ def test_a_second_copy_of_the_record_after_the_expiry_changes_nothing(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=60)
-    provider = FakeProvider()
+    provider = _http()
     clock.advance(120)
     dispatcher = _dispatcher(store, clock, provider)
     assert _dispatch(dispatcher, message) is DispatchOutcome.EXPIRED
@@ -209,7 +179,7 @@ def test_an_expired_message_is_told_as_message_expired(store: InMemoryStore, clo
     message = _queued(store, clock, valid_for=60)
     clock.advance(61)
     before = store.messages[message.id]
-    _dispatch(_dispatcher(store, clock, FakeProvider()), message)
+    _dispatch(_dispatcher(store, clock, _http()), message)
     after = store.messages[message.id]
     keys = {"pk": to_item(after, None)["pk"], "sk": to_item(after, None)["sk"]}
     record = {
@@ -238,7 +208,7 @@ def test_a_transient_failure_whose_retry_would_come_after_the_expiry_ends_expire
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=1)  # any backoff (at least 1 s) ends after it
-    provider = FakeProvider(script=[SERVER_ERROR])
+    provider = _http(script=[SERVER_ERROR])
 
     outcome = _dispatch(_dispatcher(store, clock, provider), message)
 
@@ -254,7 +224,7 @@ def test_a_retry_that_comes_back_after_the_expiry_is_ended_expired_at_its_claim(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=600)
-    provider = FakeProvider(script=[SERVER_ERROR])
+    provider = _http(script=[SERVER_ERROR])
     dispatcher = _dispatcher(store, clock, provider)
     retry_in = _dispatch(dispatcher, message)
     assert isinstance(retry_in, int)
@@ -270,7 +240,7 @@ def test_throttling_whose_next_try_would_come_after_the_expiry_ends_expired_not_
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=1)
-    provider = FakeProvider(script=[THROTTLED])
+    provider = _http(script=[THROTTLED])
 
     assert _dispatch(_dispatcher(store, clock, provider), message) is DispatchOutcome.EXPIRED
     stored = _assert_expired(store, message)
@@ -283,7 +253,7 @@ def test_a_message_throttled_until_its_expiry_ends_expired_within_its_validity_n
 ) -> None:
     valid_for = 20 * 60  # within throttling's hour: only the expiry ends its retries
     message = _queued(store, clock, valid_for=valid_for)
-    provider = FakeProvider(script=[THROTTLED] * 1000)
+    provider = _http(script=[THROTTLED] * 1000)
     dispatcher = _dispatcher(store, clock, provider)
     started = clock.now
 
@@ -303,9 +273,9 @@ def test_a_provider_that_did_not_accept_after_the_expiry_passed_hands_it_to_no_n
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=5)
-    first = FakeProvider("twilio", honours_idempotency_key=False, script=[REFUSED])
+    first = FakeProvider("twilio", script=[REFUSED])
     first.during_call = lambda: clock.advance(6)  # the refusal came once its validity had ended
-    second = FakeProvider("http")
+    second = _http()
 
     outcome = _dispatch(_dispatcher(store, clock, first, second), message)
 
@@ -321,8 +291,8 @@ def test_a_provider_that_did_not_accept_while_still_valid_fails_over_as_before(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=60)
-    first = FakeProvider("twilio", honours_idempotency_key=False, script=[REFUSED])
-    second = FakeProvider("http")
+    first = FakeProvider("twilio", script=[REFUSED])
+    second = _http()
 
     assert _dispatch(_dispatcher(store, clock, first, second), message) is DispatchOutcome.SENT
     assert second.taken == [message.id]
@@ -333,7 +303,7 @@ def test_a_lost_answer_near_the_expiry_stays_unknown_and_keeps_its_lock(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=1)
-    provider = FakeProvider("sns", honours_idempotency_key=False, script=[TIMEOUT])
+    provider = FakeProvider("sns", script=[TIMEOUT])
 
     outcome = _dispatch(_dispatcher(store, clock, provider), message)
 
@@ -349,7 +319,7 @@ def test_a_lost_answer_asked_after_the_expiry_is_sent_when_the_provider_took_it(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=5)
-    twilio = AskableProvider("twilio", honours_idempotency_key=False, script=[TIMEOUT], takes_on_failure=True)
+    twilio = AskableFake("twilio", script=[TIMEOUT], takes_on_failure=True)
     dispatcher = _dispatcher(store, clock, twilio)
     ask_in = _dispatch(dispatcher, message)
     assert isinstance(ask_in, int)
@@ -364,7 +334,7 @@ def test_a_lost_answer_asked_after_the_expiry_ends_expired_when_the_provider_had
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     message = _queued(store, clock, valid_for=5)
-    twilio = AskableProvider("twilio", honours_idempotency_key=False, script=[TIMEOUT])
+    twilio = AskableFake("twilio", script=[TIMEOUT])
     dispatcher = _dispatcher(store, clock, twilio)
     ask_in = _dispatch(dispatcher, message)
     assert isinstance(ask_in, int)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from sendonce.dedup.identity import dedup_identity
@@ -31,6 +31,7 @@ from sendonce.messages.ports import DedupClaim
 from sendonce.modes import Mode
 from sendonce.settings import DispatcherSettings, InvalidSettings
 
+from tests.unit.provider_fakes import AskableFake, FakeProvider
 from tests.unit.unit_fakes import InMemoryProviderHealth, InMemoryStore, ManualClock
 
 REFUSED = ProviderUnreachable("provider_unreachable", "connection refused")
@@ -38,42 +39,6 @@ FORBIDDEN = ProviderRefused("provider_rejected", "403: the sender is not the acc
 BAD_RECIPIENT = PermanentFailure("provider_rejected", "400: invalid 'To'")
 TIMEOUT = AmbiguousOutcome("provider_timeout", "no answer in time")
 SERVER_ERROR = TransientFailure("provider_unavailable", "500")
-
-
-@dataclass
-class FakeProvider:
-    """Answers each call with the next failure of its script, or takes the message. `takes_on_failure`:
-    the scripted failure came after it took the message (a lost answer), as `find` then shows."""
-
-    name: str
-    honours_idempotency_key: bool = False
-    script: list[DispatchFailure] = field(default_factory=list)
-    takes_on_failure: bool = False
-    calls: list[str] = field(default_factory=list)
-    taken: list[str] = field(default_factory=list)
-
-    def send(self, message: Message) -> str:
-        self.calls.append(message.id)
-        if self.script:
-            failure = self.script.pop(0)
-            if self.takes_on_failure:
-                self.taken.append(message.id)
-            raise failure
-        self.taken.append(message.id)
-        return f"{self.name}-{len(self.taken)}"
-
-
-@dataclass
-class AskableFake(FakeProvider):
-    visibility_seconds: float = 10.0
-    asked: list[datetime] = field(default_factory=list)
-    lookup_fails: bool = False
-
-    def find(self, message: Message, since: datetime) -> str | None:
-        self.asked.append(since)
-        if self.lookup_fails:
-            raise AmbiguousOutcome("provider_lookup_failed", "the list could not be read")
-        return f"{self.name}-found" if message.id in self.taken else None
 
 
 def _queued(store: InMemoryStore, clock: ManualClock, to: str = "+15550100000") -> Message:
