@@ -56,7 +56,7 @@ from typing import TypeVar
 from msgspec import Struct
 from msgspec.structs import replace
 
-from sendonce.clock import Clock, TimeLeft, rfc3339, utc_now
+from sendonce.clock import Clock, TimeLeft, utc_now
 from sendonce.dispatch.ports import (
     AskableProvider,
     ClaimedMessage,
@@ -553,8 +553,6 @@ class Dispatcher:
             Status.UNKNOWN: DispatchOutcome.UNKNOWN,
             Status.EXPIRED: DispatchOutcome.EXPIRED,
         }[status]
-        if status is Status.EXPIRED:
-            return self._log_expired(message, failure, recorded)
         metrics.add_metric(name=f"Message{outcome.value.capitalize()}", unit="Count", value=1)
         log = logger.warning if status is not Status.SENT else logger.info
         log(
@@ -571,24 +569,3 @@ class Dispatcher:
             },
         )
         return outcome
-
-    @staticmethod
-    def _log_expired(message: Message, failure: DispatchFailure | None, recorded: bool) -> DispatchOutcome:
-        """`MessageExpired`, counted when the message was ended so; its log names the message and
-        its workspace, never its recipient nor its content."""
-        if recorded:
-            metrics.add_metric(name="MessageExpired", unit="Count", value=1)
-        logger.warning(
-            "message.dispatch.expired",
-            extra={
-                "event": "message.dispatch.expired",
-                "message_id": message.id,
-                "workspace_id": message.workspace_id,
-                "channel": message.channel.value,
-                "attempts": message.attempts,
-                "expires_at": rfc3339(message.expires_at) if message.expires_at else None,
-                "error": failure.message if failure else None,
-                "recorded": recorded,
-            },
-        )
-        return DispatchOutcome.EXPIRED
