@@ -29,17 +29,15 @@ workspace's (`recipient_zone`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from contextlib import suppress
 from datetime import UTC, date, datetime, time, timedelta
-from functools import cache
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from msgspec import Struct
 
 if TYPE_CHECKING:
-    from phonenumbers import PhoneNumber
+    pass
 
 _TEXT = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])-([01][0-9]|2[0-3]):([0-5][0-9])")
 _FORMAT = "quiet hours must be HH:MM-HH:MM, such as 21:00-08:00"
@@ -152,35 +150,18 @@ def zone_of(name: str) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r}: use an IANA name, such as Europe/Paris") from error
 
 
-@cache
-def _zones_for_number() -> Callable[[PhoneNumber], tuple[str, ...]] | None:
-    """phonenumbers' time zones of a number, loaded on first use (a large module kept off cold starts
-    that never need it); None where the package has no time-zone data (phonenumberslite)."""
-    try:
-        from phonenumbers import timezone  # noqa: PLC0415
-    except ImportError:
-        return None
-
-    def zones(number: PhoneNumber) -> tuple[str, ...]:
-        found = timezone.time_zones_for_number(number)
-        return () if timezone.UNKNOWN_TIMEZONE in found else found
-
-    return zones
-
-
 def phone_zone(e164: str) -> str | None:
-    """The time zone of an E.164 phone number when phonenumbers knows it to be one; else None."""
-    zones_of = _zones_for_number()
-    if zones_of is None:
-        return None
+    """The time zone of an E.164 phone number when phonenumbers knows it to be one; else None. Its
+    time-zone data is imported on first use: a cold start that needs none never loads it."""
     import phonenumbers  # noqa: PLC0415
+    from phonenumbers import timezone  # noqa: PLC0415
 
     try:
         number = phonenumbers.parse(e164, None)
     except phonenumbers.NumberParseException:
         return None
-    zones = zones_of(number)
-    return zones[0] if len(zones) == 1 else None
+    zones = timezone.time_zones_for_number(number)
+    return zones[0] if len(zones) == 1 and zones[0] != timezone.UNKNOWN_TIMEZONE else None
 
 
 def recipient_zone(send_timezone: str | None, phone: str | None, workspace_zone: str) -> ZoneInfo:
@@ -193,12 +174,3 @@ def recipient_zone(send_timezone: str | None, phone: str | None, workspace_zone:
         with suppress(ValueError):  # a zone this system's tz database lacks
             return zone_of(from_phone)
     return zone_of(workspace_zone)
-
-
-def held_send_at(
-    quiet: QuietHours | None, goes_out_at: datetime, zone: ZoneInfo, *, critical: bool
-) -> datetime | None:
-    """The new `sendAt` of a message that would go out at `goes_out_at`; None when it goes out then."""
-    if quiet is None or critical:
-        return None
-    return quiet.held_until(goes_out_at, zone)
