@@ -93,10 +93,10 @@ from sendonce.messages.ports import (
 )
 from sendonce.modes import is_test_workspace, retention_for
 from sendonce.side_by_side import side_by_side
+from sendonce.suppressions.model import Suppression, recipient_key
 
 if TYPE_CHECKING:
     from sendonce.controls.cap import RecipientCap
-from sendonce.suppressions.model import Suppression, recipient_key
 
 
 class _QuotaShard(Enum):

@@ -155,7 +155,9 @@ class BatchSender:
     ) -> list[BatchOutcome]:
         now = self._clock()
         workspace = commands[0].workspace_id
-        limits = self._limits.timeline(workspace).at(now) if self._limits is not None else None
+        # The workspace's limits, read once: its quota, and the send controls its messages are made under.
+        timeline = self._limits.timeline(workspace) if self._limits is not None else None
+        limits = timeline.at(now) if timeline is not None else None
         # The first command of each identity is written; the later ones are its duplicates (a command
         # from a template has two identities: it follows the first leader holding either).
         leaders: dict[str, int] = {}
@@ -182,7 +184,7 @@ class BatchSender:
                 caps.append(recipient_cap(command, limits, now) if gate is None else None)
             leader_of.append(leader)
 
-        quota = quota_charge(self._limits, workspace, now) if entries else None
+        quota = quota_charge(timeline, workspace, now) if entries else None
         written: Sequence[CreateManyOutcome]
         if any(cap is not None for cap in caps):
             written = self._write_capped(entries, caps, now, quota)

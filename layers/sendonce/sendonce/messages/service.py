@@ -43,7 +43,7 @@ from sendonce.errors import (
     UnknownTemplate,
 )
 from sendonce.idempotency.keys import tie_identity
-from sendonce.limits.model import Limits, QuotaCharge, seconds_to_next_day
+from sendonce.limits.model import Limits, LimitsTimeline, QuotaCharge, seconds_to_next_day
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages import sms
 from sendonce.messages.edits import MessageChanges, edit_message
@@ -244,11 +244,12 @@ def _fits(name: str, text: str, limit: int) -> None:
         )
 
 
-def quota_charge(limits: LimitsStore | None, workspace_id: str, now: datetime) -> QuotaCharge | None:
-    """What a new message takes of its workspace's quota today; None when nothing is counted."""
-    if limits is None:
+def quota_charge(timeline: LimitsTimeline | None, workspace_id: str, now: datetime) -> QuotaCharge | None:
+    """What a new message takes of its workspace's quota today (`timeline`: its limits, None when it
+    has none read); None when nothing is counted."""
+    if timeline is None:
         return None
-    return QuotaCharge.of(workspace_id, limits.timeline(workspace_id), now)
+    return QuotaCharge.of(workspace_id, timeline, now)
 
 
 def refused(workspace_id: str, reasons: Sequence[str]) -> None:
@@ -375,8 +376,6 @@ class MessageService:
         """The send of a rendered command (`asked`: its template as the request named it); None when
         its template changed since it was read."""
         now = self._clock()
-        limits = self._limits.timeline(command.workspace_id).at(now) if self._limits is not None else None
-        message = new_message(command, now, limits)
         claim = claim_of(command, now + self._dedup_window)
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
@@ -390,14 +389,17 @@ class MessageService:
             )
 
         try:
-            quota = quota_charge(self._limits, command.workspace_id, now)
+            # The workspace's limits, read once: its quota, and the send controls the message is made under.
+            timeline = self._limits.timeline(command.workspace_id) if self._limits is not None else None
+            limits = timeline.at(now) if timeline is not None else None
+            message = new_message(command, now, limits)
             outcome = self._store.create(
                 message,
                 claim,
                 tie,
                 handoff_due_at(now, message.send_at),
                 now,
-                quota=quota,
+                quota=quota_charge(timeline, command.workspace_id, now),
                 template=in_force(command, asked),
                 cap=recipient_cap(command, limits, now),
             )
