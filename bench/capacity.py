@@ -41,6 +41,7 @@ from unittest.mock import patch
 import boto3
 import botocore.session
 from moto import mock_aws
+from sendonce.adapters.dynamodb_activity import PROMISE_SHARDS
 from sendonce.adapters.dynamodb_api_keys import DynamoDbApiKeyStore
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_items import LISTING_SHARDS, OUTBOX_SHARDS
@@ -660,8 +661,10 @@ def family_of(use: PartitionUse, rate_shards: int, quota_shards: int) -> Family:
         return Family(table, index, "SUPPRESSION#<recipient>", None)
     if table == "IdempotencyTable":
         return Family(table, index, "<key>", None)
-    if index == "ByMessage":
+    if index in ("ByMessage", "ProviderEventsByMessage"):
         return Family(table, index, "<message id>", None)
+    if table == "WebhooksTable" and kind == "PROMISE":  # PROMISE#<workspace>#<n>
+        return Family(table, index, partition.rsplit("#", 1)[0] + "#<n>", PROMISE_SHARDS)
     if table in ("MessagesTable", "WebhooksTable") and kind in ("MSG", "DEDUP", "KEYTIE", "EVENT", "EVT"):
         return Family(table, index, f"{kind}#<id>", None)
     return Family(table, index, partition, 1)  # anything else: one partition, to be safe

@@ -42,6 +42,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from moto import mock_aws
 from msgspec import Struct
+from sendonce.activity.ports import ProviderEventLog
+from sendonce.adapters.dynamodb_activity import DynamoDbProviderEventLog
 from sendonce.adapters.dynamodb_campaigns import DynamoDbCampaignStore
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.adapters.dynamodb_items import lock_key, message_key
@@ -299,6 +301,7 @@ class FakeEngine(Engine):
             simulator=self.simulator,
             templates=self.templates,
             campaigns=self.campaigns,
+            provider_event_log=self.events.log,
         )
 
     def charged_store(self) -> tuple[SendingStore, LimitsStore]:
@@ -414,6 +417,7 @@ class Stores:
     simulator: SimulatorRecords
     templates: TemplateStore
     campaigns: CampaignStore
+    provider_event_log: ProviderEventLog
 
 
 def build_stores(client: Any) -> Stores:
@@ -426,6 +430,7 @@ def build_stores(client: Any) -> Stores:
         simulator=DynamoDbSimulatorStore(client, TABLE),
         templates=DynamoDbTemplateStore(client, TABLE),
         campaigns=DynamoDbCampaignStore(client, TABLE),
+        provider_event_log=DynamoDbProviderEventLog(client, TABLE),
     )
 
 

@@ -20,8 +20,8 @@ from tests.store.conftest import NOW, DynamoDbEngine, Engine, Stores, build_stor
 COPIES = 10
 
 
-def _sending(stores: Stores) -> Message:
-    message = created(stores)
+def _sending(stores: Stores, body: str = "hello") -> Message:
+    message = created(stores, body=body)
     claimed = stores.delivery.claim("ws_a", message.id, NOW, 60)
     assert isinstance(claimed, Message)
     return claimed
@@ -167,3 +167,29 @@ def test_given_conflicts_on_the_first_tries_then_the_event_is_applied_once(
     assert outcome is EventOutcome.APPLIED
     assert len(calls) == 3
     assert _status(stores, message.id) == "sent"
+
+
+def test_given_events_of_two_messages_then_each_message_lists_its_own_oldest_first_once(
+    engine: Engine, stores: Stores
+) -> None:
+    """What a message's timeline shows of its provider events (the adapter's ProviderEventsByMessage):
+    each recorded once, in the order recorded, its copies not again; an event for no message of
+    ours is on no message's list."""
+    first, second = _sending(stores, "first"), _sending(stores, "second")
+    stores.events.apply_provider_event(_event(first.id, ProviderEventType.SENT, "evt-a"), NOW)
+    stores.events.apply_provider_event(_event(second.id, ProviderEventType.DELIVERED, "evt-b"), NOW)
+    later = NOW + timedelta(seconds=2)
+    stores.events.apply_provider_event(_event(first.id, ProviderEventType.DELIVERED, "evt-c"), later)
+    stores.events.apply_provider_event(
+        _event(first.id, ProviderEventType.DELIVERED, "evt-c"), later
+    )  # a copy
+    stores.events.apply_provider_event(_event(new_message_id(), ProviderEventType.SENT, "evt-d"), NOW)
+
+    seen = stores.provider_event_log.of_message(first.id)
+
+    assert [(e.provider, e.type, e.recorded_at) for e in seen] == [
+        ("twilio", "sent", NOW),
+        ("twilio", "delivered", later),
+    ]
+    assert all(e.occurred_at == "2036-11-30T12:00:00Z" for e in seen)
+    assert [e.type for e in stores.provider_event_log.of_message(second.id)] == ["delivered"]

@@ -20,6 +20,7 @@ from sendonce.adapters.dynamodb_items import LISTING_SHARDS, message_key, shard_
 from sendonce.errors import DependencyUnavailable
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Status
+from sendonce.messages.ports import MessageFilter
 
 from tests.store.conftest import NOW, TABLE, DynamoDbEngine, Stores, build_stores, created, draft
 
@@ -58,7 +59,7 @@ def all_pages(stores: Stores, workspace: str, status: Status | None, limit: int)
     pages: list[list[str]] = []
     cursor: str | None = None
     while True:
-        page = stores.sending.list(workspace, status, limit, cursor)
+        page = stores.sending.list(workspace, MessageFilter(status=status), limit, cursor)
         pages.append([message.id for message in page.messages])
         assert len(pages) < 500, "the cursor never ended"
         if page.next_cursor is None:
@@ -109,7 +110,7 @@ def test_given_messages_created_between_pages_then_none_repeats_and_none_that_ex
     ahead: list[str] = []
     behind: list[str] = []
     for page_number in range(200):
-        page = stores.sending.list("ws_a", None, 9, cursor)
+        page = stores.sending.list("ws_a", MessageFilter(), 9, cursor)
         seen.extend(message.id for message in page.messages)
         cursor = page.next_cursor
         if cursor is None:
@@ -141,7 +142,7 @@ def test_given_a_message_whose_index_entry_lags_its_status_then_left_out_and_the
             ExpressionAttributeValues={":canceled": {"S": Status.CANCELED.value}},
         )
 
-    first = stores.sending.list("ws_a", Status.QUEUED, 10, None)
+    first = stores.sending.list("ws_a", MessageFilter(status=Status.QUEUED), 10, None)
 
     still_queued = [message_id for message_id in ids if message_id not in moved]
     assert [message.id for message in first.messages] == still_queued[:10]
@@ -157,7 +158,7 @@ def test_given_a_batch_read_that_leaves_keys_unread_then_they_are_read_again(
     ids = sorted(seed(dynamodb_engine, ids_on_every_shard(1)), reverse=True)
     shortened = _leave_half_unread(client, times=3)
 
-    page = stores.sending.list("ws_a", None, 30, None)
+    page = stores.sending.list("ws_a", MessageFilter(), 30, None)
 
     assert shortened == [3]
     assert [message.id for message in page.messages] == ids[:30]
@@ -172,7 +173,7 @@ def test_given_a_batch_read_that_keeps_leaving_keys_unread_then_dependency_unava
     _leave_half_unread(client, times=1000)
 
     with pytest.raises(DependencyUnavailable):
-        stores.sending.list("ws_a", None, 5, None)
+        stores.sending.list("ws_a", MessageFilter(), 5, None)
 
 
 def _leave_half_unread(client: Any, times: int) -> list[int]:

@@ -13,12 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sendonce.adapters import dynamodb_sending
 from sendonce.adapters.dynamodb_items import lock_key
 from sendonce.adapters.dynamodb_writes import MAX_ATTEMPTS
 from sendonce.errors import DependencyUnavailable, InvalidCursor, MessageNotCancelable, MessageNotFound
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Status
-from sendonce.messages.ports import Created, DuplicateOf, TiedToKey
+from sendonce.messages.ports import MAX_FILTERED_READS, Created, DuplicateOf, MessageFilter, TiedToKey
 from sendonce.messages.recipients import Recipient
 from sendonce.messages.service import MessageService, SendCommand
 
@@ -39,6 +40,7 @@ from tests.store.conftest import (
     outbox_due,
     race,
 )
+from tests.unit import unit_fakes
 
 CONTENDERS = 30
 RACE_ROUNDS = 3
@@ -271,10 +273,10 @@ def test_given_messages_too_large_for_one_query_page_then_full_pages_and_a_curso
         for i in range(24)
     ]
 
-    first = stores.sending.list("ws_a", None, 20, None)
+    first = stores.sending.list("ws_a", MessageFilter(), 20, None)
     assert [message.id for message in first.messages] == sorted(ids, reverse=True)[:20]
     assert first.next_cursor is not None
-    last = stores.sending.list("ws_a", None, 20, first.next_cursor)
+    last = stores.sending.list("ws_a", MessageFilter(), 20, first.next_cursor)
     assert [message.id for message in last.messages] == sorted(ids, reverse=True)[20:]
     assert last.next_cursor is None
     assert _all_pages(stores, "ws_a", Status.QUEUED, 7) == sorted(ids, reverse=True)
@@ -283,7 +285,7 @@ def test_given_messages_too_large_for_one_query_page_then_full_pages_and_a_curso
 def test_given_a_page_that_ends_the_list_then_no_cursor(engine: Engine, stores: Stores) -> None:
     ids = [created(stores, body=f"m{i}").id for i in range(4)]
 
-    page = stores.sending.list("ws_a", None, 4, None)
+    page = stores.sending.list("ws_a", MessageFilter(), 4, None)
 
     assert [message.id for message in page.messages] == sorted(ids, reverse=True)
     assert page.next_cursor is None
@@ -291,14 +293,14 @@ def test_given_a_page_that_ends_the_list_then_no_cursor(engine: Engine, stores: 
 
 def test_given_a_cursor_that_is_no_message_id_then_invalid_cursor(engine: Engine, stores: Stores) -> None:
     with pytest.raises(InvalidCursor):
-        stores.sending.list("ws_a", None, 5, "not-a-cursor")
+        stores.sending.list("ws_a", MessageFilter(), 5, "not-a-cursor")
 
 
 def _all_pages(stores: Stores, workspace: str, status: Status | None, limit: int) -> list[str]:
     seen: list[str] = []
     cursor: str | None = None
     for _ in range(100):
-        page = stores.sending.list(workspace, status, limit, cursor)
+        page = stores.sending.list(workspace, MessageFilter(status=status), limit, cursor)
         assert len(page.messages) <= limit
         seen.extend(message.id for message in page.messages)
         cursor = page.next_cursor
@@ -403,3 +405,44 @@ def test_given_conflicts_on_every_try_then_dependency_unavailable_and_nothing_wr
 
     assert len(calls) == MAX_ATTEMPTS
     assert dynamodb_engine.items() == []
+
+
+def _filtered_pages(stores: Stores, which: MessageFilter, limit: int) -> list[list[str]]:
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = stores.sending.list("ws_a", which, limit, cursor)
+        assert len(page.messages) <= limit
+        pages.append([message.id for message in page.messages])
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError("the cursor never ended")
+
+
+@pytest.mark.parametrize("budget", [MAX_FILTERED_READS, 7])
+def test_given_a_recipient_filter_then_pages_reach_each_of_its_messages_once_newest_first(
+    engine: Engine, stores: Stores, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter only the items tell (the recipient): with the read budget, a page ends early where
+    its reads did, and the cursor goes on from there: nothing skipped, nothing twice."""
+    monkeypatch.setattr(dynamodb_sending, "MAX_FILTERED_READS", budget)
+    monkeypatch.setattr(unit_fakes, "MAX_FILTERED_READS", budget)
+    start_ms = int(NOW.timestamp() * 1000)
+    ours: list[str] = []
+    for i in range(30):
+        to = "+15550100077" if i % 3 == 0 else f"+1555010{i:04d}"
+        made = created(stores, to=to, body=f"m{i}", message_id=new_message_id(start_ms + i)).id
+        if i % 3 == 0:
+            ours.append(made)
+    which = MessageFilter(recipient="+15550100077")
+
+    pages = _filtered_pages(stores, which, 4)
+
+    assert [message_id for page in pages for message_id in page] == sorted(ours, reverse=True)
+    if budget == MAX_FILTERED_READS:
+        assert [len(page) for page in pages] == [4, 4, 2]  # full pages whenever more exist
+    for nobody in (MessageFilter(recipient="+15550100099"), MessageFilter(channel="email")):
+        pages = _filtered_pages(stores, nobody, 5)
+        assert all(page == [] for page in pages)
+        assert len(pages) == (1 if budget == MAX_FILTERED_READS else -(-30 // budget))

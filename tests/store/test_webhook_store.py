@@ -21,12 +21,15 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from msgspec.structs import replace
+from sendonce.activity.counts import PromiseCount, PromiseKind
+from sendonce.activity.ports import PromiseCounts
 from sendonce.adapters import dynamodb_webhooks
+from sendonce.adapters.dynamodb_activity import PROMISE_SHARDS, DynamoDbPromiseCounts, promise_key
 from sendonce.adapters.dynamodb_items import shard_of
 from sendonce.adapters.dynamodb_webhooks import (
     COUNT_SK,
@@ -107,6 +110,10 @@ class Webhooks:
     def snapshot(self) -> object:
         raise NotImplementedError
 
+    def counts(self) -> PromiseCounts:
+        """The promise's daily counts, as the API reads them."""
+        raise NotImplementedError
+
 
 @dataclass
 class WebhooksTable(Webhooks):
@@ -152,6 +159,9 @@ class WebhooksTable(Webhooks):
     def store_of(self, client: Any) -> DynamoDbWebhookStore:
         return DynamoDbWebhookStore(client, TABLE)
 
+    def counts(self) -> PromiseCounts:
+        return DynamoDbPromiseCounts(self.engine.client, TABLE)
+
 
 @dataclass
 class FakeWebhooks(Webhooks):
@@ -164,6 +174,9 @@ class FakeWebhooks(Webhooks):
 
     def every_copy(self, workspace_id: str, endpoint_id: str) -> set[Endpoint | None]:
         return {self.store.endpoint(workspace_id, endpoint_id)}
+
+    def counts(self) -> PromiseCounts:
+        return self.store.promise_counts
 
     def snapshot(self) -> object:
         with self.store.guard:
@@ -649,6 +662,53 @@ def test_given_30_records_of_one_change_at_once_then_exactly_one_is_true(webhook
     assert answers.count(False) == CONTENDERS - 1, answers
     assert store.event("ws_a", event.id) == event
     assert store.applied(message_id) == Applied(2, _position(200))
+
+
+def test_given_30_records_of_one_change_with_its_count_at_once_then_it_is_counted_once(
+    webhooks: Webhooks,
+) -> None:
+    """The promise's count rides with its event: a change told 30 times at once is counted once."""
+    store = webhooks.store
+    event = _event(kind=EventType.QUEUED)
+    count = PromiseCount("ws_a", "2036-12-01", PromiseKind.NEW_MESSAGES, event.message_id)
+
+    answers = race(CONTENDERS, lambda _: store.record(event, _position(100), None, None, count))
+
+    assert answers.count(True) == 1, answers
+    (day,) = webhooks.counts().days("ws_a", ["2036-12-01"])
+    assert day.counts == {PromiseKind.NEW_MESSAGES: 1}
+
+
+def test_given_counts_spread_over_every_shard_then_a_day_sums_them_apart_from_other_days_and_workspaces(
+    webhooks: Webhooks,
+) -> None:
+    counts = webhooks.counts()
+    for n in range(PROMISE_SHARDS * 4):
+        counts.add(PromiseCount("ws_a", "2036-12-01", PromiseKind.REPLAYS, f"spread-{n}"))
+    counts.add(PromiseCount("ws_a", "2036-12-01", PromiseKind.REFUSED_SUPPRESSED, "x", count=3))
+    counts.add(PromiseCount("ws_a", "2036-11-30", PromiseKind.DUPLICATES_BLOCKED, "y"))
+    counts.add(PromiseCount("ws_a#1", "2036-12-01", PromiseKind.REPLAYS, "z"))  # a lookalike workspace
+    counts.add(PromiseCount("ws_b", "2036-12-01", PromiseKind.REPLAYS, "z"))
+
+    days = counts.days("ws_a", ["2036-12-02", "2036-12-01", "2036-11-30"])
+
+    assert [(day.day, day.counts) for day in days] == [
+        ("2036-12-02", {}),
+        ("2036-12-01", {PromiseKind.REPLAYS: PROMISE_SHARDS * 4, PromiseKind.REFUSED_SUPPRESSED: 3}),
+        ("2036-11-30", {PromiseKind.DUPLICATES_BLOCKED: 1}),
+    ]
+
+
+def test_given_a_count_then_its_counter_is_one_of_the_shards_and_expires_35_days_after_its_day(
+    webhooks_table: WebhooksTable,
+) -> None:
+    webhooks_table.counts().add(PromiseCount("ws_a", "2036-12-01", PromiseKind.REPLAYS, "spread"))
+
+    (item,) = [i for i in webhooks_table.items() if i["pk"]["S"].startswith("PROMISE#")]
+    keys = [promise_key("ws_a", shard, "2036-12-01") for shard in range(PROMISE_SHARDS)]
+    assert {"pk": item["pk"], "sk": item["sk"]} in keys
+    assert item["replays"] == {"N": "1"}
+    assert int(item["expiresAt"]["N"]) == int(datetime(2037, 1, 5, tzinfo=UTC).timestamp())
 
 
 def test_given_two_changes_recorded_at_once_from_one_previous_then_one_is_told(webhooks: Webhooks) -> None:

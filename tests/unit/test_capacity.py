@@ -202,7 +202,8 @@ def test_the_expiry_of_a_life_is_the_index_writes_of_its_items_leaving() -> None
 
     expiry = expiry_of(life)
 
-    # The message leaves its two listing indexes, each of its three events the two of WebhooksTable.
-    assert expiry.wru == 2 + 3 * 2
+    # The message leaves its two listing indexes, each of its three events the two of WebhooksTable,
+    # and its provider event its message's timeline index (ProviderEventsByMessage).
+    assert expiry.wru == 2 + 3 * 2 + 1
     assert expiry.rru == 0
     assert all("TTL delete" in line for line in expiry.detail)

@@ -35,6 +35,8 @@ PAIRS: dict[type[BaseModel], str] = {
     models.SimulatedDelivery: "SimulatedDeliveryModel",
     models.Campaign: "CampaignModel",
     models.CampaignCounts: "CampaignCounts",
+    models.TimelineEntry: "TimelineEntryModel",
+    models.PromiseDay: "PromiseDayModel",
 }
 
 

@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from jsonschema import Draft202012Validator
 from msgspec.structs import replace
 from sendonce import composition
+from sendonce.activity.service import ActivityService
 from sendonce.api import dependencies
 from sendonce.api.answers import send_answer
 from sendonce.api.app import handle
@@ -36,6 +37,8 @@ from sendonce.api.routes import (
     Body,
     Route,
     campaigns,
+    console,
+    promise,
     provider_events,
     service,
     suppressions,
@@ -80,6 +83,7 @@ from tests.unit.unit_fakes import (
     FakeLimits,
     FakeQueue,
     InMemoryApiKeys,
+    InMemoryProviderEventLog,
     InMemorySimulatorStore,
     InMemoryStore,
     InMemoryTemplates,
@@ -189,6 +193,10 @@ class Api:
         )
         self.webhook_store.event_items[(WS, event.id)] = event
         return event.id
+
+    def event_message(self) -> str:
+        """A message with an event whose deliveries are one failed and one pending."""
+        return self.webhook_store.event_items[(WS, self.event())].message_id
 
     def template(self, name: str = "welcome") -> str:
         body = {"name": name, "channel": "sms", "body": "Hi {{ name }}, your code is {{ code }}"}
@@ -309,6 +317,9 @@ def api() -> Iterator[Api]:
         build_templates=lambda: TemplateService(InMemoryTemplates(), InProcessRenderer(), clock=clock),
         build_campaigns=lambda: campaign_service,
         create_campaign_once=send_batch_once,  # a keyed create runs once, as a keyed batch
+        build_activity=lambda: ActivityService(
+            messages, webhook_store, InMemoryProviderEventLog(), webhook_store.promise_counts, clock
+        ),
     )
     dependencies.root.use(deps)
     yield Api(
@@ -498,6 +509,10 @@ OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     (m.SEND_BATCH.key, 422): lambda api: _batch(api, headers={"idempotency-key": "reused"}),
     (m.GET_MESSAGE.key, 200): lambda api: api.call("GET", f"/v1/messages/{api.sent()['id']}"),
     (m.GET_MESSAGE.key, 404): lambda api: api.call("GET", f"/v1/messages/{UNKNOWN_MESSAGE}"),
+    (m.MESSAGE_TIMELINE.key, 200): lambda api: api.call(
+        "GET", f"/v1/messages/{api.event_message()}/timeline"
+    ),
+    (m.MESSAGE_TIMELINE.key, 404): lambda api: api.call("GET", f"/v1/messages/{UNKNOWN_MESSAGE}/timeline"),
     (m.LIST_MESSAGES.key, 200): lambda api: (api.sent(), api.scheduled(), api.call("GET", "/v1/messages"))[2],
     (m.LIST_MESSAGES.key, 400): lambda api: api.call("GET", "/v1/messages", query={"limit": "0"}),
     (m.CANCEL_MESSAGE.key, 200): lambda api: api.call("DELETE", f"/v1/messages/{api.scheduled()['id']}"),
@@ -664,6 +679,12 @@ OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     ),
     # usage and test mode
     (usage.USAGE.key, 200): lambda api: (api.sent(), api.call("GET", "/v1/usage"))[1],
+    # the console: its page and its assets, no key
+    (console.CONSOLE_PAGE.key, 200): lambda api: api.call("GET", "/console", key=None),
+    (console.CONSOLE_ASSET.key, 200): lambda api: api.call("GET", "/console/console.js", key=None),
+    (console.CONSOLE_ASSET.key, 404): lambda api: api.call("GET", "/console/nothing.js", key=None),
+    (promise.PROMISE_DAYS.key, 200): lambda api: (api.event(), api.call("GET", "/v1/promise"))[1],
+    (promise.PROMISE_DAYS.key, 400): lambda api: api.call("GET", "/v1/promise", query={"days": "32"}),
     (usage.TEST_DELIVERIES.key, 200): _test_deliveries,
     (usage.TEST_DELIVERIES.key, 400): lambda api: api.call(
         "GET", "/v1/test/deliveries", key=TEST_KEY, query={"messageId": "nope"}

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from cfn_tools import load_yaml
 from sendonce.adapters import dynamodb_webhooks
+from sendonce.adapters.dynamodb_activity import promise_key
 from sendonce.adapters.dynamodb_campaigns import tally_key
 from sendonce.adapters.s3_recipients import object_key
 
@@ -269,21 +270,27 @@ def test_webhook_deliveries_move_only_to_the_slow_lane_and_touch_only_the_webhoo
     assert all(resources == {"WebhooksTable"} for resources in named.values()), named
 
 
-def test_the_message_changes_function_updates_only_campaigns(template: Template) -> None:
-    """It writes events; the one kind of item of the MessagesTable it updates is a campaign's delivery
-    counters (`tally_key`)."""
+def test_the_message_changes_function_updates_only_counters(template: Template) -> None:
+    """It writes events; the items it updates are counters alone: a campaign's delivery counters in
+    the MessagesTable (`tally_key`), the promise's daily counts in the WebhooksTable (`promise_key`)."""
     updates = [
         statement
         for statement in _statements(template, "MessageChangesFunction")
         if "dynamodb:UpdateItem" in _listed(statement["Action"])
     ]
-    counters = tally_key("ws", "cmp", 0)["pk"]["S"].removesuffix("ws#cmp#0")
+    campaign_counters = tally_key("ws", "cmp", 0)["pk"]["S"].removesuffix("ws#cmp#0")
+    promise_counters = promise_key("ws", 0, "2026-01-01")["pk"]["S"].removesuffix("ws#0")
 
-    assert len(updates) == 1
-    (update,) = updates
-    assert _listed(update["Action"]) == ["dynamodb:UpdateItem"]
-    assert set(references(update["Resource"])) == {"MessagesTable"}
-    assert update["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [counters + "*"]}}
+    assert len(updates) == 2
+    by_table = {}
+    for update in updates:
+        assert _listed(update["Action"]) == ["dynamodb:UpdateItem"]
+        (table,) = references(update["Resource"])
+        by_table[table] = update["Condition"]
+    assert by_table == {
+        "MessagesTable": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [campaign_counters + "*"]}},
+        "WebhooksTable": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [promise_counters + "*"]}},
+    }
 
 
 def test_campaign_lists_are_reached_only_in_their_bucket_under_their_prefix(template: Template) -> None:

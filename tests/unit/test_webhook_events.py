@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from msgspec.structs import replace
+from sendonce.activity.counts import PromiseKind
 from sendonce.adapters.dynamodb_items import lock_key, tie_key, to_item
 from sendonce.adapters.dynamodb_message_stream import POSITION_DIGITS, change_of
 from sendonce.api.shapes import message_shape
@@ -349,6 +350,21 @@ def test_a_caught_duplicate_has_no_sequence_and_does_not_count_as_a_change() -> 
     assert store.applied(original.id) == Applied(2, later.position)
 
 
+def test_the_promise_counts_a_new_message_and_a_duplicate_once_each_however_often_told() -> None:
+    """Each count rides in its event's write: a record told again (the stream's retry) adds none."""
+    rec, store, _ = recorder()
+    original = message(Status.QUEUED)
+    created = change(1, None, Status.QUEUED)
+    caught = change_of(stream_record(2, image(original, 1), image(original)))
+    assert caught is not None
+    for told in (created, created, caught, caught, change(3, Status.SENDING, Status.SENT)):
+        rec.new_batch()
+        rec.record(told)
+
+    (day,) = store.promise_counts.days(WS, [T0.date().isoformat()])
+    assert day.counts == {PromiseKind.NEW_MESSAGES: 1, PromiseKind.DUPLICATES_BLOCKED: 1}
+
+
 def test_the_same_record_again_writes_nothing_and_queues_only_deliveries_never_attempted() -> None:
     store = with_endpoints(InMemoryWebhookStore(), endpoint("whep_1"), endpoint("whep_2"))
     rec, store, queue = recorder(store)
@@ -464,10 +480,12 @@ def test_a_caught_duplicate_crashing_after_its_write_is_one_event_too() -> None:
 class MovingStore(InMemoryWebhookStore):
     """A store where another writer moves the message's `Applied` on between each read and write."""
 
-    def record(self, event: Event, position: str, previous: Applied | None, tally: Any = None) -> bool:
+    def record(
+        self, event: Event, position: str, previous: Applied | None, tally: Any = None, promise: Any = None
+    ) -> bool:
         current = self.applied_items.get(event.message_id)
         self.applied_items[event.message_id] = Applied((current.sequence if current else 0) + 1, "0")
-        return super().record(event, position, previous, tally)
+        return super().record(event, position, previous, tally, promise)
 
 
 def test_a_message_whose_events_keep_moving_is_handed_back_not_told_twice() -> None:
@@ -538,11 +556,13 @@ class CrashingFor(InMemoryWebhookStore):
         super().__init__()
         self.crashing, self.times = message_id, times
 
-    def record(self, event: Event, position: str, previous: Applied | None, tally: Any = None) -> bool:
+    def record(
+        self, event: Event, position: str, previous: Applied | None, tally: Any = None, promise: Any = None
+    ) -> bool:
         if event.message_id == self.crashing and self.times:
             self.times -= 1
             raise RuntimeError("crashed before the event was written")
-        return super().record(event, position, previous, tally)
+        return super().record(event, position, previous, tally, promise)
 
 
 def test_a_failing_record_holds_back_its_messages_later_changes_and_the_batch_is_reported_from_it() -> None:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from msgspec.structs import replace
+from sendonce.activity.counts import PromiseCount, PromiseDay, PromiseKind
+from sendonce.activity.model import RecordedProviderEvent
 from sendonce.adapters.dynamodb_items import PROVIDER_EVENT_RETENTION, outbox_shard, parse_datetime, to_item
 from sendonce.adapters.dynamodb_suppressions import decode_cursor, encode_cursor
 from sendonce.adapters.dynamodb_templates import cursor_name, name_cursor
@@ -49,6 +51,7 @@ from sendonce.messages.model import (
     Status,
 )
 from sendonce.messages.ports import (
+    MAX_FILTERED_READS,
     CampaignGate,
     Capped,
     ContentHeld,
@@ -65,6 +68,7 @@ from sendonce.messages.ports import (
     KeyTie,
     MadeBefore,
     MessageEdit,
+    MessageFilter,
     NewMessage,
     NotEditable,
     NotWritten,
@@ -537,29 +541,23 @@ class InMemoryStore:
         return message if message is not None and message.workspace_id == workspace_id else None
 
     @_atomic
-    def list(
-        self,
-        workspace_id: str,
-        status: Status | None,
-        limit: int,
-        cursor: str | None,
-        campaign_id: str | None = None,
-    ) -> Page:
+    def list(self, workspace_id: str, which: MessageFilter, limit: int, cursor: str | None) -> Page:
         if cursor is not None and not looks_like_message_id(cursor):
             raise InvalidCursor(cursor)
         found = sorted(
-            (
-                m
-                for m in self.messages.values()
-                if m.workspace_id == workspace_id and (campaign_id is None or m.campaign_id == campaign_id)
-            ),
+            (m for m in self.messages.values() if m.workspace_id == workspace_id),
             key=lambda m: m.id,
             reverse=True,
         )
-        if status is not None:
-            found = [m for m in found if m.status is status]
         if cursor is not None:
             found = [m for m in found if m.id < cursor]  # listing resumes after the last id seen
+        if which.reads_items and len(found) > MAX_FILTERED_READS:
+            # The adapter's read budget: the page ends where its reads did.
+            read = found[:MAX_FILTERED_READS]
+            admitted = [m for m in read if which.admits(m)]
+            if len(admitted) <= limit:
+                return Page(admitted, read[-1].id)
+        found = [m for m in found if which.admits(m)]
         return Page(found[:limit], found[limit - 1].id if len(found) > limit else None)
 
     @_atomic
@@ -826,6 +824,38 @@ class InMemoryStore:
         return Reclaim.RECLAIMED
 
 
+class InMemoryPromiseCounts:
+    """The promise's daily counts, added to and read as the adapter's counters are (summed per day)."""
+
+    def __init__(self) -> None:
+        self.counters: dict[tuple[str, str, PromiseKind], int] = {}
+        self.fail = False  # add() raises, as a DynamoDB outage would
+        self.guard = threading.Lock()
+
+    def add(self, count: PromiseCount) -> None:
+        if self.fail:
+            raise DependencyUnavailable("the promise's counters are unavailable")
+        with self.guard:
+            key = (count.workspace_id, count.day, count.kind)
+            self.counters[key] = self.counters.get(key, 0) + count.count
+
+    def days(self, workspace_id: str, days: Sequence[str]) -> list[PromiseDay]:
+        return [
+            PromiseDay(
+                day, {k: n for (ws, d, k), n in self.counters.items() if ws == workspace_id and d == day}
+            )
+            for day in days
+        ]
+
+
+class InMemoryProviderEventLog:
+    def __init__(self) -> None:
+        self.recorded: dict[str, list[RecordedProviderEvent]] = {}
+
+    def of_message(self, message_id: str) -> list[RecordedProviderEvent]:
+        return sorted(self.recorded.get(message_id, []), key=lambda seen: seen.recorded_at)
+
+
 @dataclass
 class InMemoryProviderEvents:
     """The provider event store in memory, over a store's messages and a suppression list, with the
@@ -837,6 +867,8 @@ class InMemoryProviderEvents:
     store: InMemoryStore
     suppressions: InMemorySuppressions
     recorded: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (provider, id): expires at
+    # Each recorded event that concerns a message, for its timeline (the adapter's index).
+    log: InMemoryProviderEventLog = field(default_factory=InMemoryProviderEventLog)
 
     def release_dedup_lock(self, message: Message) -> None:
         self.store.release_dedup_lock(message)
@@ -853,6 +885,9 @@ class InMemoryProviderEvents:
             if expires_at is not None and expires_at > now:
                 return EventOutcome.REPEATED, current
             self.recorded[key] = now + PROVIDER_EVENT_RETENTION
+            if current is not None:
+                seen = RecordedProviderEvent(event.provider, event.type.value, now, event.occurred_at)
+                self.log.recorded.setdefault(current.id, []).append(seen)
             applied = False
             if current is not None and current.status in APPLIES_FROM[event.type]:
                 changed = current.with_status(RESULTING_STATUS[event.type], now)
@@ -1037,6 +1072,8 @@ class InMemoryWebhookStore:
     # to `campaigns`' campaign too when given (the adapter's Update of the MessagesTable's item).
     tallies: list[CampaignTally] = field(default_factory=list)
     campaigns: InMemoryCampaignStore | None = None
+    # The promise's daily counts each event recorded added, in the event's write.
+    promise_counts: InMemoryPromiseCounts = field(default_factory=InMemoryPromiseCounts)
     guard: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @_atomic
@@ -1102,7 +1139,12 @@ class InMemoryWebhookStore:
 
     @_atomic
     def record(
-        self, event: Event, position: str, previous: Applied | None, tally: CampaignTally | None = None
+        self,
+        event: Event,
+        position: str,
+        previous: Applied | None,
+        tally: CampaignTally | None = None,
+        promise: PromiseCount | None = None,
     ) -> bool:
         if self.crash_before_record:
             self.crash_before_record -= 1
@@ -1115,6 +1157,8 @@ class InMemoryWebhookStore:
                 return False
             self.applied_items[event.message_id] = Applied(event.sequence, position)
         self.event_items[key] = event
+        if promise is not None:
+            self.promise_counts.add(promise)
         if tally is not None:
             self.tallies.append(tally)
             if self.campaigns is not None:

@@ -122,6 +122,49 @@ def test_list_asks_for_one_campaigns_messages(api: Api) -> None:
     assert dict(second.url.params) == {"campaignId": "cmp_1", "cursor": "c1"}
 
 
+def test_list_filters_by_channel_and_recipient(api: Api) -> None:
+    api.then(answer(200, _page(["m1"], None)))
+    ids = [m.id for m in api.client().messages.list(channel="sms", to="+1 555 010 0000")]
+    assert ids == ["m1"]
+    (sent,) = api.requests
+    assert dict(sent.url.params) == {"channel": "sms", "to": "+1 555 010 0000"}
+
+
+def test_a_timeline_and_the_promise_days_read_back_as_models(api: Api) -> None:
+    entry = {
+        "at": "2026-01-01T00:00:00.000Z",
+        "kind": "webhook_delivery",
+        "eventId": "evt_1",
+        "responseStatus": 500,
+    }
+    day = {
+        "date": "2026-01-01",
+        "newMessages": 3,
+        "replays": 1,
+        "duplicatesBlocked": 2,
+        "refusedSuppressed": 0,
+    }
+    api.then(
+        answer(200, {"success": True, "message": MESSAGE, "timeline": [entry]}),
+        answer(200, {"success": True, "days": [day]}),
+    )
+    client = api.client()
+
+    (found,) = client.messages.timeline("msg_1")
+    (counted,) = client.promise(days=1)
+
+    assert (found.kind, found.event_id, found.response_status, found.status) == (
+        "webhook_delivery",
+        "evt_1",
+        500,
+        None,
+    )
+    assert (counted.new_messages, counted.duplicates_blocked) == (3, 2)
+    timeline, promise = api.requests
+    assert timeline.url.path == "/v1/messages/msg_1/timeline"
+    assert (promise.url.path, dict(promise.url.params)) == ("/v1/promise", {"days": "1"})
+
+
 def test_the_async_list_follows_every_cursor(api: Api) -> None:
     api.then(answer(200, _page(["m2"], "c1")), answer(200, _page(["m1"], None)))
 

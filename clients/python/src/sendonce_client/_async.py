@@ -6,6 +6,7 @@ policy; only the waiting differs.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -19,9 +20,11 @@ from sendonce_client.models import (
     BatchResult,
     Event,
     Message,
+    PromiseDay,
     SendResult,
     SimulatedDelivery,
     Suppression,
+    TimelineEntry,
     Usage,
     WebhookEndpoint,
 )
@@ -68,6 +71,9 @@ class AsyncClient:
 
     async def usage(self) -> Usage:
         return await self.perform(ops.get_usage())
+
+    async def promise(self, days: int | None = None) -> list[PromiseDay]:
+        return await self.perform(ops.promise_days(days))
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -141,16 +147,27 @@ class AsyncMessages:
         return await self._client.perform(ops.get_message(message_id))
 
     async def list(
-        self, *, status: str | None = None, campaign_id: str | None = None, page_size: int | None = None
+        self,
+        *,
+        status: str | None = None,
+        campaign_id: str | None = None,
+        channel: str | None = None,
+        to: str | None = None,
+        page_size: int | None = None,
     ) -> AsyncIterator[Message]:
         cursor: str | None = None
         while True:
-            operation = ops.list_messages(status, page_size, cursor, campaign_id)
+            operation = ops.list_messages(
+                status, page_size, cursor, campaign_id=campaign_id, channel=channel, to=to
+            )
             page, cursor = await self._client.perform(operation)
             for message in page:
                 yield message
             if cursor is None:
                 return
+
+    async def timeline(self, message_id: str) -> builtins.list[TimelineEntry]:
+        return await self._client.perform(ops.message_timeline(message_id))
 
     async def cancel(self, message_id: str) -> Message:
         return await self._client.perform(ops.cancel_message(message_id))

@@ -24,10 +24,12 @@ from sendonce_client.models import (
     BatchResult,
     Event,
     Message,
+    PromiseDay,
     SendOutcome,
     SendResult,
     SimulatedDelivery,
     Suppression,
+    TimelineEntry,
     Usage,
     WebhookEndpoint,
     page_items,
@@ -205,13 +207,21 @@ def get_message(message_id: str) -> Operation[Message]:
 
 
 def list_messages(
-    status: str | None, limit: int | None, cursor: str | None, campaign_id: str | None = None
+    status: str | None,
+    limit: int | None,
+    cursor: str | None,
+    *,
+    campaign_id: str | None = None,
+    channel: str | None = None,
+    to: str | None = None,
 ) -> Operation[tuple[list[Message], str | None]]:
     params = {
         name: str(value)
         for name, value in (
             ("status", status),
             ("campaignId", campaign_id),
+            ("channel", channel),
+            ("to", to),
             ("limit", limit),
             ("cursor", cursor),
         )
@@ -220,6 +230,13 @@ def list_messages(
     return Operation(
         Call("GET", "/v1/messages", params=params, repeatable=True),
         lambda answer: page_items(answer.body, "messages", Message),
+    )
+
+
+def message_timeline(message_id: str) -> Operation[list[TimelineEntry]]:
+    return Operation(
+        Call("GET", f"/v1/messages/{_id(message_id)}/timeline", repeatable=True),
+        lambda answer: [TimelineEntry.model_validate(entry) for entry in answer.body["timeline"]],
     )
 
 
@@ -315,6 +332,14 @@ def get_event(event_id: str) -> Operation[Event]:
 def redeliver_event(event_id: str, endpoint_id: str | None) -> Operation[None]:
     content = _json({"endpointId": endpoint_id}) if endpoint_id is not None else None
     return Operation(Call("POST", f"/v1/events/{_id(event_id)}/redeliver", content=content), _nothing)
+
+
+def promise_days(days: int | None) -> Operation[list[PromiseDay]]:
+    params = {"days": str(days)} if days is not None else {}
+    return Operation(
+        Call("GET", "/v1/promise", params=params, repeatable=True),
+        lambda answer: [PromiseDay.model_validate(day) for day in answer.body["days"]],
+    )
 
 
 def get_usage() -> Operation[Usage]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -16,9 +17,11 @@ from sendonce_client.models import (
     BatchResult,
     Event,
     Message,
+    PromiseDay,
     SendResult,
     SimulatedDelivery,
     Suppression,
+    TimelineEntry,
     Usage,
     WebhookEndpoint,
 )
@@ -106,6 +109,10 @@ class Client:
         """The workspace's rate limit and today's quota."""
         return self.perform(ops.get_usage())
 
+    def promise(self, days: int | None = None) -> list[PromiseDay]:
+        """Per UTC day, newest first: new messages, replays, duplicates blocked, refused sends."""
+        return self.perform(ops.promise_days(days))
+
     def close(self) -> None:
         self._http.close()
 
@@ -188,15 +195,28 @@ class Messages:
         return self._client.perform(ops.get_message(message_id))
 
     def list(
-        self, *, status: str | None = None, campaign_id: str | None = None, page_size: int | None = None
+        self,
+        *,
+        status: str | None = None,
+        campaign_id: str | None = None,
+        channel: str | None = None,
+        to: str | None = None,
+        page_size: int | None = None,
     ) -> Iterator[Message]:
-        """Every message of the workspace (or of one campaign), newest first, page after page."""
+        """Every message of the workspace (or those the filters admit), newest first, page after page."""
         cursor: str | None = None
         while True:
-            page, cursor = self._client.perform(ops.list_messages(status, page_size, cursor, campaign_id))
+            operation = ops.list_messages(
+                status, page_size, cursor, campaign_id=campaign_id, channel=channel, to=to
+            )
+            page, cursor = self._client.perform(operation)
             yield from page
             if cursor is None:
                 return
+
+    def timeline(self, message_id: str) -> builtins.list[TimelineEntry]:
+        """Everything that happened to the message, oldest first."""
+        return self._client.perform(ops.message_timeline(message_id))
 
     def cancel(self, message_id: str) -> Message:
         return self._client.perform(ops.cancel_message(message_id))

@@ -200,6 +200,33 @@ class SendControls(Model):
     timezone: str  # the workspace's zone (IANA)
 
 
+class TimelineEntry(Model):
+    """One thing that happened to a message (`messages.timeline`); the fields after `kind` are its kind's."""
+
+    at: str
+    kind: Literal[
+        "created", "status", "provider_attempt", "provider_event", "duplicate_blocked", "webhook_delivery"
+    ]
+    status: str | None = None
+    event_id: str | None = None
+    provider: str | None = None
+    outcome: str | None = None
+    type: str | None = None
+    endpoint_id: str | None = None
+    attempts: int | None = None
+    response_status: int | None = None
+
+
+class PromiseDay(Model):
+    """What the service did for the workspace's sends in one UTC day (`promise`)."""
+
+    date: str
+    new_messages: int
+    replays: int
+    duplicates_blocked: int
+    refused_suppressed: int
+
+
 class Usage(Model):
     rate_limit: RateLimit
     quota: Quota

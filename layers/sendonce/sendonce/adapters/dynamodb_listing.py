@@ -132,21 +132,44 @@ def query_shard(
     return read
 
 
+class Fetched(Struct, frozen=True):
+    """A page's items; whether one more follows; and, when the read budget ran out first, the id of
+    the last entry read (a page resumes below it: nothing skipped, nothing read twice)."""
+
+    items: list[Item]
+    more: bool
+    stopped_at: str | None = None
+
+
 def fetch_page(
-    table: DynamoDbTable, entries: Iterator[Item], limit: int, keep: Callable[[Item], bool]
-) -> tuple[list[Item], bool]:
+    table: DynamoDbTable,
+    entries: Iterator[Item],
+    limit: int,
+    keep: Callable[[Item], bool],
+    budget: int | None = None,
+) -> Fetched:
     """The items of the first `limit` entries whose item `keep` accepts, in the entries' order, and
     whether one more follows. The index holds keys only: the items are read (BatchGetItem, strongly
     consistent), so each is as it is now. An item gone since (expired) or no longer what the index
-    said (a status moved on) is left out, and the next entries are read in its place."""
+    said (a status moved on) is left out, and the next entries are read in its place. With a
+    `budget`, at most that many entries are read: a filter that admits few ends its page early."""
     kept: list[Item] = []
+    read = 0
+    last: str | None = None
     while len(kept) <= limit:
-        batch = list(islice(entries, limit + 1 - len(kept)))
+        wanted = limit + 1 - len(kept)
+        if budget is not None:
+            if read >= budget:  # the loop goes on only while the page is not full
+                return Fetched(kept, True, last)
+            wanted = min(max(wanted, 25), budget - read)  # a sparse filter reads in larger bites
+        batch = list(islice(entries, wanted))
         if not batch:
             break
+        read += len(batch)
+        last = entry_id(batch[-1])
         found = table.batch_get([{"pk": entry["pk"], "sk": entry["sk"]} for entry in batch])
         for entry in batch:
             item = found.get(entry["pk"]["S"])
             if item is not None and keep(item):
                 kept.append(item)
-    return kept[:limit], len(kept) > limit
+    return Fetched(kept[:limit], len(kept) > limit)

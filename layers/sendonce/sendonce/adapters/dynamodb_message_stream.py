@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from sendonce.activity.counts import promise_count_of
 from sendonce.adapters.dynamodb_campaigns import campaign_of, is_campaign_item
 from sendonce.adapters.dynamodb_items import MESSAGE_SK, from_item
 from sendonce.campaigns.model import CampaignStatus
@@ -66,13 +67,17 @@ def change_of(record: Mapping[str, Any]) -> Change | CampaignChange | None:
     padded = position.zfill(POSITION_DIGITS)
     before = _status(old)
     if status is not before and status in STATUS_EVENTS:
-        return Change(message, STATUS_EVENTS[status], message.updated_at, padded, tally_of(message, before))
+        told = STATUS_EVENTS[status]
+        counted = promise_count_of(message, before, told, message.updated_at)
+        return Change(message, told, message.updated_at, padded, tally_of(message, before), counted)
     if _count(new, "duplicatesBlocked") > _count(old, "duplicatesBlocked"):
         # The stream's creation time is whole seconds, rounded down: it can fall before the
         # original's own last change. The catch came after both, so it is told at the later one.
         approximate = dynamodb.get("ApproximateCreationDateTime")
         written = datetime.fromtimestamp(float(approximate), UTC) if approximate else message.updated_at
-        return Change(message, EventType.DUPLICATE_BLOCKED, max(written, message.updated_at), padded)
+        at = max(written, message.updated_at)
+        counted = promise_count_of(message, before, EventType.DUPLICATE_BLOCKED, at)
+        return Change(message, EventType.DUPLICATE_BLOCKED, at, padded, promise=counted)
     return None
 
 

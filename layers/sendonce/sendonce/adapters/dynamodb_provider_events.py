@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sendonce.adapters.dynamodb_activity import provider_event_attributes
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
     PROVIDER_EVENT_RETENTION,
@@ -63,6 +64,10 @@ class DynamoDbProviderEventStore:
             current = from_item(item) if item else None
             if current is not None and not event.concerns(current):
                 current = None  # a live provider's word on a test message, or the other way round
+            record = record_event
+            if current is not None:  # on its message's timeline
+                attributes = provider_event_attributes(current.id, event.provider, event.occurred_at)
+                record = {**record_event, "Item": {**record_event["Item"], **attributes}}
             effects = []
             if current is not None and current.status in APPLIES_FROM[event.type]:
                 effects.append({"Update": _status_change(event, current, now)})
@@ -71,11 +76,11 @@ class DynamoDbProviderEventStore:
             )
             if not effects:
                 # Nothing to change; still recorded, so that a repeat is known as one.
-                recorded = self._table.write("put_item", **record_event)
+                recorded = self._table.write("put_item", **record)
                 return (
                     EventOutcome.REPEATED if isinstance(recorded, ConditionFailed) else EventOutcome.IGNORED
                 ), current
-            canceled = self._table.transact([{"Put": record_event}, *effects])
+            canceled = self._table.transact([{"Put": record}, *effects])
             if canceled is None:
                 return EventOutcome.APPLIED, current
             if canceled.failed(_EVENT):

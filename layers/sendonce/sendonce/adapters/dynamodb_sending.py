@@ -66,6 +66,7 @@ from sendonce.limits.model import QuotaCharge
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
+    MAX_FILTERED_READS,
     CampaignGate,
     Capped,
     ContentHeld,
@@ -81,6 +82,7 @@ from sendonce.messages.ports import (
     KeyTie,
     MadeBefore,
     MessageEdit,
+    MessageFilter,
     NewMessage,
     NotEditable,
     NotWritten,
@@ -844,22 +846,18 @@ class DynamoDbSendingStore:
             return None  # another workspace's message does not exist for this one
         return from_item(item)
 
-    def list(
-        self,
-        workspace_id: str,
-        status: Status | None,
-        limit: int,
-        cursor: str | None,
-        campaign_id: str | None = None,
-    ) -> Page:
+    def list(self, workspace_id: str, which: MessageFilter, limit: int, cursor: str | None) -> Page:
         """Newest first, over every shard of the listing index (`dynamodb_listing`); a page resumes
-        below its cursor, the last id of the page before. With `campaign_id`: that campaign's
-        messages only (in `status`, when given)."""
+        below its cursor, the last id of the page before. A campaign's messages are read from its own
+        index, a status's from the status index; a channel or a recipient only the items tell."""
         if cursor is not None and not looks_like_message_id(cursor):
             raise InvalidCursor(cursor)
-        if campaign_id is not None:
+        status = which.status
+        if which.campaign_id is not None:
             index, partition_name = "ByCampaign", "campaignShard"
-            partitions = [campaign_shard(workspace_id, campaign_id, shard) for shard in range(LISTING_SHARDS)]
+            partitions = [
+                campaign_shard(workspace_id, which.campaign_id, shard) for shard in range(LISTING_SHARDS)
+            ]
         elif status is None:
             index, partition_name = "ByWorkspace", "workspaceShard"
             partitions = [workspace_shard(workspace_id, shard) for shard in range(LISTING_SHARDS)]
@@ -878,13 +876,14 @@ class DynamoDbSendingStore:
         def keep(item: Item) -> bool:
             # The index lags its table a little: a message that moved to another status since is left
             # out of this status's listing (it is in its new status's).
-            return item["workspaceId"]["S"] == workspace_id and (
-                status is None or item["status"]["S"] == status.value
-            )
+            return item["workspaceId"]["S"] == workspace_id and which.admits(from_item(item))
 
-        items, more = fetch_page(self._table, entries, limit, keep)
-        messages = [from_item(item) for item in items]
-        return Page(messages=messages, next_cursor=messages[-1].id if more and messages else None)
+        budget = MAX_FILTERED_READS if which.reads_items else None
+        fetched = fetch_page(self._table, entries, limit, keep, budget)
+        messages = [from_item(item) for item in fetched.items]
+        if fetched.stopped_at is not None:
+            return Page(messages=messages, next_cursor=fetched.stopped_at)
+        return Page(messages=messages, next_cursor=messages[-1].id if fetched.more and messages else None)
 
 
 def _token(request: str) -> str:

@@ -36,6 +36,8 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from sendonce.activity.counts import PromiseCount
+from sendonce.adapters.dynamodb_activity import promise_update
 from sendonce.adapters.dynamodb_items import epoch_seconds, parse_datetime, shard_of, workspace_shard
 from sendonce.adapters.dynamodb_listing import fetch_page, first_read, newest_first, query_shard
 from sendonce.adapters.dynamodb_writes import (
@@ -418,11 +420,18 @@ class DynamoDbWebhookStore:
         return Applied(sequence=int(item["sequence"]["N"]), position=item["position"]["S"])
 
     def record(
-        self, event: Event, position: str, previous: Applied | None, tally: CampaignTally | None = None
+        self,
+        event: Event,
+        position: str,
+        previous: Applied | None,
+        tally: CampaignTally | None = None,
+        promise: PromiseCount | None = None,
     ) -> bool:
         items: list[dict[str, Any]] = [
             {"Put": {"Item": event_item(event), "ConditionExpression": "attribute_not_exists(pk)"}}
         ]
+        if promise is not None:  # counted once: with the event, which is written once
+            items.append({"Update": promise_update(self._table.name, promise)})
         if tally is not None:
             if not self._campaigns_table:
                 raise DependencyUnavailable("a campaign's message's change, and no campaigns table")
@@ -498,11 +507,11 @@ class DynamoDbWebhookStore:
             query_shard(self._table, "ByWorkspace", "workspaceShard", below=cursor, extra=extra),
             first=first_read(limit + 1, EVENT_SHARDS),  # one more tells whether another page exists
         )
-        items, more = fetch_page(
+        fetched = fetch_page(
             self._table, entries, limit, lambda item: item["workspaceId"]["S"] == workspace_id
         )
-        events = [_event(item) for item in items]
-        return EventPage(events, events[-1].id if more and events else None)
+        events = [_event(item) for item in fetched.items]
+        return EventPage(events, events[-1].id if fetched.more and events else None)
 
     def _events_of_message(
         self, workspace_id: str, message_id: str, event_type: EventType | None, limit: int, cursor: str | None

@@ -26,6 +26,7 @@ from sendonce.settings import ApiSettings
 from sendonce.suppressions.service import SuppressionService
 
 if TYPE_CHECKING:  # imported when a batch, the webhooks' use cases, or a provider event first need them
+    from sendonce.activity.service import ActivityService
     from sendonce.api.batch import SendMany
     from sendonce.campaigns.service import CampaignService
     from sendonce.messages.batch import BatchOutcome
@@ -50,6 +51,10 @@ def _no_batches(commands: Sequence[SendCommand]) -> list[BatchOutcome]:
 
 
 def _no_campaigns() -> CampaignService | None:
+    return None
+
+
+def _no_activity() -> ActivityService | None:
     return None
 
 
@@ -94,6 +99,9 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     # campaign's create under an Idempotency-Key runs once (`create_campaign_once(request=, run=)`).
     build_campaigns: Callable[[], CampaignService | None] = _no_campaigns
     create_campaign_once: SendOnce = _run_once
+    # A message's timeline and the promise's daily counts, built on first use (`activity`): a new
+    # send never needs them. None: their routes answer 503, and nothing is counted.
+    build_activity: Callable[[], ActivityService | None] = _no_activity
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -113,6 +121,10 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     @cached_property
     def campaigns(self) -> CampaignService | None:
         return self.build_campaigns()
+
+    @cached_property
+    def activity(self) -> ActivityService | None:
+        return self.build_activity()
 
 
 # Built by the API function's entry point (`sendonce.entrypoints.api.build`), which gives it its

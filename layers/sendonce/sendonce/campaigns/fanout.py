@@ -49,6 +49,7 @@ from sendonce.messages.ports import (
     Capped,
     GateClosed,
     MadeBefore,
+    MessageFilter,
     NotWritten,
     Page,
     QuotaSpent,
@@ -89,14 +90,7 @@ RefuseLine = Callable[[SendonceError], LineRefused]
 class CampaignMessages(Protocol):
     """What a cancel's sweep needs of the sending store (`SendingStore`)."""
 
-    def list(
-        self,
-        workspace_id: str,
-        status: Status | None,
-        limit: int,
-        cursor: str | None,
-        campaign_id: str | None = None,
-    ) -> Page: ...
+    def list(self, workspace_id: str, which: MessageFilter, limit: int, cursor: str | None) -> Page: ...
 
     def cancel(self, workspace_id: str, message_id: str, now: datetime) -> Message: ...
 
@@ -347,7 +341,9 @@ class FanOut(Struct):
         """Cancel the canceled campaign's messages still waiting, a listing page at a time; the rest
         handed on to the next run."""
         for _ in range(SWEEP_PAGES):
-            page = self.messages.list(workspace_id, None, SWEEP_PAGE_SIZE, cursor, campaign_id)
+            page = self.messages.list(
+                workspace_id, MessageFilter(campaign_id=campaign_id), SWEEP_PAGE_SIZE, cursor
+            )
             for message in page.messages:
                 if message.status in (Status.ACCEPTED, Status.SCHEDULED, Status.QUEUED):
                     try:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _s
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from sendonce.activity.service import ActivityService
     from sendonce.api.batch import SendMany
     from sendonce.api.idempotency import SendOnce
     from sendonce.campaigns.service import CampaignService
@@ -103,6 +104,20 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         build_templates=templates,
         build_campaigns=partial(_campaigns, settings, dynamodb, clients),
         create_campaign_once=on_first_call(partial(_campaign_once, settings, dynamodb, config)),
+        build_activity=partial(_activity, settings, dynamodb, messages),
+    )
+
+
+def _activity(settings: ApiSettings, dynamodb: Any, messages: MessageService) -> ActivityService:
+    from sendonce.activity.service import ActivityService  # noqa: PLC0415
+    from sendonce.adapters.dynamodb_activity import DynamoDbPromiseCounts, DynamoDbProviderEventLog  # noqa: PLC0415
+    from sendonce.adapters.dynamodb_webhooks import DynamoDbWebhookStore  # noqa: PLC0415
+
+    return ActivityService(
+        messages=messages,
+        events=DynamoDbWebhookStore(dynamodb, settings.webhooks_table),
+        provider_events=DynamoDbProviderEventLog(dynamodb, settings.messages_table),
+        counts=DynamoDbPromiseCounts(dynamodb, settings.webhooks_table),
     )
 
 

@@ -11,6 +11,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from sendonce.messages.model import Channel, Message, Status
+from sendonce.messages.recipients import ascii_lower
 
 if TYPE_CHECKING:  # only the API charges a quota: the other functions' cold start needs no limits model
     from sendonce.controls.cap import RecipientCap
@@ -175,6 +176,37 @@ class NotEditable(Struct, frozen=True):
 EditOutcome = Edited | ContentHeld | EditRaced | NotEditable
 
 
+# A page filtered by what only the items hold reads at most this many messages: a recipient with
+# few messages among many is found page by page, each within a request's time.
+MAX_FILTERED_READS = 2000
+
+
+class MessageFilter(Struct, frozen=True):
+    """Which of a workspace's messages a listing shows: each field given narrows it. `recipient`: a
+    normalised address's key (`recipient_key`), matched against everyone the send named."""
+
+    status: Status | None = None
+    campaign_id: str | None = None
+    channel: str | None = None
+    recipient: str | None = None
+
+    @property
+    def reads_items(self) -> bool:
+        """Whether only the items can tell (no listing index holds the channel or the recipient)."""
+        return self.channel is not None or self.recipient is not None
+
+    def admits(self, message: Message) -> bool:
+        return (
+            (self.status is None or message.status is self.status)
+            and (self.campaign_id is None or message.campaign_id == self.campaign_id)
+            and (self.channel is None or message.channel == self.channel)
+            and (
+                self.recipient is None
+                or any(ascii_lower(address) == self.recipient for address in message.requested_recipients)
+            )
+        )
+
+
 class Page(Struct, frozen=True):
     messages: list[Message]
     next_cursor: str | None
@@ -220,14 +252,11 @@ class SendingStore(DedupLocks, Protocol):
 
     def get(self, workspace_id: str, message_id: str) -> Message | None: ...
 
-    def list(
-        self,
-        workspace_id: str,
-        status: Status | None,
-        limit: int,
-        cursor: str | None,
-        campaign_id: str | None = None,
-    ) -> Page: ...
+    def list(self, workspace_id: str, which: MessageFilter, limit: int, cursor: str | None) -> Page:
+        """Newest first, `limit` of the messages `which` admits whenever that many more exist; with a
+        filter only the items can tell (`MessageFilter.reads_items`), fewer once MAX_FILTERED_READS
+        messages were read for the page, its cursor then resuming after the last one read."""
+        ...
 
     def create_many(
         self,

@@ -67,6 +67,7 @@ from sendonce.messages.ports import (
     DuplicateOf,
     KeyTie,
     MessageEdit,
+    MessageFilter,
     MessageQueue,
     Page,
     QuotaSpent,
@@ -484,18 +485,11 @@ class MessageService:
             raise MessageNotFound(message_id)
         return message
 
-    def list(
-        self,
-        workspace_id: str,
-        status: Status | None,
-        limit: int,
-        cursor: str | None,
-        campaign_id: str | None = None,
-    ) -> Page:
+    def list(self, workspace_id: str, which: MessageFilter, limit: int, cursor: str | None) -> Page:
         """A page of `limit` messages whenever that many more exist (its cursor resumes after its last
-        one; `Page.cut` keeps fewer, as the API does to keep its answer's size); with `campaign_id`,
-        of that campaign only."""
-        return self._store.list(workspace_id, status, limit, cursor, campaign_id)
+        one; `Page.cut` keeps fewer, as the API does to keep its answer's size), of those `which`
+        admits (a filter by channel or recipient: see `SendingStore.list`)."""
+        return self._store.list(workspace_id, which, limit, cursor)
 
     def edit(self, workspace_id: str, message_id: str, changes: MessageChanges) -> Message:
         """Edit a scheduled message until its delivery is claimed (`sendonce.messages.edits`); a new

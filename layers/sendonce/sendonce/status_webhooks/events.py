@@ -78,7 +78,7 @@ class EventRecorder(Struct):
             sequence=(previous.sequence if previous else 0) + 1 if change.is_status_change else None,
             deliveries=tuple(Delivery(e.id) for e in self._subscribers(workspace_id, change)),
         )
-        if self.events.record(event, change.position, previous, change.tally):
+        if self.events.record(event, change.position, previous, change.tally, change.promise):
             logger.info(
                 "webhook.event.recorded",
                 extra={

@@ -22,6 +22,7 @@ from typing import Any
 from msgspec import Struct, field
 from msgspec.structs import replace
 
+from sendonce.activity.counts import PromiseCount
 from sendonce.campaigns.model import Campaign
 from sendonce.clock import rfc3339
 from sendonce.messages.ids import ulid
@@ -178,6 +179,7 @@ class Change(Struct, frozen=True):
     at: datetime
     position: str  # the stream record's sequence number, padded: increases with every write of the message
     tally: CampaignTally | None = None  # a campaign's message: what its campaign counts of it
+    promise: PromiseCount | None = None  # what the promise's daily counts count of it
 
     @property
     def is_status_change(self) -> bool:

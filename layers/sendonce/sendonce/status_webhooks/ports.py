@@ -8,6 +8,7 @@ from typing import Protocol
 
 from msgspec import Struct
 
+from sendonce.activity.counts import PromiseCount
 from sendonce.status_webhooks.model import (
     CampaignTally,
     Endpoint,
@@ -114,11 +115,16 @@ class EventStore(Protocol):
     def applied(self, message_id: str) -> Applied | None: ...
 
     def record(
-        self, event: Event, position: str, previous: Applied | None, tally: CampaignTally | None = None
+        self,
+        event: Event,
+        position: str,
+        previous: Applied | None,
+        tally: CampaignTally | None = None,
+        promise: PromiseCount | None = None,
     ) -> bool:
         """Writes the event and moves the message's `Applied` on, together, with what `tally` adds
-        to a campaign's counts; False (nothing written) if the event exists already or the message's
-        changes moved on since `previous` was read."""
+        to a campaign's counts and `promise` to the promise's daily counts; False (nothing written)
+        if the event exists already or the message's changes moved on since `previous` was read."""
         ...
 
     def event(self, workspace_id: str, event_id: str) -> Event | None: ...

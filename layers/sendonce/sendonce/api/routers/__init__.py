@@ -16,7 +16,9 @@ from importlib import import_module
 
 from sendonce.api.routes import DeclaredRouter, Route, RouteTable
 from sendonce.api.routes import campaigns as campaigns_routes
+from sendonce.api.routes import console as console_routes
 from sendonce.api.routes import messages as messages_routes
+from sendonce.api.routes import promise as promise_routes
 from sendonce.api.routes import provider_events as provider_events_routes
 from sendonce.api.routes import service as service_routes
 from sendonce.api.routes import suppressions as suppressions_routes
@@ -29,6 +31,7 @@ ROUTERS: dict[str, tuple[Route, ...]] = {
     "batches": (messages_routes.SEND_BATCH,),
     "messages": (
         messages_routes.GET_MESSAGE,
+        messages_routes.MESSAGE_TIMELINE,
         messages_routes.LIST_MESSAGES,
         messages_routes.CANCEL_MESSAGE,
         messages_routes.EDIT_MESSAGE,
@@ -70,7 +73,9 @@ ROUTERS: dict[str, tuple[Route, ...]] = {
         campaigns_routes.LIST_CAMPAIGN_ERRORS,
     ),
     "usage": (usage_routes.USAGE, usage_routes.TEST_DELIVERIES),
+    "promise": (promise_routes.PROMISE_DAYS,),
     "service": (service_routes.HEALTH, service_routes.OPENAPI, service_routes.DOCS),
+    "console": (console_routes.CONSOLE_PAGE, console_routes.CONSOLE_ASSET),
 }
 ROUTES = RouteTable(ROUTERS)
 # Included when the API function is imported: a send is what a first request most likely is.

@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Que
 
 from sendonce.api import dependencies
 from sendonce.api.batch import BatchRequest, BatchResults, answer_batch
+from sendonce.api.counted import count_batch_answer
 from sendonce.api.exchange import caller, json_body, stored
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.messages import SEND_BATCH
@@ -48,4 +49,5 @@ def send_batch(
         send_once=deps.send_once,
         send_batch_once=deps.send_batch_once,
     )
+    count_batch_answer(deps, workspace, answer)
     return stored(answer)

@@ -12,23 +12,35 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sendonce import channels
+from sendonce.activity.model import TimelineEntry
 from sendonce.api import dependencies
-from sendonce.api.errors import validation_error
+from sendonce.api.errors import unavailable, validation_error
 from sendonce.api.exchange import PageSize, answer, caller
 from sendonce.api.routes import DeclaredRouter
-from sendonce.api.routes.messages import CANCEL_MESSAGE, EDIT_MESSAGE, GET_MESSAGE, LIST_MESSAGES
+from sendonce.api.routes.messages import (
+    CANCEL_MESSAGE,
+    EDIT_MESSAGE,
+    GET_MESSAGE,
+    LIST_MESSAGES,
+    MESSAGE_TIMELINE,
+)
 from sendonce.api.shapes import (
     MESSAGE_ID_PATTERN,
     MessageModel,
     Metadata,
     ResponseModel,
+    channel_names,
     parse_rfc3339,
     send_at_within_window,
     to_json,
 )
+from sendonce.clock import rfc3339
 from sendonce.messages.edits import MessageChanges
 from sendonce.messages.model import Status
-from sendonce.messages.ports import Page
+from sendonce.messages.ports import MAX_FILTERED_READS, MessageFilter, Page
+from sendonce.messages.recipients import InvalidRecipient
+from sendonce.suppressions.model import recipient_key, recipient_of
 
 router = DeclaredRouter()
 
@@ -84,8 +96,87 @@ def get_message(id: str) -> Response[Any]:
     return answer(200, MessageEnvelope(success=True, message=MessageModel.of(message)))
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class TimelineEntryModel(ResponseModel):
+    """One thing that happened to the message; the fields after `kind` are those of its kind."""
+
+    at: str = Field(description="RFC 3339")
+    kind: Literal[
+        "created", "status", "provider_attempt", "provider_event", "duplicate_blocked", "webhook_delivery"
+    ]
+    status: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description=(
+            "created: the status it was created in; status: the status it moved to; webhook_delivery: "
+            "pending, succeeded or failed"
+        ),
+    )
+    eventId: str | None = Field(
+        default=None, exclude_if=_absent, description="status, duplicate_blocked, webhook_delivery: the event"
+    )
+    provider: str | None = Field(
+        default=None, exclude_if=_absent, description="provider_attempt, provider_event"
+    )
+    outcome: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="provider_attempt: accepted, not_accepted, unknown or failed",
+    )
+    type: str | None = Field(
+        default=None, exclude_if=_absent, description="provider_event: sent, delivered, failed or opted_out"
+    )
+    endpointId: str | None = Field(default=None, exclude_if=_absent, description="webhook_delivery")
+    attempts: int | None = Field(default=None, exclude_if=_absent, description="webhook_delivery")
+    responseStatus: int | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="webhook_delivery: the last attempt's HTTP status, when it got one",
+    )
+
+    @classmethod
+    def of(cls, entry: TimelineEntry) -> TimelineEntryModel:
+        return cls(
+            at=rfc3339(entry.at),
+            kind=entry.kind.value,
+            status=entry.status,
+            eventId=entry.event_id,
+            provider=entry.provider,
+            outcome=entry.outcome,
+            type=entry.type,
+            endpointId=entry.endpoint_id,
+            attempts=entry.attempts,
+            responseStatus=entry.response_status,
+        )
+
+
+class TimelineEnvelope(ResponseModel):
+    success: Literal[True]
+    message: MessageModel
+    timeline: list[TimelineEntryModel] = Field(description="Oldest first")
+
+
+@router.handles(MESSAGE_TIMELINE)
+def message_timeline(id: str) -> Response[Any]:
+    activity = dependencies.root.get().activity
+    if activity is None:
+        raise unavailable()
+    found = activity.timeline(caller(router.context), id)
+    return answer(
+        200,
+        TimelineEnvelope(
+            success=True,
+            message=MessageModel.of(found.message),
+            timeline=[TimelineEntryModel.of(entry) for entry in found.entries],
+        ),
+    )
+
+
 @router.handles(LIST_MESSAGES)
-def list_messages(
+def list_messages(  # noqa: PLR0917  (each a query parameter, by its name)
     limit: PageSize = 20,
     status: Annotated[Status | None, Query(description="Only messages in this status")] = None,
     cursor: Annotated[
@@ -94,9 +185,46 @@ def list_messages(
     campaignId: Annotated[  # the query parameter's documented name
         str | None, Query(max_length=64, description="Only the messages of this campaign")
     ] = None,
+    channel: Annotated[
+        str | None,
+        Query(
+            max_length=32, description="Only the messages of this channel", json_schema_extra=channel_names
+        ),
+    ] = None,
+    to: Annotated[
+        str | None,
+        Query(
+            max_length=320,
+            description=(
+                "Only the messages to this recipient (any form of a phone number or an address; an email "
+                "that names it among others included). With channel or to, a page holds fewer than "
+                f"`limit` once {MAX_FILTERED_READS} messages were read for it; nextCursor goes on from there."
+            ),
+        ),
+    ] = None,
 ) -> Response[Any]:
-    page = dependencies.root.get().messages.list(caller(router.context), status, limit, cursor, campaignId)
+    which = MessageFilter(
+        status=status, campaign_id=campaignId, channel=_channel(channel), recipient=_recipient(to)
+    )
+    page = dependencies.root.get().messages.list(caller(router.context), which, limit, cursor)
     return answer(200, within_answer_size(page))
+
+
+def _channel(name: str | None) -> str | None:
+    if name is not None and name not in channels.names():
+        known = ", ".join(channels.names())
+        raise validation_error([{"field": "channel", "message": f"must be one of {known}"}])
+    return name
+
+
+def _recipient(raw: str | None) -> str | None:
+    """The key a listing matches recipients by, from any form of a phone number or an address."""
+    if raw is None:
+        return None
+    try:
+        return recipient_key(recipient_of(raw).address)
+    except InvalidRecipient as error:
+        raise validation_error([{"field": "to", "message": str(error)}]) from None
 
 
 def within_answer_size(page: Page) -> MessagePage:

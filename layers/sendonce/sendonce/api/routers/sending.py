@@ -16,8 +16,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header
 from sendonce.api import dependencies
 from sendonce.api.answers import DuplicateCaught, SendAccepted
 from sendonce.api.commands import SendMessageRequest, command_of
+from sendonce.api.counted import count_send_answer, refusals_counted
+from sendonce.api.dependencies import ApiDependencies
 from sendonce.api.exchange import caller, json_body, stored
-from sendonce.api.idempotency import answered_once, key_of
+from sendonce.api.idempotency import StoredAnswer, answered_once, key_of
 from sendonce.api.routes import DeclaredRouter
 from sendonce.api.routes.messages import SEND_MESSAGE
 
@@ -40,6 +42,15 @@ def send_message(
     workspace = caller(router.context)
     deps = dependencies.root.get()
     key = key_of(idempotency_key, required=deps.settings.require_idempotency_key)
+    with refusals_counted(deps, workspace):
+        answer = _send(deps, workspace, message, key)
+    count_send_answer(deps, workspace, answer)
+    return stored(answer)
+
+
+def _send(
+    deps: ApiDependencies, workspace: str, message: SendMessageRequest, key: str | None
+) -> StoredAnswer:
     if key is None:
         answer = deps.send(command_of(message, workspace, None))
     else:
@@ -51,4 +62,4 @@ def send_message(
         deps.idempotency_config.register_lambda_context(router.lambda_context)
         request = {"workspace": workspace, "key": key, "payload": payload}
         answer = answered_once(deps.send_once, request, command=command)
-    return stored(answer)
+    return answer

@@ -61,6 +61,21 @@ GET_MESSAGE = Route(
 )
 
 
+MESSAGE_TIMELINE = Route(
+    "GET",
+    "/v1/messages/{id}/timeline",
+    summary="One message's timeline",
+    description=(
+        "Everything that happened to the message, oldest first, each with its time: its creation, every "
+        "status change told as an event, every provider attempt, every provider event, every duplicate "
+        "the dedup guard blocked against it, and each status-webhook delivery of its events."
+    ),
+    answers={200: json_answer("The message and its timeline", "TimelineEnvelope")},
+    errors=(404, 503),
+    tags=("messages",),
+)
+
+
 LIST_MESSAGES = Route(
     "GET",
     "/v1/messages",
