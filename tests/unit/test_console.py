@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sendonce import channels
 from sendonce.api.app import handle
 from sendonce.api.routers.console import ASSETS, CONTENT_SECURITY_POLICY
+from sendonce.messages.model import Status
 
 from tests.support.lambda_context import FakeLambdaContext
 
@@ -211,3 +213,15 @@ def test_the_style_sheet_loads_nothing_from_elsewhere() -> None:
 
     assert "@import" not in css
     assert "url(" not in css
+
+
+def _listed(script: str, name: str) -> list[str]:
+    found = re.search(rf"export const {name} = \[(.*?)\];", (CONSOLE / script).read_text("utf-8"), re.DOTALL)
+    assert found, f"{script} declares no {name}"
+    return re.findall(r'"([^"]+)"', found.group(1))
+
+
+def test_the_consoles_statuses_and_channels_are_the_services() -> None:
+    """The filters offer exactly what the API takes: the statuses a message has, the channels registered."""
+    assert _listed("messages.js", "STATUSES") == [status.value for status in Status]
+    assert _listed("messages.js", "CHANNELS") == list(channels.names())
