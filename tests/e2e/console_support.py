@@ -49,6 +49,9 @@ README_IMAGE_VARIABLE = "SENDONCE_CONSOLE_README_IMAGE"
 WIDE: ViewportSize = {"width": 1280, "height": 860}
 NARROW: ViewportSize = {"width": 360, "height": 780}  # the narrowest phone the console is made for
 WAIT_MS = 15_000
+# Every assertion waits as long as an action does: beside the other lane of `make test`, the local
+# stack answers a view's requests (50 events and their deliveries) in seconds, not milliseconds.
+expect.set_options(timeout=WAIT_MS)
 # Each view's heading, by its address.
 VIEWS = {
     "messages": "Messages",
