@@ -42,6 +42,7 @@ from bench.cost import (  # noqa: E402
     delivery_queue_requests,
 )
 from bench.failover import run_failover_bench  # noqa: E402
+from bench.guarded import run_guarded_bench  # noqa: E402
 from bench.latency import LatencyRun, merged, run_latency  # noqa: E402
 from bench.local_stack import DYNAMODB_LOCAL, ROOT, BenchStack, dynamodb_engine, start_stack  # noqa: E402
 from bench.outbox_peak import PEAK, run_outbox_peak  # noqa: E402
@@ -466,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-templates", action="store_true", help="skip the templated send figures")
     parser.add_argument("--no-failover", action="store_true", help="skip the failover delivery figures")
     parser.add_argument("--no-send-controls", action="store_true", help="skip the capped send figures")
+    parser.add_argument("--no-protections", action="store_true", help="skip the guarded send figures")
     parser.add_argument(
         "--no-campaigns",
         action="store_true",
@@ -525,6 +527,12 @@ def main(argv: list[str] | None = None) -> int:
         details,
         lambda: run_capped_bench(rounds=5 if args.quick else 15),
     )
+    protections = _optional_part(
+        "protections",
+        args.no_protections,
+        details,
+        lambda: run_guarded_bench(rounds=5 if args.quick else 15),
+    )
     campaigns = _optional_part(
         "campaigns",
         args.no_campaigns,
@@ -562,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         ("templates", templates),
         ("failover", failover),
         ("send_controls", send_controls),
+        ("protections", protections),
     ):
         if figures_of:
             _lift_spread(section, figures_of, spreads)
@@ -582,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         "templates": templates,
         "failover": failover,
         "send_controls": send_controls,
+        "protections": protections,
         "campaigns": campaigns,
         "cost_usd_per_million_sends": figures["cost"],
         "cost_usd_per_million_sends_one_endpoint": figures["cost_one_endpoint"],

@@ -55,6 +55,7 @@ from sendonce.auth.api_keys import hash_api_key
 from sendonce.dedup.identity import dedup_identity
 from sendonce.dispatch.ports import ClaimedMessage
 from sendonce.idempotency.keys import tie_identity
+from sendonce.keyed_hash import KeyedHash
 from sendonce.limits.model import MAX_DAILY_QUOTA, Limits, QuotaCharge, QuotaPlan, Window
 from sendonce.messages.ids import new_message_id
 from sendonce.messages.model import Channel, Message, Status
@@ -486,7 +487,7 @@ def message_life(
         lease = limits.lease_ceiling
         step(1 / lease, lambda: counters.take_lease(WORKSPACE, Window.at(NOW), 0, lease))
         message = _send(client, counters, limits, keyed, body, step)
-        delivery = DynamoDbDispatchStore(client, "MessagesTable")
+        delivery = DynamoDbDispatchStore(client, "MessagesTable", KEYED_HASH)
         claimed: list[ClaimedMessage] = []
 
         def claim() -> None:
@@ -498,7 +499,7 @@ def message_life(
 
         step(1, claim)
         step(1, lambda: delivery.finish_attempt(claimed[0], Status.SENT, NOW, provider_message_id="p-1"))
-        provider = DynamoDbProviderEventStore(client, "MessagesTable")
+        provider = DynamoDbProviderEventStore(client, "MessagesTable", KEYED_HASH)
         delivered = ProviderEvent("http", "provider-event-1", message.id, ProviderEventType.DELIVERED, "now")
         step(1, lambda: provider.apply_provider_event(delivered, NOW))
         _tell(client, message, endpoints, changes_per_endpoints_read, step)
@@ -510,6 +511,8 @@ def message_life(
 
 
 Step = Callable[[float, Callable[[], object]], None]
+# A deployment's keyed hash stands for its identities: as long as a plain one, so it sizes alike.
+KEYED_HASH = KeyedHash(lambda: "the capacity model's hashing key")
 # The line `CapacityProbe.expired` writes for an item's expiry.
 EXPIRY_LINE = re.compile(r"^(?P<table>\S+) TTL delete: 0 WRU \+ (?P<gsi>[\d.]+) GSI$")
 
@@ -530,7 +533,9 @@ def _send(
     client: Any, counters: DynamoDbLimits, limits: Limits, keyed: bool, body: str, step: Step
 ) -> Message:
     """The create transaction (under its Idempotency-Key record when `keyed`), as the API makes it."""
-    sending = DynamoDbSendingStore(client, "MessagesTable", retention=timedelta(days=90), quota=counters)
+    sending = DynamoDbSendingStore(
+        client, "MessagesTable", retention=timedelta(days=90), quota=counters, keyed_hash=KEYED_HASH
+    )
     message = Message(
         id=new_message_id(int(NOW.timestamp() * 1000)),
         workspace_id=WORKSPACE,
@@ -543,8 +548,10 @@ def _send(
         idempotency_key="order-1" if keyed else None,
         metadata={"order": "1"},
     )
-    claim = DedupClaim(dedup_identity(WORKSPACE, message.to, None, message.body), NOW + timedelta(minutes=15))
-    tie = KeyTie(tie_identity(WORKSPACE, "order-1", message.to), "fingerprint") if keyed else None
+    claim = DedupClaim(
+        KEYED_HASH(dedup_identity(WORKSPACE, message.to, None, message.body)), NOW + timedelta(minutes=15)
+    )
+    tie = KeyTie(KEYED_HASH(tie_identity(WORKSPACE, "order-1", message.to)), "fingerprint") if keyed else None
 
     def create(request: dict[str, Any] | None = None) -> dict[str, Any]:
         charge = QuotaCharge.of(WORKSPACE, limits, NOW)

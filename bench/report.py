@@ -43,6 +43,8 @@ BATCH_SHARE_TARGET = 0.15
 TEMPLATED_P50_TARGET = 1.1
 # A send under a frequency cap (issue 33): the calls of a plain send, and at most 10% slower at p50.
 CAPPED_P50_TARGET = 1.1
+# Issue 35: a send under a destination rule and an sms budget makes a plain send's calls, p50 <= 1.1x.
+GUARDED_P50_TARGET = 1.1
 # A campaign (CONTRACT section 14): its fan-out's AWS calls a recipient at most 0.2 beyond a plain
 # send's own calls a send, and every recipient exactly one message.
 CAMPAIGN_CALLS_BEYOND_PLAIN_TARGET = 0.2
@@ -163,6 +165,17 @@ def checks(results: dict[str, Any]) -> list[Check]:
                 )
             )
             out.append(_ratio(results, f"send_controls.{prefix}capped_p50_over_plain", CAPPED_P50_TARGET))
+    protections = results.get("protections")
+    if protections:
+        for prefix, figures in (("", protections), ("dynamodb-local.", protections.get("dynamodb-local"))):
+            if not figures:
+                continue
+            out.append(
+                at_most(
+                    f"protections.{prefix}guarded_calls", figures["guarded_calls"], figures["plain_calls"]
+                )
+            )
+            out.append(_ratio(results, f"protections.{prefix}guarded_p50_over_plain", GUARDED_P50_TARGET))
     failover = results.get("failover")
     if failover:
         out.append(
@@ -340,6 +353,11 @@ def table(results: dict[str, Any], details: dict[str, Any]) -> str:
         ),
         _section(
             "send controls (a send: plain / under a frequency cap)", results.get("send_controls"), "not run"
+        ),
+        _section(
+            "protections (a send: plain / under a destination rule and an sms budget)",
+            results.get("protections"),
+            "not run",
         ),
         _section("campaigns", results.get("campaigns"), "not run"),
         _section("limits", results.get("limits"), "off"),

@@ -10,10 +10,15 @@
   workspaces (`ws_a`, `ws_b`), and the sandbox's delivery events off, so a lost provider answer is
   observably retried (a `delivered` event would otherwise end the message before the retry).
 Each is started once per session, on first use.
+
+Every stack's output is kept (`STACK_LOGS`), and every recipient and every piece of content the
+tests send to an API (`SENT`, recorded from each request the tests' HTTP clients make): the last
+test of the run, `test_e2e_service_logs`, reads the service's log lines of the whole run for them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,11 +28,77 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import requests
 
 from tests.support.ports import free_port
+
+# The output of every stack started in this run, and what the tests sent (`Sent`).
+STACK_LOGS: list[Path] = []
+# The request fields that carry a recipient or a message's content.
+SENT_FIELDS = frozenset({"to", "cc", "bcc", "body", "subject", "html", "text", "replyTo"})
+
+
+@dataclass
+class Sent:
+    """Every recipient and piece of content the tests put in a request body, however nested."""
+
+    values: set[str] = field(default_factory=set)
+
+    def record(self, content: bytes | str | None) -> None:
+        if not content:
+            return
+        try:
+            parsed = json.loads(content)
+        except (ValueError, UnicodeDecodeError):
+            return
+        self._walk(parsed, None)
+
+    def _walk(self, value: object, name: str | None) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                self._walk(inner, str(key))
+        elif isinstance(value, list):
+            for inner in value:
+                self._walk(inner, name)
+        elif isinstance(value, str) and name in SENT_FIELDS:
+            self.values.add(value)
+
+
+SENT = Sent()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_what_is_sent() -> Iterator[None]:
+    """Wrap the tests' HTTP clients (requests, and httpx under the Python client) to record `SENT`."""
+    sends = requests.Session.send, httpx.Client.send, httpx.AsyncClient.send
+
+    def send(self: requests.Session, request: requests.PreparedRequest, **kwargs: Any) -> Any:
+        SENT.record(request.body)
+        return sends[0](self, request, **kwargs)
+
+    def client_send(self: httpx.Client, request: httpx.Request, **kwargs: Any) -> Any:
+        SENT.record(request.content)
+        return sends[1](self, request, **kwargs)
+
+    async def async_send(self: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> Any:
+        SENT.record(request.content)
+        return await sends[2](self, request, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(requests.Session, "send", send)
+        patch.setattr(httpx.Client, "send", client_send)
+        patch.setattr(httpx.AsyncClient, "send", async_send)
+        yield
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The scan of the service's logs runs last: after every other test has sent what it sends."""
+    items.sort(key=lambda item: item.path.name == "test_e2e_service_logs.py")
+
 
 REPO = Path(__file__).resolve().parents[2]
 SENDONCE = REPO / ".venv" / "bin" / "sendonce"
@@ -101,6 +172,7 @@ def running_stack(
     }
     env = {**os.environ, **{name: str(port) for name, port in ports.items()}, **settings}
     env["SENDONCE_LOCAL_API_KEYS"] = ",".join(f"{workspace}:{key}" for workspace, key in keys)
+    STACK_LOGS.append(log)
     with log.open("wb") as output:
         process = subprocess.Popen(
             [str(SENDONCE), "run"], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT

@@ -137,3 +137,34 @@ def test_a_lowered_quota_keeps_the_days_usage_and_admits_only_what_is_left(narro
     assert kept["usedToday"] == before + 3
     assert sorted(answer.status_code for answer in answers) == [201] + [429] * 9
     assert usage(stack).json()["quota"]["usedToday"] == before + 4
+
+
+def test_the_cli_sets_destination_rules_and_an_sms_budget(narrowed: LocalStack) -> None:
+    """CONTRACT section 18 through the CLI: a country outside the list and a premium-rate number are
+    422 destination_not_allowed, and a UTC day's sms take at most the budget's segments."""
+    stack = narrowed
+    done = set_limits(stack, "--sms-countries", "US,CA", "--daily-sms-segments", "3")
+    assert done.returncode == 0, done.stderr
+    assert "sms to US,CA" in done.stdout
+    assert "3 sms segments a day" in done.stdout
+    try:
+        france = send(stack, sms("+33612345678", unique_body("to France")), key=stack.other_api_key)
+        premium = send(stack, sms("+19002345678", unique_body("premium")), key=stack.other_api_key)
+        two_segments = unique_body("two segments").ljust(161, ".")  # GSM-7, over 160 septets
+        first = send(stack, sms("+14155550100", two_segments), key=stack.other_api_key)
+        past = send(
+            stack, sms("+16135550123", unique_body("two more").ljust(161, ".")), key=stack.other_api_key
+        )
+        last = send(stack, sms("+16135550123", unique_body("the last segment")), key=stack.other_api_key)
+    finally:
+        restored = set_limits(stack, "--sms-countries", "all", "--daily-sms-segments", "0")
+        assert restored.returncode == 0, restored.stderr
+
+    assert (france.status_code, error_code(france)) == (422, "destination_not_allowed")
+    assert france.json()["error"]["details"] == {"reason": "country_not_allowed"}
+    assert (premium.status_code, error_code(premium)) == (422, "destination_not_allowed")
+    assert premium.json()["error"]["details"] == {"reason": "premium_rate"}
+    assert first.status_code == 201, first.text
+    assert (past.status_code, error_code(past)) == (429, "sms_budget_exceeded")
+    assert 1 <= int(past.headers["Retry-After"]) <= 86_400
+    assert last.status_code == 201, last.text

@@ -26,6 +26,7 @@ from typing import Any
 import boto3
 import pytest
 from sendonce import composition
+from sendonce.keyed_hash import KeyedHash
 from sendonce.modes import is_test_workspace, live_workspace_of
 from sendonce.provider_events.signature import sign
 
@@ -306,6 +307,13 @@ class Stack:
     @property
     def sqs(self) -> Any:
         return aws_client("sqs")
+
+    @property
+    def keyed_hash(self) -> KeyedHash:
+        """The stack's keyed hash, its key read from the emulator's HashingKeySecret as the functions
+        read it: what a test finds a lock, a key tie or a suppression entry by."""
+        value = aws_client("secretsmanager").get_secret_value(SecretId="HashingKeySecret")["SecretString"]
+        return KeyedHash(lambda: str(value))
 
     def setenv(self, name: str, value: str) -> None:
         """Change one setting of the functions, as a redeploy would (caches cleared)."""

@@ -57,8 +57,10 @@ def _created(
         updated_at=created_at,
         expires_at=created_at + valid_for,
     )
-    claim = DedupClaim(dedup_identity(WORKSPACE, TO, None, body), created_at + timedelta(minutes=15))
-    store = DynamoDbSendingStore(aws_client("dynamodb"), "MessagesTable")
+    claim = DedupClaim(
+        stack.keyed_hash(dedup_identity(WORKSPACE, TO, None, body)), created_at + timedelta(minutes=15)
+    )
+    store = DynamoDbSendingStore(aws_client("dynamodb"), "MessagesTable", keyed_hash=stack.keyed_hash)
     outcome = store.create(message, claim, None, created_at + timedelta(minutes=2), created_at)
     assert isinstance(outcome, Created), outcome
     return outcome.message

@@ -65,9 +65,9 @@ def _cancel(stack: Stack, message_id: str) -> ApiAnswer:
     return stack.call(stack.event("api_get_message.json", method="DELETE", path=f"/v1/messages/{message_id}"))
 
 
-def _lock_id(body: str) -> str:
+def _lock_id(stack: Stack, body: str) -> str:
     recipient = normalise_recipient(Channel("imessage"), TO)
-    return dedup_identity("ws_local", recipient.dedup_form, None, body)
+    return stack.keyed_hash(dedup_identity("ws_local", recipient.dedup_form, None, body))
 
 
 def _locks(stack: Stack) -> dict[str, str]:
@@ -86,7 +86,7 @@ def _assert_whole(stack: Stack, message_id: str) -> dict[str, Any]:
     if item["status"]["S"] == "canceled":
         assert held == []  # a cancel releases the lock of the content it canceled
     else:
-        assert held == [_lock_id(item["body"]["S"])] == [item["dedupLockId"]["S"]]
+        assert held == [_lock_id(stack, item["body"]["S"])] == [item["dedupLockId"]["S"]]
     return item
 
 

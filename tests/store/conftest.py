@@ -75,6 +75,7 @@ from sendonce_local.emulator import create_tables
 from sendonce_local.template import Template, load_template
 from tests.unit.campaign_fakes import InMemoryCampaignStore
 from tests.unit.unit_fakes import (
+    TEST_KEYED_HASH,
     FakeLimits,
     InMemoryProviderEvents,
     InMemoryProviderHealth,
@@ -219,7 +220,7 @@ class DynamoDbEngine(Engine):
 
     def charged_store(self) -> tuple[SendingStore, LimitsStore]:
         limits = DynamoDbLimits(self.client, LIMITS_TABLE, defaults=Limits(1, 0))
-        return DynamoDbSendingStore(self.client, TABLE, quota=limits), limits
+        return DynamoDbSendingStore(self.client, TABLE, quota=limits, keyed_hash=TEST_KEYED_HASH), limits
 
     def provider_health(self, after: int, cooloff_seconds: float) -> ProviderHealth:
         return DynamoDbProviderHealth(
@@ -422,11 +423,11 @@ class Stores:
 
 def build_stores(client: Any) -> Stores:
     return Stores(
-        sending=DynamoDbSendingStore(client, TABLE),
-        delivery=DynamoDbDispatchStore(client, TABLE),
+        sending=DynamoDbSendingStore(client, TABLE, keyed_hash=TEST_KEYED_HASH),
+        delivery=DynamoDbDispatchStore(client, TABLE, TEST_KEYED_HASH),
         outbox=DynamoDbOutboxStore(client, TABLE),
-        events=DynamoDbProviderEventStore(client, TABLE),
-        suppressions=DynamoDbSuppressionStore(client, TABLE),
+        events=DynamoDbProviderEventStore(client, TABLE, TEST_KEYED_HASH),
+        suppressions=DynamoDbSuppressionStore(client, TABLE, TEST_KEYED_HASH),
         simulator=DynamoDbSimulatorStore(client, TABLE),
         templates=DynamoDbTemplateStore(client, TABLE),
         campaigns=DynamoDbCampaignStore(client, TABLE),
@@ -479,11 +480,11 @@ def draft(
         template=TemplateRef(template[0], template[1]) if template is not None else None,
     )
     claim = DedupClaim(
-        lock_id=dedup_identity(workspace, to, None, body),
+        lock_id=TEST_KEYED_HASH(dedup_identity(workspace, to, None, body)),
         expires_at=now + window,
         template_lock_id=template_identity(workspace, to, template[0], template[2]) if template else None,
     )
-    tie = KeyTie(tie_identity(workspace, key, to), fingerprint) if key is not None else None
+    tie = KeyTie(TEST_KEYED_HASH(tie_identity(workspace, key, to)), fingerprint) if key is not None else None
     return Draft(message, claim, tie, handoff_due_at or now + timedelta(minutes=2))
 
 

@@ -26,6 +26,7 @@ from sendonce.messages.recipients import normalise_phone
 from sendonce.messages.service import SendCommand, claim_of, new_message
 
 from tests.store.conftest import NOW, Engine, Stores, only, race
+from tests.unit.unit_fakes import TEST_KEYED_HASH
 
 S = CampaignStatus
 WINDOW = timedelta(minutes=15)
@@ -59,7 +60,11 @@ def entry(made: Campaign, to: str, body: str = "Hello") -> NewMessage:
         body=body,
         campaign_id=made.id,
     )
-    return NewMessage(new_message(command, NOW), claim_of(command, NOW + WINDOW), NOW + timedelta(minutes=2))
+    return NewMessage(
+        new_message(command, NOW),
+        claim_of(command, NOW + WINDOW, TEST_KEYED_HASH),
+        NOW + timedelta(minutes=2),
+    )
 
 
 def page(made: Campaign, number: int = 0) -> PageWork:

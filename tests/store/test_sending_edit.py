@@ -41,6 +41,7 @@ from tests.store.conftest import (
     outbox_due,
     race,
 )
+from tests.unit.unit_fakes import TEST_KEYED_HASH
 
 HOUR = timedelta(hours=1)
 LATER = NOW + timedelta(minutes=1)
@@ -60,7 +61,9 @@ def _scheduled(stores: Stores, body: str = "hello", **changes: Any) -> Message:
 
 
 def _plan(message: Message, now: datetime = LATER, **changes: Any) -> MessageEdit:
-    return plan_edit(message, MessageChanges(**changes), now, dedup_window=DEDUP_WINDOW)
+    return plan_edit(
+        message, MessageChanges(**changes), now, dedup_window=DEDUP_WINDOW, keyed=TEST_KEYED_HASH
+    )
 
 
 def _edit(stores: Stores, message: Message, now: datetime = LATER, **changes: Any) -> EditOutcome:
@@ -68,7 +71,7 @@ def _edit(stores: Stores, message: Message, now: datetime = LATER, **changes: An
 
 
 def _lock_holder(engine: Engine, workspace: str, to: str, body: str) -> str | None:
-    return engine.lock_holder(dedup_identity(workspace, to, None, body))
+    return engine.lock_holder(TEST_KEYED_HASH(dedup_identity(workspace, to, None, body)))
 
 
 def test_given_a_body_edit_then_the_message_and_its_lock_move_together(
@@ -85,7 +88,7 @@ def test_given_a_body_edit_then_the_message_and_its_lock_move_together(
     assert (stored.body, stored.metadata, stored.updated_at) == ("goodbye", {"k": "v"}, LATER)
     assert _lock_holder(engine, "ws_a", message.to, "hello") is None
     assert _lock_holder(engine, "ws_a", message.to, "goodbye") == message.id
-    assert stored.dedup_lock_id == dedup_identity("ws_a", message.to, None, "goodbye")
+    assert stored.dedup_lock_id == TEST_KEYED_HASH(dedup_identity("ws_a", message.to, None, "goodbye"))
 
 
 def test_given_a_send_at_edit_then_the_lock_stays_and_the_outbox_due_time_moves(
@@ -149,7 +152,7 @@ def test_given_a_key_tie_then_it_takes_the_edited_payload_s_fingerprint(
 
     assert isinstance(stores.sending.edit(plan, LATER), Edited)
 
-    tie = dynamodb_engine.item(tie_key(tie_identity("ws_a", "k1", message.to)))
+    tie = dynamodb_engine.item(tie_key(TEST_KEYED_HASH(tie_identity("ws_a", "k1", message.to))))
     assert tie is not None
     assert tie["payloadFingerprint"]["S"] == plan.tie.payload_fingerprint != "original"
     assert tie["messageId"]["S"] == message.id
@@ -160,11 +163,11 @@ def test_given_a_key_but_no_tie_then_the_edit_is_written_without_one(
 ) -> None:
     message = _scheduled(stores, key="k1")
     dynamodb_engine.client.delete_item(
-        TableName="MessagesTable", Key=tie_key(tie_identity("ws_a", "k1", message.to))
+        TableName="MessagesTable", Key=tie_key(TEST_KEYED_HASH(tie_identity("ws_a", "k1", message.to)))
     )
 
     assert isinstance(_edit(stores, message, body="edited"), Edited)
-    assert dynamodb_engine.item(tie_key(tie_identity("ws_a", "k1", message.to))) is None
+    assert dynamodb_engine.item(tie_key(TEST_KEYED_HASH(tie_identity("ws_a", "k1", message.to)))) is None
 
 
 def _handed_over(stores: Stores, message: Message) -> Message:
@@ -403,4 +406,6 @@ def test_given_edits_and_claims_at_once_then_one_claim_wins_with_the_last_edit_b
     stored = stores.sending.get("ws_a", message.id)
     assert stored is not None
     assert (stored.status, stored.body, stored.metadata) == (Status.SENDING, claimed.body, claimed.metadata)
-    assert engine.locks() == [(dedup_identity("ws_a", message.to, None, claimed.body), message.id)]
+    assert engine.locks() == [
+        (TEST_KEYED_HASH(dedup_identity("ws_a", message.to, None, claimed.body)), message.id)
+    ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -388,6 +389,7 @@ def test_messages_filter_by_channel_and_by_recipient_in_any_form(harness: Harnes
         "email": {"channel": "email", "to": "Ann@Example.com", "subject": "Hi", "body": "hello"},
     }.items():
         ids[name] = harness.call("POST", "/v1/messages", body)[1]["message"]["id"]
+        time.sleep(0.002)  # ids are ordered by the millisecond they were made in
 
     def listed(query: str) -> list[str]:
         status, answer = harness.call("GET", "/v1/messages", query=query)

@@ -89,6 +89,7 @@ def test_the_api_functions_root_builds_its_dynamodb_client_and_leaves_sqs_to_fir
 def _api_settings() -> dict[str, Any]:
     return {
         "messages_table": "MessagesTable",
+        "hashing_key_arn": "HashingKeySecret",
         "idempotency_table": "IdempotencyTable",
         "api_keys_table": "ApiKeysTable",
     }

@@ -33,7 +33,7 @@ from tests.unit.campaign_fakes import (
     InMemoryRecipientFiles,
     QueuedWork,
 )
-from tests.unit.unit_fakes import InMemoryStore, ManualClock
+from tests.unit.unit_fakes import FakeLimits, InMemoryStore, ManualClock
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 WORKSPACE = "ws_fanout"
@@ -125,12 +125,16 @@ def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fanout, "CHUNK_LINES", 3)
 
 
-def world() -> World:
+def world(limits: FakeLimits | None = None) -> World:
     store, clock = InMemoryStore(), ManualClock(NOW)
     campaigns = InMemoryCampaignStore(gates=store.gates)
     files, work = InMemoryRecipientFiles(), FakeCampaignWork()
     sender = BatchSender(
-        store=store, dedup_window=timedelta(minutes=15), clock=clock, suppressions=store.suppressions
+        store=store,
+        dedup_window=timedelta(minutes=15),
+        clock=clock,
+        suppressions=store.suppressions,
+        limits=limits,
     )
     fan_out = FanOut(
         store=campaigns,
@@ -245,3 +249,16 @@ def test_a_pause_at_any_point_then_a_resume_sends_each_recipient_once(
     assert done.status.value == "completed"
     assert done.counts.accepted == len(messages)
     assert sum(done.counts.as_tuple()[1:5]) == done.counts.total == len(lines)
+
+
+def test_a_recipient_outside_the_destination_rules_is_the_lines_error_and_the_others_are_sent() -> None:
+    w = world(FakeLimits())  # the defaults: every country, no premium-rate or shared-cost number
+    campaign = start(w, [{"to": "+14155550100"}, {"to": "+19002345678"}, {"to": "+14155550101"}])
+    w.drain()
+
+    done = w.campaigns.get(WORKSPACE, campaign.id)
+    assert done is not None
+    assert (done.counts.accepted, done.counts.invalid) == (2, 1)
+    (error,) = w.campaigns.line_errors.values()
+    assert (error.code, error.details) == ("destination_not_allowed", {"reason": "premium_rate"})
+    assert "+19002345678" not in {m.to for m in w.store.messages.values()}

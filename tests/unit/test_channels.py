@@ -116,6 +116,7 @@ def test_a_registered_fourth_channel_is_validated_by_its_own_rules(pager: Channe
 def test_a_fourth_channel_has_its_settings_named_after_it(pager: ChannelSpec) -> None:
     environ = {
         "MESSAGES_TABLE": "t",
+        "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
         "IDEMPOTENCY_TABLE": "i",
         "API_KEYS_TABLE": "k",
         **{spec.queue_url_setting: f"https://queue/{spec.name}" for spec in channels.all_specs()},

@@ -9,6 +9,8 @@ from sendonce.dedup.identity import dedup_identity
 from sendonce_cli.main import build_parser
 from sendonce_cli.release_lock import describe, lock_identity, release_lock
 
+from tests.unit.unit_fakes import TEST_KEYED_HASH
+
 
 class FakeDynamoDb:
     def __init__(self, items: dict[str, dict[str, Any]]) -> None:
@@ -34,14 +36,28 @@ def test_the_identity_is_the_apis_for_any_form_of_the_recipient() -> None:
 
 
 def test_release_deletes_the_lock_item_and_says_whether_it_was_there() -> None:
-    identity = dedup_identity("ws_1", "+15550100000", None, "hi")
+    identity = TEST_KEYED_HASH(dedup_identity("ws_1", "+15550100000", None, "hi"))
     dynamodb = FakeDynamoDb({f"DEDUP#{identity}": {"messageId": {"S": "msg_1"}, "expiresAt": {"N": "2000"}}})
 
     first = release_lock(
-        dynamodb, "MessagesTable", workspace="ws_1", channel="sms", to="+15550100000", subject=None, body="hi"
+        dynamodb,
+        "MessagesTable",
+        TEST_KEYED_HASH,
+        workspace="ws_1",
+        channel="sms",
+        to="+15550100000",
+        subject=None,
+        body="hi",
     )
     again = release_lock(
-        dynamodb, "MessagesTable", workspace="ws_1", channel="sms", to="+15550100000", subject=None, body="hi"
+        dynamodb,
+        "MessagesTable",
+        TEST_KEYED_HASH,
+        workspace="ws_1",
+        channel="sms",
+        to="+15550100000",
+        subject=None,
+        body="hi",
     )
 
     assert dynamodb.calls[0]["Key"] == {"pk": {"S": f"DEDUP#{identity}"}, "sk": {"S": "LOCK"}}

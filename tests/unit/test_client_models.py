@@ -31,7 +31,10 @@ PAIRS: dict[type[BaseModel], str] = {
     models.QuietHours: "QuietHoursModel",
     models.SendControls: "SendControlsModel",
     models.Usage: "UsageReport",
+    models.SmsBudget: "SmsBudgetModel",
+    models.Protections: "ProtectionsModel",
     models.Suppression: "SuppressionModel",
+    models.Erasure: "ErasureModel",
     models.SimulatedDelivery: "SimulatedDeliveryModel",
     models.Campaign: "CampaignModel",
     models.CampaignCounts: "CampaignCounts",
@@ -90,6 +93,11 @@ def test_channels_match(schemas: dict[str, Any]) -> None:
     channel = schemas["MessageModel"]["properties"]["channel"]
     assert _literal_values(models.Channel) == set(channel["enum"])
     assert set(schemas["CampaignModel"]["properties"]["channel"]["enum"]) == set(channel["enum"])
+
+
+def test_erasure_statuses_match(schemas: dict[str, Any]) -> None:
+    status = models.Erasure.model_fields["status"].annotation
+    assert _literal_values(status) == set(schemas["ErasureModel"]["properties"]["status"]["enum"])
 
 
 def test_campaign_statuses_match(schemas: dict[str, Any]) -> None:

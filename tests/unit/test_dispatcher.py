@@ -478,7 +478,11 @@ def test_given_time_running_out_mid_batch_then_the_rest_goes_back_untouched(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     settings = DispatcherSettings.from_environment(
-        {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "10"}
+        {
+            "MESSAGES_TABLE": "MessagesTable",
+            "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+            "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "10",
+        }
     )
     messages = [_queued(store, clock, to=f"+1555010000{i}") for i in range(6)]
     provider = SlowProvider(clock=clock, seconds=8.0)
@@ -500,7 +504,9 @@ def test_given_time_running_out_mid_batch_then_the_rest_goes_back_untouched(
 def test_a_record_early_for_its_message_is_postponed_on_its_first_receives_and_dropped_after(
     store: InMemoryStore, clock: ManualClock, receive_count: str, postponed: bool
 ) -> None:
-    settings = DispatcherSettings.from_environment({"MESSAGES_TABLE": "MessagesTable"})
+    settings = DispatcherSettings.from_environment(
+        {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret"}
+    )
     message = _queued(store, clock, status=Status.SCHEDULED, send_at=clock.now + timedelta(seconds=90))
     dependencies = DispatcherDependencies(
         settings, _dispatcher(store, ScriptedProvider(), clock), NoRedelivery()
@@ -524,7 +530,11 @@ def test_given_too_little_time_for_even_one_call_then_the_whole_batch_goes_back(
     store: InMemoryStore, clock: ManualClock
 ) -> None:
     settings = DispatcherSettings.from_environment(
-        {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "10"}
+        {
+            "MESSAGES_TABLE": "MessagesTable",
+            "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+            "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "10",
+        }
     )
     messages = [_queued(store, clock, to=f"+1555010000{i}") for i in range(2)]
     provider = ScriptedProvider()

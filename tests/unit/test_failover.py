@@ -403,7 +403,9 @@ def test_given_redelivered_records_racing_a_failover_then_one_delivery_in_all(
 def test_a_channels_providers_are_its_list_or_its_one_provider(
     environ: dict[str, str], expected: tuple[str, ...]
 ) -> None:
-    settings = DispatcherSettings.from_environment({"MESSAGES_TABLE": "t", **environ})
+    settings = DispatcherSettings.from_environment(
+        {"MESSAGES_TABLE": "t", "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret", **environ}
+    )
 
     assert settings.providers_for("sms") == expected
 
@@ -415,7 +417,13 @@ def test_a_channels_providers_are_its_list_or_its_one_provider(
 )
 def test_a_list_naming_a_provider_twice_or_one_its_channel_cannot_use_is_refused(listed: str) -> None:
     with pytest.raises(InvalidSettings, match="SENDONCE_SMS_PROVIDERS"):
-        DispatcherSettings.from_environment({"MESSAGES_TABLE": "t", "SENDONCE_SMS_PROVIDERS": listed})
+        DispatcherSettings.from_environment(
+            {
+                "MESSAGES_TABLE": "t",
+                "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+                "SENDONCE_SMS_PROVIDERS": listed,
+            }
+        )
 
 
 def test_a_dead_claim_is_repeated_only_when_every_provider_of_the_list_dedups() -> None:
@@ -425,7 +433,11 @@ def test_a_dead_claim_is_repeated_only_when_every_provider_of_the_list_dedups() 
     live = {"http": built("http", True), "twilio": built("twilio", False)}
     for listed, repeatable in (("http", True), ("twilio,http", False), ("http,twilio", False)):
         settings = DispatcherSettings.from_environment(
-            {"MESSAGES_TABLE": "t", "SENDONCE_SMS_PROVIDERS": listed}
+            {
+                "MESSAGES_TABLE": "t",
+                "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+                "SENDONCE_SMS_PROVIDERS": listed,
+            }
         )
         providers = Providers(settings, live=live, test=lambda settings: FakeProvider("simulator"))
 

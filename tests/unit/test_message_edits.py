@@ -27,6 +27,7 @@ from sendonce.messages.service import MessageService, SendCommand
 
 from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.unit_fakes import (
+    TEST_KEYED_HASH,
     FakeQueue,
     InMemoryApiKeys,
     InMemoryStore,
@@ -60,7 +61,7 @@ def _send(service: MessageService, clock: ManualClock, body: str = "hello", **ch
 
 
 def _lock(message: Message, body: str, subject: str | None = None) -> str:
-    return dedup_identity(message.workspace_id, message.to, subject, body)
+    return TEST_KEYED_HASH(dedup_identity(message.workspace_id, message.to, subject, body))
 
 
 # ---------------------------------------------------------------------------- the service and the fake
@@ -321,7 +322,11 @@ def test_given_another_send_at_edit_came_between_then_a_refused_hand_off_leaves_
     service = _service(store, FakeQueue(), clock)
     original = _send(service, clock)
     plan = plan_edit(
-        original, MessageChanges(send_at=clock.now + timedelta(minutes=5)), clock.now, dedup_window=HOUR
+        original,
+        MessageChanges(send_at=clock.now + timedelta(minutes=5)),
+        clock.now,
+        dedup_window=HOUR,
+        keyed=TEST_KEYED_HASH,
     )
     assert isinstance(store.edit(plan, clock.now), Edited)
     newer = service.edit(WS, original.id, MessageChanges(send_at=clock.now + timedelta(minutes=7)))
@@ -336,8 +341,12 @@ def test_plan_of_a_handed_over_message_keeps_its_due_time_unless_send_at_moves(c
     original = _send(_service(store, queue, clock), clock, send_at=clock.now + timedelta(minutes=10))
     new_send_at = clock.now + timedelta(minutes=30)
 
-    body_only = plan_edit(original, MessageChanges(body="x"), clock.now, dedup_window=HOUR)
-    moved = plan_edit(original, MessageChanges(send_at=new_send_at), clock.now, dedup_window=HOUR)
+    body_only = plan_edit(
+        original, MessageChanges(body="x"), clock.now, dedup_window=HOUR, keyed=TEST_KEYED_HASH
+    )
+    moved = plan_edit(
+        original, MessageChanges(send_at=new_send_at), clock.now, dedup_window=HOUR, keyed=TEST_KEYED_HASH
+    )
 
     assert body_only.handoff_due_at is None
     assert body_only.edited.body == "x"
@@ -401,7 +410,10 @@ def test_given_an_email_then_its_subject_is_part_of_the_new_identity(
     edited = service.edit(WS, original.id, MessageChanges(subject="Hello"))
 
     assert edited.subject == "Hello"
-    assert store.locks[dedup_identity(WS, "ann@example.com", "Hello", "hello")].message_id == original.id
+    assert (
+        store.locks[TEST_KEYED_HASH(dedup_identity(WS, "ann@example.com", "Hello", "hello"))].message_id
+        == original.id
+    )
 
 
 def test_given_a_message_sent_with_a_key_then_its_tie_takes_the_edited_payload_s_fingerprint(
@@ -409,12 +421,12 @@ def test_given_a_message_sent_with_a_key_then_its_tie_takes_the_edited_payload_s
 ) -> None:
     service = _service(store, queue, clock)
     original = _send(service, clock, idempotency_key="k1", payload_fingerprint="original")
-    tie = tie_identity(WS, "k1", original.to)
-    assert store.ties[tie] == (original.id, "original")
+    tie = TEST_KEYED_HASH(tie_identity(WS, "k1", original.to))
+    assert store.ties[tie] == (original.id, TEST_KEYED_HASH("original"))
 
     edited = service.edit(WS, original.id, MessageChanges(body="edited"))
 
-    assert store.ties[tie] == (original.id, payload_fingerprint(edited_payload(edited)))
+    assert store.ties[tie] == (original.id, TEST_KEYED_HASH(payload_fingerprint(edited_payload(edited))))
     assert edited_payload(edited) == {
         "channel": "sms",
         "to": "+15550100000",

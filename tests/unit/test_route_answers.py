@@ -38,6 +38,7 @@ from sendonce.api.routes import (
     Route,
     campaigns,
     console,
+    erasures,
     promise,
     provider_events,
     service,
@@ -50,6 +51,7 @@ from sendonce.api.routes import messages as messages_router
 from sendonce.auth.api_keys import hash_api_key
 from sendonce.campaigns.fanout import FanOut
 from sendonce.campaigns.service import CampaignService
+from sendonce.erasures.service import ErasureService
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.batch import BatchSender
@@ -78,6 +80,7 @@ from tests.unit.campaign_fakes import (
     InMemoryRecipientFiles,
     run_queued,
 )
+from tests.unit.erasure_fakes import FakeErasureQueue, InMemoryErasureStore
 from tests.unit.unit_fakes import (
     FakeDeliveryQueue,
     FakeLimits,
@@ -105,6 +108,7 @@ UNKNOWN_MESSAGE = "msg_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_ENDPOINT = "whep_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_EVENT = "evt_01KDVDNA00QV9D1V5ZMBF8DBMW"
 UNKNOWN_CAMPAIGN = "cmp_01KDVDNA00QV9D1V5ZMBF8DBMW"
+UNKNOWN_ERASURE = "era_01KDVDNA00QV9D1V5ZMBF8DBMW"
 
 DOCUMENT: dict[str, Any] = json.loads(openapi_document())
 Answer = dict[str, Any]
@@ -302,6 +306,7 @@ def api() -> Iterator[Api]:
     )
     keys = InMemoryApiKeys.of(WS)
     keys.save(hash_api_key(TEST_KEY), TWIN)
+    erasure_service = ErasureService(InMemoryErasureStore(), FakeErasureQueue(), clock=clock)
     simulator = InMemorySimulatorStore()
     deps = fake_api_dependencies(
         messages,
@@ -320,6 +325,7 @@ def api() -> Iterator[Api]:
         build_activity=lambda: ActivityService(
             messages, webhook_store, InMemoryProviderEventLog(), webhook_store.promise_counts, clock
         ),
+        build_erasures=lambda: erasure_service,
     )
     dependencies.root.use(deps)
     yield Api(
@@ -453,6 +459,12 @@ def _secret_down(api: Api) -> Answer:
 
     dependencies.root.use(replace(api.deps, provider_events_secret=unavailable))
     return api.signed('{"eventId": "e1"}')
+
+
+def _erasure(api: Api) -> Answer:
+    requested = api.call("POST", "/v1/erasures", {"to": "ann@example.com"})
+    assert requested["statusCode"] == 202, requested["body"]
+    return api.call("GET", f"/v1/erasures/{json.loads(requested['body'])['erasure']['id']}")
 
 
 def _test_deliveries(api: Api) -> Answer:
@@ -683,6 +695,11 @@ OWN: dict[tuple[str, int], Callable[[Api], Answer]] = {
     (console.CONSOLE_PAGE.key, 200): lambda api: api.call("GET", "/console", key=None),
     (console.CONSOLE_ASSET.key, 200): lambda api: api.call("GET", "/console/console.js", key=None),
     (console.CONSOLE_ASSET.key, 404): lambda api: api.call("GET", "/console/nothing.js", key=None),
+    # erasures
+    (erasures.REQUEST_ERASURE.key, 202): lambda api: api.call("POST", "/v1/erasures", {"to": "+15550100003"}),
+    (erasures.REQUEST_ERASURE.key, 400): lambda api: api.call("POST", "/v1/erasures", {"to": "nope"}),
+    (erasures.GET_ERASURE.key, 200): _erasure,
+    (erasures.GET_ERASURE.key, 404): lambda api: api.call("GET", f"/v1/erasures/{UNKNOWN_ERASURE}"),
     (promise.PROMISE_DAYS.key, 200): lambda api: (api.event(), api.call("GET", "/v1/promise"))[1],
     (promise.PROMISE_DAYS.key, 400): lambda api: api.call("GET", "/v1/promise", query={"days": "32"}),
     (usage.TEST_DELIVERIES.key, 200): _test_deliveries,

@@ -33,6 +33,7 @@ from sendonce.api.preflight import check_request
 from sendonce.api.routers import ROUTES
 from sendonce.api.routes import Body, Route
 from sendonce.api.routes.campaigns import CREATE_CAMPAIGN
+from sendonce.api.routes.erasures import REQUEST_ERASURE
 from sendonce.api.routes.messages import EDIT_MESSAGE, SEND_BATCH, SEND_MESSAGE
 from sendonce.api.routes.provider_events import PROVIDER_WEBHOOK
 from sendonce.api.routes.suppressions import ADD_SUPPRESSION
@@ -40,6 +41,7 @@ from sendonce.api.routes.templates import ADD_TEMPLATE_VERSION, CREATE_TEMPLATE,
 from sendonce.api.routes.webhooks import ADD_WEBHOOK_ENDPOINT, REDELIVER_EVENT
 from sendonce.auth.api_keys import resolve_workspace
 from sendonce.campaigns.service import CampaignService
+from sendonce.erasures.service import ErasureService
 from sendonce.limits.model import Limits
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.service import MessageService
@@ -50,6 +52,7 @@ from sendonce.templates.service import TemplateService
 from sendonce_local.template import Template, parse_template
 from tests.support.lambda_context import FakeLambdaContext
 from tests.unit.campaign_fakes import FakeCampaignWork, InMemoryCampaignStore, InMemoryRecipientFiles
+from tests.unit.erasure_fakes import FakeErasureQueue, InMemoryErasureStore
 from tests.unit.unit_fakes import (
     FakeLimits,
     FakeQueue,
@@ -314,6 +317,7 @@ def api() -> Iterator[ApiDependencies]:
             InMemoryCampaignStore(), InMemoryRecipientFiles(), FakeCampaignWork()
         ),
         create_campaign_once=_Spy({"statusCode": 201, "body": "{}"}),
+        build_erasures=lambda: ErasureService(InMemoryErasureStore(), FakeErasureQueue()),
     )
     dependencies.root.use(deps)
     yield deps
@@ -417,6 +421,7 @@ def _body_for(route: Route) -> str:
         ADD_WEBHOOK_ENDPOINT.key: '{"url": "https://example.com/hook"}',
         REDELIVER_EVENT.key: '{"endpointId": "we_1"}',
         ADD_SUPPRESSION.key: '{"channel": "sms", "to": "+15550100000"}',
+        REQUEST_ERASURE.key: '{"to": "+15550100000"}',
         CREATE_TEMPLATE.key: '{"name": "welcome", "channel": "sms", "body": "Hi {{ name }}"}',
         ADD_TEMPLATE_VERSION.key: '{"body": "Hello {{ name }}"}',
         RENDER_TEMPLATE.key: '{"data": {"name": "Ann"}}',
@@ -440,6 +445,7 @@ def test_every_route_that_reads_a_body_is_exercised_below() -> None:
             ADD_WEBHOOK_ENDPOINT,
             REDELIVER_EVENT,
             ADD_SUPPRESSION,
+            REQUEST_ERASURE,
             PROVIDER_WEBHOOK,
             CREATE_TEMPLATE,
             ADD_TEMPLATE_VERSION,

@@ -159,6 +159,7 @@ def test_settings_hold_the_secrets_names_never_their_values() -> None:
     dispatcher = DispatcherSettings.from_environment(
         {
             "MESSAGES_TABLE": "MessagesTable",
+            "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
             "SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "arn:token",
             "SENDONCE_HTTP_PROVIDER_TOKEN": "a value",
         }
@@ -230,7 +231,11 @@ def test_an_unreadable_token_is_a_transient_failure_and_nothing_is_sent() -> Non
 
 def test_the_http_provider_is_built_without_reading_its_token() -> None:
     settings = DispatcherSettings.from_environment(
-        {"MESSAGES_TABLE": "MessagesTable", "SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "arn:token"}
+        {
+            "MESSAGES_TABLE": "MessagesTable",
+            "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+            "SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "arn:token",
+        }
     )
 
     built: list[str] = []

@@ -24,7 +24,13 @@ from sendonce.settings import (
 )
 
 QUEUES = {spec.queue_url_setting: f"https://queue/{spec.name}" for spec in channels.all_specs()}
-API = {"MESSAGES_TABLE": "Messages", "IDEMPOTENCY_TABLE": "Idempotency", "API_KEYS_TABLE": "Keys", **QUEUES}
+API = {
+    "MESSAGES_TABLE": "Messages",
+    "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+    "IDEMPOTENCY_TABLE": "Idempotency",
+    "API_KEYS_TABLE": "Keys",
+    **QUEUES,
+}
 WEBHOOKS = {
     "WEBHOOKS_TABLE": "Webhooks",
     "WEBHOOK_QUEUE_URL": "https://queue/webhooks",
@@ -53,7 +59,11 @@ def test_values_are_read_as_their_fields_types() -> None:
         }
     )
     dispatcher = DispatcherSettings.from_environment(
-        {"MESSAGES_TABLE": "Messages", "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2.5"}
+        {
+            "MESSAGES_TABLE": "Messages",
+            "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+            "SENDONCE_PROVIDER_TIMEOUT_SECONDS": "2.5",
+        }
     )
 
     assert settings.dedup_window_seconds == 60
@@ -88,7 +98,11 @@ def test_a_value_the_function_cannot_run_with_is_refused_by_its_name(variable: s
 def test_a_provider_timeout_is_more_than_nothing_and_at_most_a_minute(value: str) -> None:
     with pytest.raises(InvalidSettings, match="SENDONCE_PROVIDER_TIMEOUT_SECONDS"):
         DispatcherSettings.from_environment(
-            {"MESSAGES_TABLE": "Messages", "SENDONCE_PROVIDER_TIMEOUT_SECONDS": value}
+            {
+                "MESSAGES_TABLE": "Messages",
+                "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
+                "SENDONCE_PROVIDER_TIMEOUT_SECONDS": value,
+            }
         )
 
 
@@ -123,7 +137,9 @@ def test_a_webhook_retry_schedule_is_read_when_the_function_starts() -> None:
 
 
 def test_settings_are_frozen() -> None:
-    settings = DispatcherSettings.from_environment({"MESSAGES_TABLE": "Messages"})
+    settings = DispatcherSettings.from_environment(
+        {"MESSAGES_TABLE": "Messages", "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret"}
+    )
     with pytest.raises(AttributeError):
         settings.messages_table = "Other"  # type: ignore[misc]
 

@@ -22,6 +22,7 @@ from sendonce.settings import (
     ApiSettings,
     CampaignSettings,
     DispatcherSettings,
+    ErasureSettings,
     EventsSettings,
     HandoffSettings,
     MessageChangesSettings,
@@ -39,6 +40,7 @@ POWERTOOLS = "POWERTOOLS_"
 FUNCTION_SETTINGS: dict[str, type[Any]] = {
     "ApiFunction": ApiSettings,
     "CampaignFunction": CampaignSettings,
+    "ErasureFunction": ErasureSettings,
     "DispatchSmsFunction": DispatcherSettings,
     "DispatchImessageFunction": DispatcherSettings,
     "DispatchEmailFunction": DispatcherSettings,

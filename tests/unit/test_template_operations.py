@@ -110,8 +110,13 @@ CONCURRENCY_PARAMETERS = {
     "WebhookDeliveryQueue": "WebhookDeliveryMaxConcurrency",
     "WebhookSlowLaneQueue": "WebhookSlowLaneMaxConcurrency",
 }
-# The campaign fan-out has its own too: its runs are long, and each campaign keeps its own pace.
-OWN_CONCURRENCY_PARAMETERS = {**CONCURRENCY_PARAMETERS, "CampaignQueue": "CampaignMaxConcurrency"}
+# The campaign fan-out has its own too: its runs are long, and each campaign keeps its own pace; so
+# do erasures.
+OWN_CONCURRENCY_PARAMETERS = {
+    **CONCURRENCY_PARAMETERS,
+    "CampaignQueue": "CampaignMaxConcurrency",
+    "ErasureQueue": "ErasureMaxConcurrency",  # rare, each a recipient's messages paged through
+}
 
 
 def test_a_queue_consumer_is_bounded_by_its_event_source(template: Template) -> None:

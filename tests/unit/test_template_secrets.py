@@ -18,17 +18,24 @@ from sendonce_local.template import SECRET_TYPE, Template, load_template, refere
 REPO = Path(__file__).resolve().parents[2]
 SECRET_PARAMETERS = {"WebhookSecret": "WebhookSigningSecret", "HttpProviderToken": "HttpProviderTokenSecret"}
 # Who needs which secret: the webhook verifies signatures, the dispatchers call the HTTP provider.
+# Who makes a lock, a key tie or a suppression key (sendonce.keyed_hash): the hashing key.
+HASHING = {"SENDONCE_HASHING_KEY_ARN": "HashingKeySecret"}
 READERS = {
     "ApiFunction": {
         "SENDONCE_PROVIDER_EVENTS_SECRET_ARN": "WebhookSigningSecret",
         "SENDONCE_TWILIO_CREDENTIALS_ARN": "TwilioCredentialsSecret",  # its callbacks' signatures
+        **HASHING,
     },
     "DispatchSmsFunction": {
         "SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret",
         "SENDONCE_TWILIO_CREDENTIALS_ARN": "TwilioCredentialsSecret",
+        **HASHING,
     },
-    "DispatchImessageFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
-    "DispatchEmailFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret"},
+    "DispatchImessageFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret", **HASHING},
+    "DispatchEmailFunction": {"SENDONCE_HTTP_PROVIDER_TOKEN_ARN": "HttpProviderTokenSecret", **HASHING},
+    "StatusFunction": HASHING,  # the suppression entries provider events make
+    "CampaignFunction": HASHING,  # its messages' locks and suppression checks
+    "ErasureFunction": HASHING,  # a cancel's lock, the recipient's suppression entry
 }
 SECRET_LOOKING_NAME = re.compile(r"secret|token|password|credential|private", re.IGNORECASE)
 
@@ -140,5 +147,6 @@ def test_no_other_function_may_read_a_secret(template: Template) -> None:
         leaked = set(references(template.functions[function_id].environment)) & {
             *SECRET_PARAMETERS.values(),
             "TwilioCredentialsSecret",
+            "HashingKeySecret",
         }
         assert not leaked, f"{function_id} names {leaked} without needing it"

@@ -97,8 +97,15 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
         }
     },
     # entrypoints.status.build: DynamoDbProviderEventStore (get, record, transaction, lock release)
+    # and the hashing key of the suppression entries an event makes.
     "StatusFunction": {
-        "Allow": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+        "Allow": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "secretsmanager:GetSecretValue",
+        }
     },
     # entrypoints.outbox.build: DynamoDbOutboxStore (the Outbox index, moves), SqsMessageQueue
     "OutboxFunction": {"Allow": {"dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"}},
@@ -160,6 +167,24 @@ EXPECTED_ACTIONS: dict[str, dict[str, set[str]]] = {
             "dynamodb:ConditionCheckItem",  # the suppression checks and the gate; a parked page
             "sqs:SendMessage",
             "s3:GetObject",
+            "secretsmanager:GetSecretValue",  # the hashing key
+        }
+    },
+    # entrypoints.erasures.build: DynamoDbErasureStore (the record's progress and completion, the
+    # pending ones queried on ByWorkspace and read by BatchGetItem), the listing and the cancel of
+    # MessageService on DynamoDbSendingStore (keys-only indexes, then BatchGetItem; a cancel's
+    # UpdateItem and its lock's DeleteItem), DynamoDbTraceEraser (GetItem and UpdateItem in place;
+    # Query on ByMessage, ProviderEventsByMessage and a workspace's campaigns and their errors),
+    # SqsErasureQueue (a run handed on, the sweep's requeues); the hashing key.
+    "ErasureFunction": {
+        "Allow": {
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",  # a canceled message's dedup lock released, as a user's cancel does
+            "dynamodb:Query",
+            "dynamodb:BatchGetItem",
+            "sqs:SendMessage",
+            "secretsmanager:GetSecretValue",
         }
     },
 }

@@ -448,6 +448,7 @@ def _dispatcher_settings() -> DispatcherSettings:
     return DispatcherSettings.from_environment(
         {
             "MESSAGES_TABLE": "MessagesTable",
+            "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
             "SENDONCE_SMS_PROVIDER": "http",
             "SENDONCE_IMESSAGE_PROVIDER": "http",
             "SENDONCE_EMAIL_PROVIDER": "http",

@@ -40,7 +40,8 @@ from sendonce.errors import (
     MessageNotFound,
     QueueUnavailable,
 )
-from sendonce.limits.model import Limits, LimitsChange, LimitsTimeline, QuotaCharge, QuotaPlan, Window
+from sendonce.keyed_hash import KeyedHash
+from sendonce.limits.model import Ledger, Limits, LimitsChange, LimitsTimeline, QuotaCharge, QuotaPlan, Window
 from sendonce.messages.ids import looks_like_message_id, new_message_id
 from sendonce.messages.model import (
     WAITING_STATUSES,
@@ -74,6 +75,7 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
+    SmsBudgetSpent,
     Suppressed,
     TemplateChanged,
     TemplateInForce,
@@ -355,6 +357,9 @@ class InMemoryTemplates:
         return True
 
 
+# The tests' hashing key: what every fake and test store holds identities under.
+TEST_KEYED_HASH = KeyedHash(lambda: "the tests' hashing key, never a deployment's")
+
 LAST = -(2**62)  # a cap item's last bucket, among its frames' counts
 
 
@@ -365,6 +370,8 @@ class InMemoryStore:
     tests (tests/store) run on it beside moto and DynamoDB Local."""
 
     messages: dict[str, Message] = field(default_factory=dict)
+    # What identities are held as: the tests' own key (a deployment's is its HashingKeySecret).
+    keyed_hash: KeyedHash = field(default_factory=lambda: TEST_KEYED_HASH)
     locks: dict[str, _Lock] = field(default_factory=dict)
     ties: dict[str, tuple[str, str]] = field(default_factory=dict)  # tie id -> (message id, fingerprint)
     released: list[str] = field(default_factory=list)
@@ -388,6 +395,9 @@ class InMemoryStore:
     cap_counts: dict[tuple[str, int, int], dict[int, int]] = field(default_factory=dict)
     # The plan each (workspace, day) is counted under: the latest one met (`QuotaPlan.supersedes`).
     quota_plans: dict[tuple[str, str], QuotaPlan] = field(default_factory=dict)
+    # The sms budget's ledger, as the quota's: segments taken, and the plan, by (workspace, day).
+    segments_used: dict[tuple[str, str], int] = field(default_factory=dict)
+    segments_plans: dict[tuple[str, str], QuotaPlan] = field(default_factory=dict)
     # The table's stream of creations, as HandoffFunction reads it: the real item image of each.
     stream: list[dict[str, Any]] = field(default_factory=list)
     # The suppression list, in the same table: a create and a claim check it in their own write.
@@ -425,6 +435,7 @@ class InMemoryStore:
         quota: QuotaCharge | None = None,
         template: TemplateInForce | None = None,
         cap: RecipientCap | None = None,
+        sms_budget: QuotaCharge | None = None,
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         lock = self._held(claim.lock_id, now)
@@ -456,8 +467,9 @@ class InMemoryStore:
         if isinstance(capped, Capped):
             return capped
         cap = capped
-        if not self._take_quota(quota):
-            return QuotaSpent()
+        spent = self._take_charges(quota, sms_budget)
+        if spent is not None:
+            return spent
         self._count_cap(cap)
         self._created(message, handoff_due_at)
         for lock_id in message.lock_ids:
@@ -693,19 +705,37 @@ class InMemoryStore:
         if held:
             self.released.append(message.id)
 
-    def _take_quota(self, quota: QuotaCharge | None) -> bool:
-        """One unit of the day's quota, while the day's plan has room: a charge made under an older
-        plan than the day has met counts under the later one, as the shards' plan stamp makes it."""
-        if quota is None:
-            return True
-        day = (quota.workspace_id, quota.day)
-        plan = self.quota_plans.get(day)
-        if plan is None or quota.plan.supersedes(plan):
-            plan = self.quota_plans[day] = quota.plan
-        if self.quota_used.get(day, 0) >= plan.quota:
-            return False
-        self.quota_used[day] = self.quota_used.get(day, 0) + 1
-        return True
+    def _take_charges(
+        self, quota: QuotaCharge | None, sms_budget: QuotaCharge | None
+    ) -> QuotaSpent | SmsBudgetSpent | None:
+        """The charges' units, each while its ledger's plan for the day has room, or none of them
+        (one transaction): the first ledger without room, else None."""
+        charges = [charge for charge in (quota, sms_budget) if charge is not None]
+        for charge in charges:
+            if not self._has_room(charge):
+                return QuotaSpent() if charge.ledger is Ledger.QUOTA else SmsBudgetSpent()
+        for charge in charges:
+            used = self._ledger(charge)[0]
+            day = (charge.workspace_id, charge.day)
+            used[day] = used.get(day, 0) + charge.units
+        return None
+
+    def _ledger(
+        self, charge: QuotaCharge
+    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], QuotaPlan]]:
+        if charge.ledger is Ledger.QUOTA:
+            return self.quota_used, self.quota_plans
+        return self.segments_used, self.segments_plans
+
+    def _has_room(self, charge: QuotaCharge) -> bool:
+        """Room for the charge's units under the day's plan: a charge made under an older plan than the
+        day has met counts under the later one, as the shards' plan stamp makes it."""
+        used, plans = self._ledger(charge)
+        day = (charge.workspace_id, charge.day)
+        plan = plans.get(day)
+        if plan is None or charge.plan.supersedes(plan):
+            plan = plans[day] = charge.plan
+        return used.get(day, 0) + charge.units <= plan.quota
 
     @_atomic
     def create_many(
@@ -714,6 +744,7 @@ class InMemoryStore:
         now: datetime,
         quota: QuotaCharge | None = None,
         gate: CampaignGate | None = None,
+        sms_budget: QuotaCharge | None = None,
     ) -> list[CreateManyOutcome]:
         """As `create` without a tie, entry by entry; `fail_bulk_after` writes that many, then fails.
         With `gate`: GateClosed while the campaign's gate (`gates`) is not open, and an entry whose
@@ -746,8 +777,10 @@ class InMemoryStore:
                 original = self.count_duplicate(entry.message.workspace_id, lock.message_id)
                 outcomes.append(DuplicateOf(original=original, locked_at=lock.locked_at))
                 continue
-            if not self._take_quota(quota):
-                outcomes.append(QuotaSpent())
+            budget = sms_budget.taking(entry.segments) if sms_budget is not None and entry.segments else None
+            spent = self._take_charges(quota, budget)
+            if spent is not None:
+                outcomes.append(spent)
                 continue
             self._created(message, entry.handoff_due_at)
             for lock_id in message.lock_ids:
@@ -759,7 +792,13 @@ class InMemoryStore:
         return outcomes
 
     @_atomic
-    def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
+    def count_duplicate(
+        self,
+        workspace_id: str,
+        message_id: str,
+        answered_under: str | None = None,
+        batch_key: str | None = None,
+    ) -> Message | None:
         self.duplicates_counted.append(message_id)
         return self.get(workspace_id, message_id)
 
@@ -1303,16 +1342,20 @@ class FakeLimits:
             self.leases.append((workspace_id, window.number, shard, tokens))
             return self.counters[key]
 
-    def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
-        charge = QuotaCharge.of(workspace_id, timeline, now)
+    def used_today(
+        self, workspace_id: str, timeline: LimitsTimeline, now: datetime, ledger: Ledger = Ledger.QUOTA
+    ) -> int:
+        charge = QuotaCharge.of(workspace_id, timeline, now, ledger)
         if charge is None or self.store is None:
             return 0
-        return self.store.quota_used.get((workspace_id, charge.day), 0)
+        used = self.store.quota_used if ledger is Ledger.QUOTA else self.store.segments_used
+        return used.get((workspace_id, charge.day), 0)
 
 
 # What an API unit test's settings name: the tables and queues the fakes stand in for.
 API_SETTINGS: dict[str, str] = {
     "MESSAGES_TABLE": "MessagesTable",
+    "SENDONCE_HASHING_KEY_ARN": "HashingKeySecret",
     "IDEMPOTENCY_TABLE": "IdempotencyTable",
     "API_KEYS_TABLE": "ApiKeysTable",
     "SMS_QUEUE_URL": "https://queue/sms",

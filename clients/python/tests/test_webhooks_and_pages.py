@@ -251,6 +251,19 @@ def test_a_suppression_is_named_url_encoded_and_its_removal_is_not_repeated(api:
     assert len(api.requests) == 2  # a second removal would answer 404 for the first one's success
 
 
+def test_an_erasure_is_asked_for_again_after_a_lost_answer_and_read_by_its_id(api: Api) -> None:
+    erasure = {"id": "era_1", "status": "pending", "to": None}
+    api.then(lost(), answer(202, {"success": True, "erasure": erasure}))
+    api.then(answer(200, {"success": True, "erasure": {**erasure, "status": "done"}}))
+    client = api.client()
+    assert client.erasures.create("+1 (555) 010-0000").status == "pending"
+    assert len(api.requests) == 2  # a second erasure of the recipient erases nothing more
+    assert json.loads(api.requests[0].content) == {"to": "+1 (555) 010-0000"}
+    done = client.erasures.get("era_1")
+    assert (done.id, done.status, done.to) == ("era_1", "done", None)
+    assert api.requests[2].url.raw_path == b"/v1/erasures/era_1"
+
+
 def test_test_deliveries_are_read_for_one_message(api: Api) -> None:
     delivery = {
         "messageId": "msg_1",

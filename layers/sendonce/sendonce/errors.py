@@ -210,6 +210,24 @@ class QuotaExceeded(SendonceError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class SmsBudgetExceeded(SendonceError):
+    """The workspace's daily sms budget has no room for the message's segments; it resets at the
+    next UTC midnight."""
+
+    def __init__(self, retry_after_seconds: int) -> None:
+        super().__init__("the daily sms budget of this workspace has no room for this message's segments")
+        self.retry_after_seconds = retry_after_seconds
+
+
+class DestinationNotAllowed(SendonceError):
+    """The workspace does not send to this phone number: its country is not among the workspace's,
+    or it is premium-rate or shared-cost (`reason`, `sendonce.controls.destinations.Refused`)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the workspace does not send to this destination ({reason.replace('_', ' ')})")
+        self.reason = reason
+
+
 class RecipientCapped(SendonceError):
     """The workspace's frequency cap allows no more new messages to this recipient for now."""
 

@@ -34,6 +34,8 @@ from sendonce_cli.targets import (
     local_aws_endpoint,
 )
 
+# The hashing key's secret in the local stack (its logical id); a deployed stack's is its ARN.
+HASHING_KEY_SECRET = "HashingKeySecret"  # noqa: S105 - a name, not a value
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Not named "sendonce...": Powertools' Logger(service="sendonce") filters every record whose logger
 # name contains its service name out of the root handlers.
@@ -53,6 +55,20 @@ def _dynamodb(args: argparse.Namespace) -> Any:
     if args.aws:
         return deployed_client("dynamodb", args.region)
     return client("dynamodb", args.endpoint_url or local_aws_endpoint())
+
+
+def _keyed_hash(args: argparse.Namespace) -> Any:
+    """The stack's keyed hash (`sendonce.keyed_hash`), its key read from the stack's secret on first
+    use: the one the functions make every lock and suppression key with."""
+    from sendonce.adapters.secrets_manager import SecretsManagerSecret  # noqa: PLC0415 - only when hashing
+    from sendonce.keyed_hash import KeyedHash  # noqa: PLC0415
+
+    def secrets() -> Any:
+        if args.aws:
+            return deployed_client("secretsmanager", args.region)
+        return client("secretsmanager", args.endpoint_url or local_aws_endpoint())
+
+    return KeyedHash(SecretsManagerSecret(args.hashing_key_secret, secrets))
 
 
 def _create_api_key(args: argparse.Namespace) -> int:
@@ -78,6 +94,7 @@ def _release_lock(args: argparse.Namespace) -> int:
         released = release_lock(
             dynamodb,
             args.table,
+            _keyed_hash(args),
             workspace=args.workspace,
             channel=args.channel,
             to=args.to,
@@ -145,7 +162,13 @@ Deployed stack: pass --aws (your default boto3 session: AWS_PROFILE, AWS_REGION,
 def _set_limits(args: argparse.Namespace) -> int:
     from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415 - only for this command
     from sendonce.errors import DependencyUnavailable  # noqa: PLC0415
-    from sendonce.limits.model import MAX_CACHE_SECONDS, Limits, SendControlsChange  # noqa: PLC0415
+    from sendonce.limits.model import (  # noqa: PLC0415
+        MAX_CACHE_SECONDS,
+        Limits,
+        ProtectionChange,
+        SendControlsChange,
+        sms_countries,
+    )
 
     dynamodb = _dynamodb(args)
     if args.aws:
@@ -162,8 +185,21 @@ def _set_limits(args: argparse.Namespace) -> int:
             else ("" if args.quiet_hours == "none" else args.quiet_hours),
             timezone=args.timezone,
         )
+        protection = ProtectionChange(
+            sms_countries=None
+            if args.sms_countries is None
+            else sms_countries("" if args.sms_countries == "all" else args.sms_countries),
+            allow_premium_numbers=args.allow_premium_numbers,
+            daily_sms_segments=args.daily_sms_segments,
+            retention_days=args.retention_days,
+        )
         change = limits.set_limits(
-            args.workspace, args.rate, args.daily_quota, cache_seconds=cache_seconds, controls=controls
+            args.workspace,
+            args.rate,
+            args.daily_quota,
+            cache_seconds=cache_seconds,
+            controls=controls,
+            protection=protection,
         )
     except ValueError as error:
         print(f"sendonce workspace set-limits: {error}; nothing changed", file=sys.stderr)
@@ -185,11 +221,29 @@ def _set_limits(args: argparse.Namespace) -> int:
     if args.quiet_hours is not None or args.timezone is not None:
         hours = change.quiet_hours or "no quiet hours"
         chosen.append(f"quiet hours {hours} ({change.timezone or 'UTC'})")
+    chosen.extend(_protections_chosen(args))
     effective = datetime.fromtimestamp(change.at, UTC)
     print(f"workspace {args.workspace}: {', '.join(chosen)}, in effect from {rfc3339(effective)}")
     if args.wait:
         time.sleep(max(0.0, change.at - time.time()))
     return 0
+
+
+def _protections_chosen(args: argparse.Namespace) -> list[str]:
+    """What the printed summary says of the protections given."""
+    chosen = []
+    if args.sms_countries is not None:
+        countries = args.sms_countries.upper().replace(" ", "")
+        chosen.append("sms to every country" if countries in ("ALL", "") else f"sms to {countries}")
+    if args.allow_premium_numbers is not None:
+        allowed = "allowed" if args.allow_premium_numbers else "refused"
+        chosen.append(f"premium-rate and shared-cost numbers {allowed}")
+    if args.daily_sms_segments is not None:
+        segments = args.daily_sms_segments
+        chosen.append(f"{segments} sms segments a day" if segments else "no sms budget")
+    if args.retention_days is not None:
+        chosen.append(f"messages kept {args.retention_days} days")
+    return chosen
 
 
 SET_LIMITS_HELP = """\
@@ -207,6 +261,14 @@ within any window of that length (429 recipient_capped beyond; 0 removes the cap
 they end ("none" removes them); --timezone ZONE is the workspace's zone, used when neither the send
 nor the phone number gives one. A send with "priority": "critical" bypasses both.
 
+Protections: --sms-countries US,CA lets sms (and iMessage to a phone number) go only to numbers of
+those countries (ISO 3166 alpha-2; "all": every country; default SENDONCE_SMS_ALLOWED_COUNTRIES);
+others are 422 destination_not_allowed. Premium-rate and shared-cost numbers are refused alike
+unless --allow-premium-numbers (--no-allow-premium-numbers refuses them again). --daily-sms-segments
+N lets a UTC day's sms take at most N segments (429 sms_budget_exceeded beyond; 0: no budget;
+default SENDONCE_DAILY_SMS_SEGMENTS). --retention-days N (1 to 365) keeps the workspace's new
+messages N days instead of SENDONCE_MESSAGE_RETENTION_DAYS.
+
 Local stack (default): the emulator on 127.0.0.1:$SENDONCE_AWS_PORT (5000), table LimitsTable.
 Deployed stack: pass --aws (your default boto3 session) and --table <the stack's LimitsTableName>."""
 
@@ -219,7 +281,7 @@ def _suppressions(args: argparse.Namespace) -> int:
     from sendonce_cli.suppressions import Quiet, every_entry, line, service  # noqa: PLC0415
 
     dynamodb = _dynamodb(args)
-    suppressions = service(dynamodb, args.table)
+    suppressions = service(dynamodb, args.table, _keyed_hash(args))
     name = f"sendonce suppressions {args.suppressions_command}"
     try:
         with Quiet():
@@ -259,10 +321,21 @@ Deployed stack: pass --aws (your default boto3 session) and --table <the stack's
 
 
 def _add_messages_table(
-    command: argparse.ArgumentParser, table: str = "MessagesTable", what: str = "the messages table"
+    command: argparse.ArgumentParser,
+    table: str = "MessagesTable",
+    what: str = "the messages table",
+    *,
+    hashing: bool = False,
 ) -> None:
-    """Which table a command acts on: the local stack's, another endpoint's, or a deployed one."""
+    """Which table a command acts on: the local stack's, another endpoint's, or a deployed one; and,
+    for a command that finds a lock or a suppression (`hashing`), the stack's hashing key."""
     command.add_argument("--table", default=table, help=f"{what} (default: {table}, the local name)")
+    if hashing:
+        command.add_argument(
+            "--hashing-key-secret",
+            default=HASHING_KEY_SECRET,
+            help=f"the stack's HashingKeySecretArn output (default: {HASHING_KEY_SECRET}, the local name)",
+        )
     target = command.add_mutually_exclusive_group()
     target.add_argument(
         "--endpoint-url",
@@ -311,6 +384,7 @@ def _add_set_limits(workspace_commands: Any) -> None:
         help="new messages a UTC day (0: none; at most 1,000,000,000)",
     )
     _add_send_controls(set_limits)
+    _add_protections(set_limits)
     set_limits.add_argument("--wait", action="store_true", help="return once the change is in effect")
     _add_messages_table(set_limits, "LimitsTable", "the limits table")
     set_limits.set_defaults(handler=_set_limits)
@@ -337,6 +411,30 @@ def _add_send_controls(set_limits: argparse.ArgumentParser) -> None:
     )
     set_limits.add_argument(
         "--timezone", default=None, help="the workspace's zone (IANA, such as Europe/Paris; default UTC)"
+    )
+
+
+def _add_protections(set_limits: argparse.ArgumentParser) -> None:
+    """The protections `set-limits` takes (CONTRACT section 18)."""
+    set_limits.add_argument(
+        "--sms-countries",
+        default=None,
+        help="the countries sms may go to, ISO 3166 alpha-2 codes such as US,CA (all: every country)",
+    )
+    set_limits.add_argument(
+        "--allow-premium-numbers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send to premium-rate and shared-cost numbers (refused by default)",
+    )
+    set_limits.add_argument(
+        "--daily-sms-segments",
+        type=int,
+        default=None,
+        help="sms segments a UTC day (0: none; at most 1,000,000,000)",
+    )
+    set_limits.add_argument(
+        "--retention-days", type=int, default=None, help="how long new messages are kept, in days (1 to 365)"
     )
 
 
@@ -388,7 +486,7 @@ def build_parser(found: dict[str, Command] | None = None) -> argparse.ArgumentPa
     release.add_argument("--to", required=True, help="the recipient, in any form the API accepts")
     release.add_argument("--body", required=True, help="the message body, exactly as sent")
     release.add_argument("--subject", default=None, help="the subject, exactly as sent (email)")
-    _add_messages_table(release)
+    _add_messages_table(release, hashing=True)
     release.set_defaults(handler=_release_lock)
 
     settle = commands.add_parser(
@@ -416,16 +514,16 @@ def build_parser(found: dict[str, Command] | None = None) -> argparse.ArgumentPa
     suppression_commands = suppressions.add_subparsers(dest="suppressions_command", required=True)
     listing = suppression_commands.add_parser("list", help="every entry, newest first, one JSON line each")
     listing.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
-    _add_messages_table(listing)
+    _add_messages_table(listing, hashing=True)
     add = suppression_commands.add_parser("add", help="put a recipient on the list (reason manual)")
     add.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
     add.add_argument("--channel", required=True, choices=channels.names())
     add.add_argument("--to", required=True, help="the recipient, in any form the channel accepts")
-    _add_messages_table(add)
+    _add_messages_table(add, hashing=True)
     remove = suppression_commands.add_parser("remove", help="take a recipient off the list")
     remove.add_argument("--workspace", required=True, help="the workspace id the API key belongs to")
     remove.add_argument("--to", required=True, help="the phone number or address, in any form")
-    _add_messages_table(remove)
+    _add_messages_table(remove, hashing=True)
     return parser
 
 

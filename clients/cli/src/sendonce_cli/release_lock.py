@@ -1,8 +1,9 @@
 """`sendonce release-lock`: delete a dedup lock by (workspace, recipient, subject, body).
 
 The identity is computed exactly as the API computes it: the recipient normalised for its channel
-(`normalise_recipient(...).dedup_form`), then `dedup_identity(workspace, recipient, subject, body)`;
-the lock is the item pk `DEDUP#<identity>`, sk `LOCK` of the messages table.
+(`normalise_recipient(...).dedup_form`), then `dedup_identity(workspace, recipient, subject, body)`,
+held as its keyed hash under the stack's hashing key (`sendonce.keyed_hash`); the lock is the item
+pk `DEDUP#<keyed hash>`, sk `LOCK` of the messages table.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from sendonce.adapters.dynamodb_items import lock_key
 from sendonce.channels import normalise_recipient
 from sendonce.dedup.identity import dedup_identity
+from sendonce.keyed_hash import KeyedHash
 
 
 @dataclass(frozen=True)
@@ -31,9 +33,19 @@ def lock_identity(workspace: str, channel: str, to: str, subject: str | None, bo
 
 
 def release_lock(
-    dynamodb: Any, table: str, *, workspace: str, channel: str, to: str, subject: str | None, body: str
+    dynamodb: Any,
+    table: str,
+    keyed_hash: KeyedHash,
+    *,
+    workspace: str,
+    channel: str,
+    to: str,
+    subject: str | None,
+    body: str,
 ) -> ReleasedLock:
+    """The lock is found by its identity's keyed hash, as the functions made it."""
     identity, recipient = lock_identity(workspace, channel, to, subject, body)
+    identity = keyed_hash(identity)
     answer = dynamodb.delete_item(TableName=table, Key=lock_key(identity), ReturnValues="ALL_OLD")
     old: dict[str, Any] = answer.get("Attributes") or {}
     expires = old.get("expiresAt", {}).get("N")

@@ -12,8 +12,10 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_dispatch import DynamoDbDispatchStore
 from sendonce.dispatch.resolution import Resolution, Resolved, resolve_unknown
+from sendonce.keyed_hash import KeyedHash
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Status
+from sendonce.secret_values import no_secret
 
 OUTCOMES = ("sent", "failed")
 
@@ -24,7 +26,9 @@ def resolve(dynamodb: Any, table: str, message_id: str, outcome: str) -> Resolve
         raise ValueError(f"{message_id!r} is not a message id (msg_ and 26 characters)")
     if outcome not in OUTCOMES:
         raise ValueError(f"an unknown message is settled as sent or failed, not {outcome!r}")
-    return resolve_unknown(DynamoDbDispatchStore(dynamodb, table), message_id, Status(outcome))
+    # Settling touches no suppression: the store never needs the hashing key here.
+    store = DynamoDbDispatchStore(dynamodb, table, KeyedHash(no_secret))
+    return resolve_unknown(store, message_id, Status(outcome))
 
 
 def describe(resolved: Resolved, message_id: str, outcome: str) -> str:

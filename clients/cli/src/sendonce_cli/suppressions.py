@@ -12,6 +12,7 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_suppressions import DynamoDbSuppressionStore
 from sendonce.api.shapes import SuppressionModel, to_json
+from sendonce.keyed_hash import KeyedHash
 from sendonce.observability import logger
 from sendonce.suppressions.model import Suppression
 from sendonce.suppressions.service import SuppressionService
@@ -19,8 +20,8 @@ from sendonce.suppressions.service import SuppressionService
 PAGE = 100
 
 
-def service(dynamodb: Any, table: str) -> SuppressionService:
-    return SuppressionService(DynamoDbSuppressionStore(dynamodb, table))
+def service(dynamodb: Any, table: str, keyed_hash: KeyedHash) -> SuppressionService:
+    return SuppressionService(DynamoDbSuppressionStore(dynamodb, table, keyed_hash))
 
 
 def every_entry(suppressions: SuppressionService, workspace: str) -> Iterator[Suppression]:

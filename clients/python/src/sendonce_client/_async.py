@@ -18,6 +18,7 @@ from sendonce_client._retry import RetryPolicy
 from sendonce_client._sync import http_options, no_answer, request_of
 from sendonce_client.models import (
     BatchResult,
+    Erasure,
     Event,
     Message,
     PromiseDay,
@@ -51,6 +52,7 @@ class AsyncClient:
         self.webhook_endpoints = AsyncWebhookEndpoints(self)
         self.events = AsyncEvents(self)
         self.suppressions = AsyncSuppressions(self)
+        self.erasures = AsyncErasures(self)
 
     async def perform(self, operation: ops.Operation[T]) -> T:
         """Run one operation under the retry policy."""
@@ -226,6 +228,21 @@ class AsyncEvents:
 
     async def redeliver(self, event_id: str, *, endpoint_id: str | None = None) -> None:
         await self._client.perform(ops.redeliver_event(event_id, endpoint_id))
+
+
+class AsyncErasures:
+    """Erasing a recipient from the workspace: their messages, events, stored answers and test
+    deliveries keep no trace of them; their locks, key ties and suppression keep protecting them."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, to: str) -> Erasure:
+        """Ask for an erasure of `to` (a phone number or an address): pending, done within a minute."""
+        return await self._client.perform(ops.request_erasure(to))
+
+    async def get(self, erasure_id: str) -> Erasure:
+        return await self._client.perform(ops.get_erasure(erasure_id))
 
 
 class AsyncSuppressions:

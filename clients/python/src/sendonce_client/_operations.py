@@ -22,6 +22,7 @@ from sendonce_client.errors import UnexpectedAnswer, error_of
 from sendonce_client.models import (
     BatchItemResult,
     BatchResult,
+    Erasure,
     Event,
     Message,
     PromiseDay,
@@ -377,6 +378,21 @@ def get_suppression(to: str) -> Operation[Suppression]:
 def remove_suppression(to: str) -> Operation[None]:
     # Not repeated after a lost answer: a second removal would answer 404 for the first one's success.
     return Operation(Call("DELETE", f"/v1/suppressions/{_id(to)}"), _nothing)
+
+
+# ---------------------------------------------------------------- erasures
+def _erasure(answer: Answer) -> Erasure:
+    return Erasure.model_validate(answer.body["erasure"])
+
+
+def request_erasure(to: str) -> Operation[Erasure]:
+    """Repeated after a lost answer: a second erasure of the same recipient erases nothing more."""
+    call = Call("POST", "/v1/erasures", content=_json({"to": to}), repeatable=True)
+    return Operation(call, _erasure)
+
+
+def get_erasure(erasure_id: str) -> Operation[Erasure]:
+    return Operation(Call("GET", f"/v1/erasures/{_id(erasure_id)}", repeatable=True), _erasure)
 
 
 def simulated_deliveries(message_id: str | None) -> Operation[list[SimulatedDelivery]]:

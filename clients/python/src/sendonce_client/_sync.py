@@ -15,6 +15,7 @@ from sendonce_client._retry import Call, RetryPolicy
 from sendonce_client.errors import ConnectionFailed
 from sendonce_client.models import (
     BatchResult,
+    Erasure,
     Event,
     Message,
     PromiseDay,
@@ -87,6 +88,7 @@ class Client:
         self.webhook_endpoints = WebhookEndpoints(self)
         self.events = Events(self)
         self.suppressions = Suppressions(self)
+        self.erasures = Erasures(self)
 
     def perform(self, operation: ops.Operation[T]) -> T:
         """Run one operation under the retry policy."""
@@ -277,6 +279,21 @@ class Events:
 
     def redeliver(self, event_id: str, *, endpoint_id: str | None = None) -> None:
         self._client.perform(ops.redeliver_event(event_id, endpoint_id))
+
+
+class Erasures:
+    """Erasing a recipient from the workspace: their messages, events, stored answers and test
+    deliveries keep no trace of them; their locks, key ties and suppression keep protecting them."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, to: str) -> Erasure:
+        """Ask for an erasure of `to` (a phone number or an address): pending, done within a minute."""
+        return self._client.perform(ops.request_erasure(to))
+
+    def get(self, erasure_id: str) -> Erasure:
+        return self._client.perform(ops.get_erasure(erasure_id))
 
 
 class Suppressions:

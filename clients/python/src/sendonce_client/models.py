@@ -227,10 +227,23 @@ class PromiseDay(Model):
     refused_suppressed: int
 
 
+class SmsBudget(Model):
+    daily_segments: int
+    used_today: int
+
+
+class Protections(Model):
+    sms_countries: list[str]  # ISO 3166 alpha-2; empty: every country
+    allow_premium_numbers: bool
+    sms_budget: SmsBudget | None  # None: no sms budget
+    retention_days: int
+
+
 class Usage(Model):
     rate_limit: RateLimit
     quota: Quota
     send_controls: SendControls
+    protections: Protections
 
 
 class Suppression(Model):
@@ -240,6 +253,15 @@ class Suppression(Model):
     reason: Literal["opted_out", "bounced", "complained", "manual"]
     created_at: str
     message_id: str | None
+
+
+class Erasure(Model):
+    """A recipient's erasure from the workspace (`POST /v1/erasures`): pending, then done within a
+    minute. It never names the recipient: `to` is always None."""
+
+    id: str
+    status: Literal["pending", "done"]
+    to: None
 
 
 class SimulatedDelivery(Model):

@@ -41,6 +41,7 @@ from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, It
 from sendonce.clock import rfc3339
 from sendonce.dispatch.ports import ClaimedMessage, ClaimRefused, ClaimSuppressed, SettleRefused
 from sendonce.errors import DependencyUnavailable
+from sendonce.keyed_hash import KeyedHash
 from sendonce.messages.model import WAITING_STATUSES, Message, MessageFailure, ProviderAttempt, Status
 from sendonce.suppressions.model import Suppression, recipient_key
 
@@ -135,8 +136,10 @@ def _not_claimable(message: Message | None, now: datetime) -> ClaimRefused | Non
 
 
 class DynamoDbDispatchStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, keyed_hash: KeyedHash) -> None:
+        """`keyed_hash`: the deployment's, which the suppression list's keys are made with."""
         self._table = DynamoDbTable(client, table_name)
+        self.keyed_hash = keyed_hash
 
     def claim(
         self,
@@ -178,7 +181,7 @@ class DynamoDbDispatchStore:
                         return found
                     held = found
                 guard = guard or SuppressionGuard(
-                    self._table, workspace_id, (), room=MAX_TRANSACTION_ITEMS - 1
+                    self._table, workspace_id, (), room=MAX_TRANSACTION_ITEMS - 1, keyed=self.keyed_hash
                 )
                 sending = _without(held.message, refused)
                 if sending is None:

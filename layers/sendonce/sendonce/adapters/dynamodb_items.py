@@ -141,6 +141,8 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["campaignShard"] = {"S": campaign_shard(message.workspace_id, message.campaign_id, shard)}
     if message.campaign_lock_id is not None:
         item["campaignLockId"] = {"S": message.campaign_lock_id}
+    if message.batch_key is not None:  # a set: a duplicate caught in another keyed batch adds its key
+        item["batchKeys"] = {"SS": [message.batch_key]}
     if message.provider is not None:
         item["provider"] = {"S": message.provider}
     if message.provider_attempts:
@@ -153,6 +155,8 @@ def to_item(message: Message, outbox_due_at: datetime | None, expires_at: dateti
         item["heldFor"] = {"S": message.held_for.value}
     if message.timezone is not None:
         item["timezone"] = {"S": message.timezone}
+    if message.retention_days is not None:
+        item["retentionDays"] = {"N": str(message.retention_days)}
     if expires_at is not None:
         item["expiresAt"] = epoch_seconds(expires_at)  # DynamoDB's TTL removes the message then
     if outbox_due_at is not None:
@@ -236,11 +240,13 @@ def from_item(item: Item) -> Message:
         template_lock_id=item["templateLockId"]["S"] if "templateLockId" in item else None,
         campaign_id=item["campaignId"]["S"] if "campaignId" in item else None,
         campaign_lock_id=item["campaignLockId"]["S"] if "campaignLockId" in item else None,
+        batch_key=min(item["batchKeys"]["SS"]) if "batchKeys" in item else None,
         provider=item["provider"]["S"] if "provider" in item else None,
         expires_at=parse_datetime(item["validUntil"]["S"]) if "validUntil" in item else None,
         priority=Priority(item["priority"]["S"]) if "priority" in item else Priority.NORMAL,
         held_for=HeldFor(item["heldFor"]["S"]) if "heldFor" in item else None,
         timezone=item["timezone"]["S"] if "timezone" in item else None,
+        retention_days=int(item["retentionDays"]["N"]) if "retentionDays" in item else None,
         provider_attempts=tuple(
             ProviderAttempt(
                 attempt["M"]["provider"]["S"],

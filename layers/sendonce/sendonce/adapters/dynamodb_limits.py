@@ -17,6 +17,12 @@ time holds the day's plan lock; every step is conditional on what it read, so a 
 or was overtaken leaves the next one a ledger it can plan from. Units used are never moved nor
 lost, whatever the quotas were: the day's usage is the sum of `used`.
 
+The sms budget is a second ledger of the same kind (CONTRACT section 18): its items are keyed by
+its own prefix (`Ledger`), its units are a message's sms segments, and a create that takes of both
+carries a shard of each in its one transaction. A message's segments come from one shard: near a
+several-shard budget's end, each shard may keep less than a message needs unused; the day is never
+over the budget.
+
 The shards this environment found full under a plan are remembered a while, so a spent quota costs
 no probing twice. Counters carry `expiresAt`, which the table's TTL removes.
 """
@@ -33,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_items import epoch_seconds
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, Item
@@ -40,9 +47,11 @@ from sendonce.errors import DependencyUnavailable
 from sendonce.limits.model import (
     MAX_CACHE_SECONDS,
     QUOTA_SHARDS,
+    Ledger,
     Limits,
     LimitsChange,
     LimitsTimeline,
+    ProtectionChange,
     QuotaCharge,
     QuotaPlan,
     SendControlsChange,
@@ -89,12 +98,20 @@ def rate_key(workspace_id: str, window: int, shard: int) -> dict[str, Any]:
     return {"pk": {"S": f"RATE#{workspace_id}#{window}#{shard}"}, "sk": {"S": COUNTER}}
 
 
-def quota_key(workspace_id: str, day: str, shard: int) -> dict[str, Any]:
-    return {"pk": {"S": f"QUOTA#{workspace_id}#{day}#{shard}"}, "sk": {"S": COUNTER}}
+def quota_key(workspace_id: str, day: str, shard: int, ledger: Ledger = Ledger.QUOTA) -> dict[str, Any]:
+    return {"pk": {"S": f"{ledger.value}#{workspace_id}#{day}#{shard}"}, "sk": {"S": COUNTER}}
+
+
+def shard_key(charge: QuotaCharge, shard: int) -> dict[str, Any]:
+    """The counter item of `shard` of the charge's ledger and day."""
+    return quota_key(charge.workspace_id, charge.day, shard, charge.ledger)
 
 
 def plan_lock_key(charge: QuotaCharge) -> dict[str, Any]:
-    return {"pk": {"S": f"QUOTAPLAN#{charge.workspace_id}#{charge.day}"}, "sk": {"S": PLAN_LOCK}}
+    return {
+        "pk": {"S": f"{charge.ledger.value}PLAN#{charge.workspace_id}#{charge.day}"},
+        "sk": {"S": PLAN_LOCK},
+    }
 
 
 # ---------------------------------------------------------------------------- refusals of a charge
@@ -136,6 +153,8 @@ def _change_of(entry: dict[str, Any]) -> LimitsChange:
     def text(name: str) -> str | None:
         return str(fields[name]["S"]) if "S" in fields.get(name, {}) else None
 
+    countries = text("smsCountries")  # absent from items written before CONTRACT section 18
+    premium = fields.get("allowPremium", {})
     return LimitsChange(
         at=int(fields["at"]["N"]),
         rate_per_second=value("rate"),
@@ -144,6 +163,10 @@ def _change_of(entry: dict[str, Any]) -> LimitsChange:
         per_recipient_window=value("perRecipientWindow"),
         quiet_hours=text("quietHours"),
         timezone=text("timezone"),
+        sms_countries=None if countries is None else tuple(code for code in countries.split(",") if code),
+        allow_premium_numbers=bool(premium["BOOL"]) if "BOOL" in premium else None,
+        daily_sms_segments=value("smsSegments"),
+        retention_days=value("retentionDays"),
     )
 
 
@@ -163,6 +186,14 @@ def _entry_of(change: LimitsChange) -> dict[str, Any]:
             "perRecipientWindow": value(change.per_recipient_window),
             "quietHours": text(change.quiet_hours),
             "timezone": text(change.timezone),
+            "smsCountries": text(None if change.sms_countries is None else ",".join(change.sms_countries)),
+            "allowPremium": (
+                {"NULL": True}
+                if change.allow_premium_numbers is None
+                else {"BOOL": change.allow_premium_numbers}
+            ),
+            "smsSegments": value(change.daily_sms_segments),
+            "retentionDays": value(change.retention_days),
         }
     }
 
@@ -199,8 +230,8 @@ class DynamoDbLimits:
         self._overrides = _Overrides(self._table)
         self._shard_of = shard_of
         self._sleep = sleep
-        # (workspace, day, plan) -> the shards found full, and when each was found so.
-        self._full: dict[tuple[str, str, str], dict[int, float]] = {}
+        # (ledger, workspace, day, plan) -> the shards found full, and when each was found so.
+        self._full: dict[tuple[str, str, str, str], dict[int, float]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -225,16 +256,19 @@ class DynamoDbLimits:
         now: datetime | None = None,
         cache_seconds: int = MAX_CACHE_SECONDS,
         controls: SendControlsChange | None = None,
+        protection: ProtectionChange | None = None,
     ) -> LimitsChange:
         """The operator's override (the CLI's), and when it takes effect: at most `cache_seconds`
         (the functions' SENDONCE_LIMITS_CACHE_SECONDS) plus three seconds after `now`, by default the
         table's own clock (its answer's Date), so an operator's clock can never put it earlier.
         Every value is checked first (ValueError), so a bad one changes nothing. A value left out
         keeps the one last set; two writers at once are ordered by a condition on what each read.
-        `controls`: the send controls to change (`SendControlsChange`), the others kept."""
+        `controls`: the send controls to change (`SendControlsChange`), `protection` the protections
+        (`ProtectionChange`), the others kept."""
         controls = controls or SendControlsChange()
-        if rate is None and daily_quota is None and controls.empty:
-            raise ValueError("give a rate, a daily quota, a send control, or several")
+        protection = protection or ProtectionChange()
+        if rate is None and daily_quota is None and controls.empty and protection.empty:
+            raise ValueError("give a rate, a daily quota, a send control, a protection, or several")
         if rate is not None:
             check_rate(rate)
         if daily_quota is not None:
@@ -245,17 +279,13 @@ class DynamoDbLimits:
             entries = item.get(CHANGES, {}).get("L", [])
             timeline = LimitsTimeline(self._defaults, tuple(_change_of(entry) for entry in entries))
             pending = timeline.pending() or LimitsChange(0, None, None)
-            change = controls.applied_to(
-                LimitsChange(
-                    at=change_at(written_at, cache_seconds),
-                    rate_per_second=pending.rate_per_second if rate is None else rate,
-                    daily_quota=pending.daily_quota if daily_quota is None else daily_quota,
-                    per_recipient=pending.per_recipient,
-                    per_recipient_window=pending.per_recipient_window,
-                    quiet_hours=pending.quiet_hours,
-                    timezone=pending.timezone,
-                )
+            kept = replace(
+                pending,
+                at=change_at(written_at, cache_seconds),
+                rate_per_second=pending.rate_per_second if rate is None else rate,
+                daily_quota=pending.daily_quota if daily_quota is None else daily_quota,
             )
+            change = protection.applied_to(controls.applied_to(kept))
             changed = timeline.with_change(change, written_at)
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
             if entries:
@@ -338,12 +368,15 @@ class DynamoDbLimits:
         return items
 
     # ------------------------------------------------------------------ daily quota: usage
-    def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
-        """The sum of `used` over every shard a plan may have: whatever the quota was, or is now."""
-        if not any(plan.quota > 0 for plan in timeline.quota_plans(now)):
+    def used_today(
+        self, workspace_id: str, timeline: LimitsTimeline, now: datetime, ledger: Ledger = Ledger.QUOTA
+    ) -> int:
+        """The sum of `used` over every shard a plan may have: whatever the allowance was, or is now."""
+        if not any(plan.quota > 0 for plan in timeline.quota_plans(now, ledger)):
             return 0
         day = day_of(now)
-        shards = self._table.batch_get([quota_key(workspace_id, day, shard) for shard in range(QUOTA_SHARDS)])
+        keys = [quota_key(workspace_id, day, shard, ledger) for shard in range(QUOTA_SHARDS)]
+        shards = self._table.batch_get(keys)
         return sum(_number(item, "used") for item in shards.values())
 
     # ------------------------------------------------------------------ daily quota: charging
@@ -358,7 +391,7 @@ class DynamoDbLimits:
         return {
             "Update": {
                 "TableName": self._table.name,
-                "Key": quota_key(charge.workspace_id, charge.day, shard),
+                "Key": shard_key(charge, shard),
                 "UpdateExpression": (
                     "SET #left = if_not_exists(#left, :share) - :units, #plan = if_not_exists(#plan, :plan), "
                     "expiresAt = if_not_exists(expiresAt, :expires) ADD used :units"
@@ -456,7 +489,7 @@ class DynamoDbLimits:
         used, then give each its share of what the quota leaves.
         A shard that carries a plan superseding the charge's is left to it: that plan is answered."""
         plan = charge.plan
-        keys = [quota_key(charge.workspace_id, charge.day, shard) for shard in range(QUOTA_SHARDS)]
+        keys = [shard_key(charge, shard) for shard in range(QUOTA_SHARDS)]
         found = self._table.batch_get(keys)
         seen = [found.get(key["pk"]["S"]) for key in keys]
         carried = {
@@ -555,7 +588,7 @@ class DynamoDbLimits:
         """Read every shard of the plan once and remember the full ones: near the quota's end, one
         read of all shards costs less than probing them one by one."""
         plan = charge.plan
-        keys = [quota_key(charge.workspace_id, charge.day, shard) for shard in range(plan.shards)]
+        keys = [shard_key(charge, shard) for shard in range(plan.shards)]
         found = self._table.batch_get(keys)
         for shard, key in enumerate(keys):
             item = found.get(key["pk"]["S"])
@@ -583,8 +616,8 @@ class DynamoDbLimits:
             self._full.setdefault(_full_key(charge), {})[shard] = time.monotonic()
 
 
-def _full_key(charge: QuotaCharge) -> tuple[str, str, str]:
-    return (charge.workspace_id, charge.day, charge.plan.stamp)
+def _full_key(charge: QuotaCharge) -> tuple[str, str, str, str]:
+    return (charge.ledger.value, charge.workspace_id, charge.day, charge.plan.stamp)
 
 
 def cap_refusal(cap: RecipientCap, items: list[Item | None]) -> int | Capped:

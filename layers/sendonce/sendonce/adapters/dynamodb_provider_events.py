@@ -25,6 +25,7 @@ from sendonce.adapters.dynamodb_suppressions import entry_update
 from sendonce.adapters.dynamodb_writes import ConditionFailed, DynamoDbTable, TryAgain, with_retries
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable
+from sendonce.keyed_hash import KeyedHash
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message
 from sendonce.provider_events.model import APPLIES_FROM, RESULTING_STATUS, ProviderEvent
@@ -35,8 +36,10 @@ _EVENT = 0  # the event record's place in the transaction
 
 
 class DynamoDbProviderEventStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, keyed_hash: KeyedHash) -> None:
+        """`keyed_hash`: the deployment's, which the suppression list's keys are made with."""
         self._table = DynamoDbTable(client, table_name)
+        self._keyed_hash = keyed_hash
 
     def release_dedup_lock(self, message: Message) -> None:
         release_dedup_lock(self._table, message)
@@ -72,7 +75,8 @@ class DynamoDbProviderEventStore:
             if current is not None and current.status in APPLIES_FROM[event.type]:
                 effects.append({"Update": _status_change(event, current, now)})
             effects.extend(
-                {"Update": entry_update(*suppression)} for suppression in _suppressions(event, current, now)
+                {"Update": entry_update(*suppression, self._keyed_hash)}
+                for suppression in _suppressions(event, current, now)
             )
             if not effects:
                 # Nothing to change; still recorded, so that a repeat is known as one.

@@ -3,7 +3,8 @@
 A new message, its dedup lock and its Idempotency-Key tie are written in one transaction, so a
 duplicate always finds the original, and a crash never leaves a lock without its message. The same
 transaction checks that the recipient is not suppressed (`SuppressionGuard`): a suppressed
-recipient's send writes nothing, in the same one call. A
+recipient's send writes nothing, in the same one call. It takes its unit of the daily quota and its
+segments of the daily sms budget there too, each on a shard of its ledger (`dynamodb_limits`). A
 message's entries in the listing indexes are spread over LISTING_SHARDS partitions of its workspace;
 the listing merges them newest first (`dynamodb_listing`).
 """
@@ -22,6 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from sendonce.adapters.dynamodb_dedup_locks import release_dedup_lock
 from sendonce.adapters.dynamodb_items import (
@@ -62,7 +64,8 @@ from sendonce.adapters.dynamodb_writes import (
 )
 from sendonce.clock import rfc3339
 from sendonce.errors import DependencyUnavailable, InvalidCursor, MessageNotCancelable, MessageNotFound
-from sendonce.limits.model import QuotaCharge
+from sendonce.keyed_hash import KeyedHash
+from sendonce.limits.model import Ledger, QuotaCharge
 from sendonce.messages.ids import looks_like_message_id
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
@@ -88,6 +91,7 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
+    SmsBudgetSpent,
     Suppressed,
     TemplateChanged,
     TemplateInForce,
@@ -109,7 +113,7 @@ class _QuotaShard(Enum):
 
 # The items of the create transaction, by position: what each cancellation reason speaks of. A send
 # from a template's second lock follows (`_template_lock_at`), and its template's check, then the
-# suppression checks (`SuppressionGuard`), then the quota counter.
+# suppression checks (`SuppressionGuard`), then the quota counter and the sms budget's.
 _MESSAGE, _LOCK, _TIE = 0, 1, 2
 # A transaction holds at most 100 items and 4 MB: a bulk create writes 50 messages with their
 # locks in one, fewer when they are large.
@@ -120,9 +124,70 @@ BULK_SHARD_TRIES = 3
 PROBES_BEFORE_READING_SHARDS = 3
 MAX_TRANSACTION_BYTES = 3_500_000
 # The items of a create transaction that are not suppression checks, at most: the message, its dedup
-# lock, its key tie, a template's lock and its template's check, and the quota counter. The checks
-# get the rest of the 100.
+# lock, its key tie, a template's lock and its template's check, and the quota counter. The checks get
+# the rest of the 100. The sms budget's counter needs no place of its own: it goes only with an sms,
+# which names one recipient (two checks at most), never with an email to many.
 CREATE_ITEMS_RESERVED = 6
+
+
+class _Counters(Struct, frozen=True):
+    """What a charged try met on each ledger's shard, in the order of its counters (None: nothing)."""
+
+    met: tuple[Refusal | _QuotaShard | None, ...]
+
+
+class _LedgerSearch:
+    """One ledger's search for a shard with room, in a charged create: its shards in turn from a
+    random one, a full one left behind, a busy one tried again after the others, and after a few
+    full ones in a row, every shard read at once, so a spent day costs a few calls, not one a shard."""
+
+    def __init__(self, shards: DynamoDbLimits, charge: QuotaCharge) -> None:
+        self._shards = shards
+        self.charge = charge
+        self._attempt = 0
+        self._restart()
+
+    def _restart(self) -> None:
+        # Every shard known full: one try all the same, which still tells a duplicate or a replay.
+        self._to_try = deque(self._shards.shards_to_try(self.charge) or [0])
+        self._busy: list[int] = []
+        self._full_in_a_row, self._learnt = 0, False
+
+    @property
+    def shard(self) -> int:
+        return self._to_try[0]
+
+    def met(self, found: Refusal | _QuotaShard, began: float) -> None:
+        """Move on from what the shard answered; a shard on another plan is re-planned, waited for or
+        followed (`DynamoDbLimits.settle`, 503 after PLAN_WAIT_SECONDS since `began`)."""
+        if found is _QuotaShard.BUSY:
+            self._busy.append(self._to_try.popleft())
+        elif isinstance(found, NoRoom):
+            self._to_try.popleft()
+            self._full_in_a_row += 1
+            if self._full_in_a_row >= PROBES_BEFORE_READING_SHARDS and not self._learnt and self._to_try:
+                self._shards.learn_full(self.charge)
+                self._learnt, known = True, set(self._shards.shards_to_try(self.charge))
+                self._to_try = deque(s for s in self._to_try if s in known)
+        elif isinstance(found, Replan | Replanning | Adopt):
+            self.charge = self._shards.settle(self.charge, found, began)
+            self._restart()
+
+    def spent(self) -> bool:
+        """True once every shard of the plan in force was found full. Busy ones are tried again
+        after a wait; one that stays busy is a 503, never a 429."""
+        if self._to_try:
+            return False
+        if not self._busy:
+            return True
+        self._attempt += 1
+        if self._attempt >= MAX_ATTEMPTS:
+            raise DependencyUnavailable("every quota shard with room stayed busy")
+        self._to_try, self._busy = deque(self._busy), []
+        # Full jitter, doubling: concurrent creates on a small quota's one shard take turns
+        # within about a second and a half in all.
+        time.sleep(random.uniform(0, min(0.5, 0.01 * 2**self._attempt)))
+        return False
 
 
 class _Recount(Struct, frozen=True):
@@ -205,15 +270,21 @@ class DynamoDbSendingStore:
         table_name: str,
         retention: timedelta | None = None,
         quota: DynamoDbLimits | None = None,
+        *,
+        keyed_hash: KeyedHash,
     ) -> None:
         """`retention`: how long a message is kept after it was sent or due (None: for good).
-        `quota`: where a charged create takes its unit of the daily quota."""
+        `quota`: where a charged create takes its unit of the daily quota. `keyed_hash`: the
+        deployment's, which every lock, tie and suppression key is made with."""
+        self.keyed_hash = keyed_hash
         self._table = DynamoDbTable(client, table_name)
         self._retention = retention
         self._quota = quota
 
     def _expires_at(self, message: Message) -> datetime | None:
-        retention = retention_for(message.workspace_id, self._retention)  # a test twin's: 7 days
+        # Its workspace's retention when it was accepted, else the stack's; a test twin's: 7 days.
+        live = self._retention if message.retention_days is None else timedelta(days=message.retention_days)
+        retention = retention_for(message.workspace_id, live)
         if retention is None:
             return None
         # Counted from its sendAt when later: a scheduled message is never removed before it is sent.
@@ -236,6 +307,7 @@ class DynamoDbSendingStore:
         quota: QuotaCharge | None = None,
         template: TemplateInForce | None = None,
         cap: RecipientCap | None = None,
+        sms_budget: QuotaCharge | None = None,
     ) -> CreateOutcome:
         message = claim.taken_by(message)
         items: list[dict[str, Any]] = [
@@ -274,6 +346,7 @@ class DynamoDbSendingStore:
             message.workspace_id,
             tuple(recipient_key(address) for address in message.recipients),
             room=MAX_TRANSACTION_ITEMS - CREATE_ITEMS_RESERVED - (len(items) - cap_at),
+            keyed=self.keyed_hash,
         )
         draft = _Draft(message, items, partial(self._message_put, due=handoff_due_at), guard, template_at)
         if cap is not None:
@@ -282,8 +355,8 @@ class DynamoDbSendingStore:
             refused = draft.drop(guard.read_first())
             if refused is not None:
                 return refused
-        if quota is not None:
-            charged = self._create_charged(draft, tie, quota)
+        if quota is not None or sms_budget is not None:
+            charged = self._create_charged(draft, tie, quota, sms_budget)
             if isinstance(charged, GateClosed | MadeBefore):  # a campaign's: never a single create's
                 raise DependencyUnavailable("a single create met a campaign's gate or lock")
             return charged
@@ -323,83 +396,70 @@ class DynamoDbSendingStore:
         }
 
     def _create_charged(
-        self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge
+        self,
+        draft: _Draft,
+        tie: KeyTie | None,
+        quota: QuotaCharge | None,
+        sms_budget: QuotaCharge | None = None,
     ) -> CreateOutcome | GateClosed | MadeBefore:
-        """The create transaction with one unit of a quota shard: the shards in turn until one has
-        room. QuotaSpent only once every shard of the plan in force was found full; a shard busy with
-        another transaction is tried again, and one that stays busy is a 503, never a 429. A shard on
-        another plan is re-planned, waited for or followed (`DynamoDbLimits.settle`). After a few full
-        shards in a row, every shard is read at once, so the quota's end costs a few calls, not one a
-        shard.
-        """
+        """The create transaction with its units of a shard of each ledger it is charged on (the
+        quota's, the sms budget's): each ledger's shards in turn until one has room (`_LedgerSearch`).
+        QuotaSpent (SmsBudgetSpent) only once every shard of that ledger's plan in force was found
+        full; a duplicate, a replay or a refusal of the create itself is answered first."""
         shards, began = self._require_quota(), time.monotonic()
-        # Every shard known full: one try all the same, which still tells a duplicate or a replay.
-        to_try = deque(shards.shards_to_try(quota) or [0])
-        busy: list[int] = []
-        full_in_a_row, learnt, attempt = 0, False, 0
+        searches = [_LedgerSearch(shards, charge) for charge in (quota, sms_budget) if charge is not None]
         while True:
-            while to_try:
-                shard = to_try.popleft()
-                outcome = with_retries(
-                    partial(self._try_charged, draft, tie, quota, shard),
-                    "the dedup lock stayed contended",
-                )
-                if isinstance(outcome, _Recount):
-                    draft.recount(outcome.cap)
-                    to_try.appendleft(shard)  # the same shard, counted in the later bucket
-                elif isinstance(outcome, _Dropped):
-                    refused = draft.drop(outcome.refused)
-                    if refused is not None:
-                        return refused
-                    to_try.appendleft(shard)  # the same shard, without them
-                elif outcome is _QuotaShard.BUSY:
-                    busy.append(shard)
-                elif isinstance(outcome, NoRoom):
-                    full_in_a_row += 1
-                    if full_in_a_row >= PROBES_BEFORE_READING_SHARDS and not learnt and to_try:
-                        shards.learn_full(quota)
-                        learnt, known = True, set(shards.shards_to_try(quota))
-                        to_try = deque(s for s in to_try if s in known)
-                elif isinstance(outcome, Replan | Replanning | Adopt):
-                    quota = shards.settle(quota, outcome, began)
-                    to_try, busy, full_in_a_row, learnt = (
-                        deque(shards.shards_to_try(quota) or [0]),
-                        [],
-                        0,
-                        False,
-                    )
-                else:
-                    return outcome
-            if not busy:
-                return QuotaSpent()
-            attempt += 1
-            if attempt >= MAX_ATTEMPTS:
-                raise DependencyUnavailable("every quota shard with room stayed busy")
-            to_try, busy = deque(busy), []
-            # Full jitter, doubling: concurrent creates on a small quota's one shard take turns
-            # within about a second and a half in all.
-            time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
+            for search in searches:
+                if search.spent():
+                    return QuotaSpent() if search.charge.ledger is Ledger.QUOTA else SmsBudgetSpent()
+            outcome = with_retries(
+                partial(self._try_charged, draft, tie, searches), "the dedup lock stayed contended"
+            )
+            if isinstance(outcome, _Recount):
+                draft.recount(outcome.cap)  # the same shards, counted in the later bucket
+            elif isinstance(outcome, _Dropped):
+                refused = draft.drop(outcome.refused)
+                if refused is not None:
+                    return refused  # else the same shards, without them
+            elif isinstance(outcome, _Counters):
+                for search, met in zip(searches, outcome.met, strict=True):
+                    if met is not None:
+                        search.met(met, began)
+            else:
+                return outcome
 
     def _try_charged(
-        self, draft: _Draft, tie: KeyTie | None, quota: QuotaCharge, shard: int
-    ) -> CreateOutcome | GateClosed | MadeBefore | Refusal | _QuotaShard | _Dropped | _Recount:
+        self, draft: _Draft, tie: KeyTie | None, searches: list[_LedgerSearch]
+    ) -> CreateOutcome | GateClosed | MadeBefore | _Counters | _Dropped | _Recount:
         message, items, guard = draft.message, draft.items, draft.guard
         checks = guard.items() if guard is not None else []
-        counter = len(items) + len(checks)
-        charged = [*items, *checks, self._require_quota().charge_item(quota, shard, 1)]
+        counters = len(items) + len(checks)
+        ledgers = self._require_quota()
+        charged = [
+            *items,
+            *checks,
+            *(ledgers.charge_item(search.charge, search.shard, search.charge.units) for search in searches),
+        ]
         stamp = (guard.stamp if guard is not None else "") + draft.cap_stamp
+        shards = ".".join(f"{search.shard}.{search.charge.plan.stamp}" for search in searches)
         canceled = self._table.transact(
-            charged, token=_token(f"{message.id}.{shard}.{quota.plan.stamp}{'.' + stamp if stamp else ''}")
+            charged, token=_token(f"{message.id}.{shards}{'.' + stamp if stamp else ''}")
         )
         if canceled is None:
             return Created(message)
         outcome = self._explain(draft, tie, canceled, guard, len(items))
         if outcome is not None:
             return outcome
-        if canceled.failed(counter):
-            return self._require_quota().refusal(quota, shard, canceled.item(counter))
-        if canceled.codes[counter : counter + 1] == (CONFLICT,):
-            return _QuotaShard.BUSY
+        met: list[Refusal | _QuotaShard | None] = []
+        for at, search in enumerate(searches, start=counters):
+            if canceled.failed(at):
+                met.append(ledgers.refusal(search.charge, search.shard, canceled.item(at)))
+            elif canceled.codes[at : at + 1] == (CONFLICT,):
+                met.append(_QuotaShard.BUSY)
+            else:
+                met.append(None)
+        if any(found is not None for found in met):
+            return _Counters(tuple(met))
         if canceled.contended:
             raise TryAgain  # a lock or tie changed meanwhile
         raise DependencyUnavailable(f"the create transaction was canceled: {canceled.codes}")
@@ -465,7 +525,9 @@ class DynamoDbSendingStore:
         if lock_item["messageId"]["S"] == message.id:
             # Our own committed write, met again by a retry the engine did not recognise.
             return Created(message)
-        original = self._count_duplicate(message.workspace_id, lock_item["messageId"]["S"])
+        original = self._count_duplicate(
+            message.workspace_id, lock_item["messageId"]["S"], message.idempotency_key, message.batch_key
+        )
         return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
 
     def _made_before(self, message: Message, canceled: Cancellation, at: int) -> Created | MadeBefore:
@@ -484,10 +546,12 @@ class DynamoDbSendingStore:
         now: datetime,
         quota: QuotaCharge | None = None,
         gate: CampaignGate | None = None,
+        sms_budget: QuotaCharge | None = None,
     ) -> list[CreateManyOutcome]:
         """Messages and their locks in as few transactions as fit; a held lock, read from the
         cancellation reasons, takes its entry out and the rest are written again. With `gate`, each
-        transaction checks the campaign's gate last."""
+        transaction checks the campaign's gate last. Charged, a transaction takes its entries' units
+        of a shard of each ledger (a unit an entry of the quota, their segments of the sms budget)."""
         written = []
         for index, entry in enumerate(entries):
             claim = entry.claim
@@ -496,9 +560,12 @@ class DynamoDbSendingStore:
         # The entries hold distinct locks (the batch sender made identical ones one entry), so the
         # transactions are independent: side by side, and a chunk that fails fails alone.
         outcomes: dict[int, CreateManyOutcome] = {}
-        # A charged transaction keeps room for its quota counter, a campaign's for its gate check.
-        chunks = _chunks(written, reserved=(quota is not None) + (gate is not None))
-        for chunk_outcomes in side_by_side(lambda chunk: self._create_chunk(chunk, now, quota, gate), chunks):
+        charges = _BulkCharges(quota, sms_budget, {i: entry.segments for i, entry in enumerate(entries)})
+        # A charged transaction keeps room for its counters, a campaign's for its gate check.
+        chunks = _chunks(written, reserved=len(charges.ledgers) + (gate is not None))
+        for chunk_outcomes in side_by_side(
+            lambda chunk: self._create_chunk(chunk, now, charges, gate), chunks
+        ):
             outcomes.update(chunk_outcomes)
         return [outcomes[index] for index in range(len(entries))]
 
@@ -523,13 +590,13 @@ class DynamoDbSendingStore:
         self,
         chunk: list[tuple[int, Message, list[dict[str, Any]]]],
         now: datetime,
-        quota: QuotaCharge | None,
+        charges: _BulkCharges,
         gate: CampaignGate | None = None,
     ) -> dict[int, CreateManyOutcome]:
         """The chunk's outcomes by entry index; each is NotWritten when DynamoDB stays unavailable."""
         outcomes: dict[int, CreateManyOutcome] = {}
         try:
-            self._write_chunk(chunk, now, outcomes, quota, gate)
+            self._write_chunk(chunk, now, outcomes, charges, gate)
         except DependencyUnavailable as error:
             for index, _, _ in chunk:
                 outcomes.setdefault(index, NotWritten(str(error)))
@@ -540,31 +607,34 @@ class DynamoDbSendingStore:
         chunk: list[tuple[int, Message, list[dict[str, Any]]]],
         now: datetime,
         outcomes: dict[int, CreateManyOutcome],
-        quota: QuotaCharge | None,
+        charges: _BulkCharges,
         gate: CampaignGate | None = None,
     ) -> None:
         pending = list(chunk)
         conflicts = 0
         began = time.monotonic()
-        refused: set[int] = set()  # the quota shards that had no room for this chunk
+        # By ledger, the shards that had no room for this chunk.
+        refused: dict[Ledger, set[int]] = {charge.ledger: set() for charge in charges.ledgers}
         while pending:
             items = [item for _, _, pair in pending for item in pair]
-            shard = None
-            if quota is not None:
-                shard = self._shard_with_room(quota, refused)
-                if shard is None:  # near the quota's end: entry by entry, each on a shard with room
-                    self._write_one_by_one(pending, now, outcomes, quota, gate)
+            counted: list[tuple[QuotaCharge, int]] = []  # each counter's charge and shard, in order
+            for charge in charges.ledgers:
+                units = charges.units(charge.ledger, pending)
+                if units == 0:
+                    continue  # no sms among them: nothing of the sms budget
+                shard = self._shard_with_room(charge, refused[charge.ledger])
+                if shard is None:  # near the day's end: entry by entry, each on a shard with room
+                    self._write_one_by_one(pending, now, outcomes, charges, gate)
                     return
-                items.append(self._require_quota().charge_item(quota, shard, len(pending)))
+                counted.append((charge, shard))
+                items.append(self._require_quota().charge_item(charge, shard, units))
             gate_at = None
             if gate is not None:
                 gate_at = len(items)
                 items.append(_gate_check(gate))
             # The same messages, the same token: the SDK's retry of a lost answer writes nothing twice.
-            stamp = quota.plan.stamp if quota is not None else ""
-            token = hashlib.sha256(
-                f"{','.join(m.id for _, m, _ in pending)}.{shard}.{stamp}".encode()
-            ).hexdigest()[:36]
+            shards = ".".join(f"{shard}.{charge.plan.stamp}" for charge, shard in counted) or "None."
+            token = _token(f"{','.join(m.id for _, m, _ in pending)}.{shards}")
             canceled = self._table.transact(items, token=token)
             if canceled is None:
                 for index, message, _ in pending:
@@ -585,17 +655,37 @@ class DynamoDbSendingStore:
             if settled:
                 pending = [entry for entry in pending if entry[0] not in settled]
                 continue  # the held locks are out: write the rest again at once
-            if quota is not None and shard is not None and canceled.failed(first):  # the counter
-                refusal = self._require_quota().refusal(quota, shard, canceled.item(first))
-                if isinstance(refusal, NoRoom):
-                    refused.add(shard)  # less room than the chunk needs: another shard, a few at most
-                else:
-                    quota, refused = self._require_quota().settle(quota, refusal, began), set()
+            moved = self._counters_met(canceled, first, counted, refused, began)
+            if moved is not None:
+                charges = charges.settled(*moved)
                 continue
             if not canceled.contended or conflicts + 1 >= MAX_ATTEMPTS:
                 raise DependencyUnavailable(f"the bulk create transaction was canceled: {canceled.codes}")
             conflicts += 1
             time.sleep(random.uniform(0.005, 0.02) * conflicts)
+
+    def _counters_met(
+        self,
+        canceled: Cancellation,
+        first: int,
+        counted: list[tuple[QuotaCharge, int]],
+        refused: dict[Ledger, set[int]],
+        began: float,
+    ) -> tuple[QuotaCharge, ...] | None:
+        """What a bulk transaction's counters (from `first`) met: a shard with less room than the
+        chunk needs is left for another (a few at most, `refused`); one on another plan is settled.
+        The charges to go on with; None when no counter refused."""
+        met, charges = False, []
+        for at, (charge, shard) in enumerate(counted, start=first):
+            if not canceled.failed(at):
+                continue
+            met, refusal = True, self._require_quota().refusal(charge, shard, canceled.item(at))
+            if isinstance(refusal, NoRoom):
+                refused[charge.ledger].add(shard)
+            else:
+                charges.append(self._require_quota().settle(charge, refusal, began))
+                refused[charge.ledger] = set()
+        return tuple(charges) if met else None
 
     def _shard_with_room(self, quota: QuotaCharge, refused: set[int]) -> int | None:
         """A shard not known full (its room is learnt by trying); None after BULK_SHARD_TRIES
@@ -609,10 +699,10 @@ class DynamoDbSendingStore:
         pending: list[tuple[int, Message, list[dict[str, Any]]]],
         now: datetime,
         outcomes: dict[int, CreateManyOutcome],
-        quota: QuotaCharge,
+        charges: _BulkCharges,
         gate: CampaignGate | None = None,
     ) -> None:
-        """In order, each entry as `create` writes it with its unit of quota (and its gate check)."""
+        """In order, each entry as `create` writes it with its units of each ledger (and its gate check)."""
         for index, message, entry_items in pending:
             campaign_at = len(entry_items) - 1 if message.campaign_lock_id is not None else None
             items, gate_at = list(entry_items), None
@@ -620,7 +710,7 @@ class DynamoDbSendingStore:
                 gate_at = len(items)
                 items.append(_gate_check(gate))
             draft = _Draft(message, items, campaign_at=campaign_at, gate_at=gate_at)
-            outcome = self._create_charged(draft, None, quota)
+            outcome = self._create_charged(draft, None, charges.quota, charges.sms_budget_of(index))
             if isinstance(outcome, TiedToKey | Suppressed | TemplateChanged):  # no tie nor check in bulk
                 raise DependencyUnavailable("a bulk entry met a key tie or a suppression check")
             outcomes[index] = outcome
@@ -645,8 +735,14 @@ class DynamoDbSendingStore:
                 return held
         return None
 
-    def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
-        return self._count_duplicate(workspace_id, message_id)
+    def count_duplicate(
+        self,
+        workspace_id: str,
+        message_id: str,
+        answered_under: str | None = None,
+        batch_key: str | None = None,
+    ) -> Message | None:
+        return self._count_duplicate(workspace_id, message_id, answered_under, batch_key)
 
     def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
         """One transaction: the message, if still as read and scheduled (handed to its queue or
@@ -822,15 +918,31 @@ class DynamoDbSendingStore:
             raise MessageNotCancelable(current["status"]["S"])
         return from_item(response["Attributes"])
 
-    def _count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
+    def _count_duplicate(
+        self,
+        workspace_id: str,
+        message_id: str,
+        answered_under: str | None = None,
+        batch_key: str | None = None,
+    ) -> Message | None:
         """The original a duplicate was caught against, read by the write that records the catch:
-        the committed count is what tells the customer's endpoints (`message.duplicate_blocked`)."""
+        the committed count is what tells the customer's endpoints (`message.duplicate_blocked`).
+        The duplicate's Idempotency-Key (`answered_under`), whose stored answer shows the original,
+        is added to its `answeredUnder` in the same write: an erasure finds that answer from it."""
+        values: dict[str, Any] = {":one": {"N": "1"}, ":ws": {"S": workspace_id}}
+        update = "ADD duplicatesBlocked :one"
+        if answered_under is not None:
+            update += ", answeredUnder :keys"
+            values[":keys"] = {"SS": [answered_under]}
+        if batch_key is not None:
+            update += ", batchKeys :batch"
+            values[":batch"] = {"SS": [batch_key]}
         answer = self._table.write(
             "update_item",
             Key=message_key(message_id),
-            UpdateExpression="ADD duplicatesBlocked :one",
+            UpdateExpression=update,
             ConditionExpression="workspaceId = :ws",  # also: never an item where there is none
-            ExpressionAttributeValues={":one": {"N": "1"}, ":ws": {"S": workspace_id}},
+            ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )
         return None if isinstance(answer, ConditionFailed) else from_item(answer["Attributes"])
@@ -884,6 +996,40 @@ class DynamoDbSendingStore:
         if fetched.stopped_at is not None:
             return Page(messages=messages, next_cursor=fetched.stopped_at)
         return Page(messages=messages, next_cursor=messages[-1].id if fetched.more and messages else None)
+
+
+class _BulkCharges(Struct, frozen=True):
+    """What a bulk create is charged on: the quota (a unit an entry) and the sms budget (each entry's
+    segments, by entry index), either None when the workspace has none."""
+
+    quota: QuotaCharge | None
+    sms_budget: QuotaCharge | None
+    segments: dict[int, int]
+
+    @property
+    def ledgers(self) -> tuple[QuotaCharge, ...]:
+        return tuple(charge for charge in (self.quota, self.sms_budget) if charge is not None)
+
+    def units(self, ledger: Ledger, pending: Sequence[tuple[int, Message, Any]]) -> int:
+        """What the `pending` entries take of `ledger` together."""
+        if ledger is Ledger.QUOTA:
+            return len(pending)
+        return sum(self.segments.get(index, 0) for index, _, _ in pending)
+
+    def sms_budget_of(self, index: int) -> QuotaCharge | None:
+        """The charge of entry `index` alone on the sms budget; None when it takes none of it."""
+        segments = self.segments.get(index, 0)
+        return self.sms_budget.taking(segments) if self.sms_budget is not None and segments else None
+
+    def settled(self, *charges: QuotaCharge) -> _BulkCharges:
+        """These charges with `charges` (re-planned or adopted) in place of their ledgers'."""
+        settled = self
+        for charge in charges:
+            if charge.ledger is Ledger.QUOTA:
+                settled = replace(settled, quota=charge)
+            else:
+                settled = replace(settled, sms_budget=charge)
+        return settled
 
 
 def _token(request: str) -> str:

@@ -1,7 +1,10 @@
 """The suppression list on DynamoDB, in the messages table, with no expiry (it outlives messages).
 
-Items (sk `SUPPRESSION`), each keyed by a hash of (workspace, recipient key), so that one busy
-workspace's checks spread over as many partitions as it has recipients:
+Items (sk `SUPPRESSION`), each keyed by a hash of (workspace, recipient hash), so that one busy
+workspace's checks spread over as many partitions as it has recipients. The recipient hash is keyed
+(`recipient_hash`, an HMAC under the deployment's hashing key): no key, sort key or cursor holds the
+address or a hash anyone could recompute from it, so an erased recipient's entry keeps refusing them
+while only its displayed `to` is erased.
 - a workspace's entry: `to`, `reason`, `createdAt`, `messageId`;
 - the shared entry (workspace `None`): an opt-out that names no message, a STOP to the shared
   sending number, in force for every workspace; a new STOP moves its `createdAt` on;
@@ -42,6 +45,7 @@ from sendonce.adapters.dynamodb_writes import (
 )
 from sendonce.clock import rfc3339
 from sendonce.errors import InvalidCursor
+from sendonce.keyed_hash import KeyedHash
 from sendonce.suppressions.model import Reason, Suppression, shares_opt_outs
 from sendonce.suppressions.ports import SuppressionPage
 
@@ -49,9 +53,16 @@ SUPPRESSION_SK = "SUPPRESSION"
 LISTING_SUFFIX = "#suppressions"
 
 
-def suppression_key(workspace_id: str | None, key: str) -> Item:
-    """A workspace's item for a recipient; `None`: the shared entry every workspace is subject to."""
-    digest = hashlib.sha256(json.dumps(["v1", workspace_id, key]).encode("utf-8")).hexdigest()
+def recipient_hash(keyed: KeyedHash, key: str) -> str:
+    """What the list holds of a recipient key (`recipient_key`): its keyed hash, the same in every
+    workspace, so a workspace's entry and the shared one name a recipient alike."""
+    return keyed(f"suppression\x00{key}")
+
+
+def suppression_key(workspace_id: str | None, hashed: str) -> Item:
+    """A workspace's item for a recipient (`recipient_hash`); `None`: the shared entry every
+    workspace is subject to."""
+    digest = hashlib.sha256(json.dumps(["v2", workspace_id, hashed]).encode("utf-8")).hexdigest()
     return {"pk": {"S": f"SUPPRESSION#{digest}"}, "sk": {"S": SUPPRESSION_SK}}
 
 
@@ -59,12 +70,12 @@ def listing_partition(workspace_id: str | None) -> str:
     return f"{workspace_id or ''}{LISTING_SUFFIX}"
 
 
-def entry_update(workspace_id: str | None, entry: Suppression) -> dict[str, Any]:
+def entry_update(workspace_id: str | None, entry: Suppression, keyed: KeyedHash) -> dict[str, Any]:
     """The Update (for `update_item` or a transaction) that puts `entry` on the list. A workspace's
     existing entry is kept as it is (its reason, time and message: the first cause stands), and a
     removal is replaced. The shared entry is renewed instead: a new STOP after a workspace removed
     it is in force for that workspace again."""
-    key = entry.key
+    key = recipient_hash(keyed, entry.key)
     created = rfc3339(entry.created_at)
     keep = workspace_id is not None
 
@@ -143,6 +154,7 @@ class SuppressionGuard(Struct):
     workspace_id: str
     keys: tuple[str, ...]
     room: int
+    keyed: KeyedHash
     cleared: dict[str, str] = {}  # the workspace's removals of shared entries, once met, by key
     shared_seen: frozenset[str] = frozenset()  # keys whose shared item the read found
     was_read: bool = False
@@ -163,9 +175,7 @@ class SuppressionGuard(Struct):
     def read_first(self) -> dict[str, Suppression]:
         """Every recipient's items, read at once (only when the checks do not all fit): the entries in
         force, by key (their recipients are to be dropped), and what the read taught the checks."""
-        wanted = {
-            key: (suppression_key(self.workspace_id, key), suppression_key(None, key)) for key in self.keys
-        }
+        wanted = {key: (self._own(key), self._shared(key)) for key in self.keys}
         shared = shares_opt_outs(self.workspace_id)
         found = self.table.batch_get(
             [item_key for own, other in wanted.values() for item_key in ((own, other) if shared else (own,))]
@@ -191,9 +201,7 @@ class SuppressionGuard(Struct):
     def items(self) -> list[dict[str, Any]]:
         self._checked = tuple(self._wanted()[: self.room])
         return [
-            _absent(suppression_key(None, key), self.cleared.get(key))
-            if shared
-            else _absent(suppression_key(self.workspace_id, key))
+            _absent(self._shared(key), self.cleared.get(key)) if shared else _absent(self._own(key))
             for key, shared in self._checked
         ]
 
@@ -214,7 +222,7 @@ class SuppressionGuard(Struct):
         for position, (key, shared) in enumerate(self._checked):
             if not canceled.failed(first + position) or key in refused:
                 continue
-            own_key = suppression_key(self.workspace_id, key)
+            own_key = self._own(key)
             if not shared:
                 own = canceled.item(first + position) or self.table.get(own_key)
                 if own is None or not _is_entry(own):
@@ -222,7 +230,7 @@ class SuppressionGuard(Struct):
                 else:
                     refused[key] = _entry(own)
                 continue
-            other = canceled.item(first + position) or self.table.get(suppression_key(None, key))
+            other = canceled.item(first + position) or self.table.get(self._shared(key))
             if other is None or not _is_entry(other):
                 again = True
                 continue
@@ -237,6 +245,12 @@ class SuppressionGuard(Struct):
         if not refused and again:
             raise TryAgain
         return refused
+
+    def _own(self, key: str) -> Item:
+        return suppression_key(self.workspace_id, recipient_hash(self.keyed, key))
+
+    def _shared(self, key: str) -> Item:
+        return suppression_key(None, recipient_hash(self.keyed, key))
 
 
 def _absent(key: Item, cleared: str | None = None) -> dict[str, Any]:
@@ -270,14 +284,19 @@ def decode_cursor(cursor: str) -> str:
 
 
 class DynamoDbSuppressionStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, keyed: KeyedHash) -> None:
         self._table = DynamoDbTable(client, table_name)
+        self._keyed = keyed
 
     def _read(self, workspace_id: str, keys: Collection[str]) -> dict[str, tuple[Item | None, Item | None]]:
         """Each key's (own item, shared item), in one BatchGetItem (strongly consistent) up to 50 keys."""
         shared = shares_opt_outs(workspace_id)
+        hashed = {key: recipient_hash(self._keyed, key) for key in keys}
         wanted = {
-            key: (suppression_key(workspace_id, key), suppression_key(None, key) if shared else None)
+            key: (
+                suppression_key(workspace_id, hashed[key]),
+                suppression_key(None, hashed[key]) if shared else None,
+            )
             for key in keys
         }
         found = self._table.batch_get([item_key for pair in wanted.values() for item_key in pair if item_key])
@@ -301,7 +320,7 @@ class DynamoDbSuppressionStore:
         if existing is not None:
             return existing, False
         answer = self._table.write(
-            "update_item", **entry_update(workspace_id, suppression), ReturnValues="ALL_OLD"
+            "update_item", **entry_update(workspace_id, suppression, self._keyed), ReturnValues="ALL_OLD"
         )
         old = answer.get("Attributes") if isinstance(answer, dict) else None
         if old is not None and _is_entry(old):
@@ -320,14 +339,15 @@ class DynamoDbSuppressionStore:
                 condition, values = "createdAt = :seen", {":seen": own["createdAt"]}
             else:
                 condition, values = "clearedAt = :seen", {":seen": own["clearedAt"]}
-            target = suppression_key(workspace_id, key)
+            hashed = recipient_hash(self._keyed, key)
+            target = suppression_key(workspace_id, hashed)
             if shared is not None and _is_entry(shared):
                 # The shared opt-out stays in force for every other workspace: this one removes it for itself.
                 written = self._table.write(
                     "put_item",
                     Item={
                         **target,
-                        "recipientKey": {"S": key},
+                        "recipientKey": {"S": hashed},
                         "workspaceId": {"S": workspace_id},
                         "clearedAt": {"S": rfc3339(now)},
                     },
@@ -391,5 +411,5 @@ class DynamoDbSuppressionStore:
 
 
 def _listed_key(entry: Item) -> str:
-    """The recipient key an index entry stands for: its `id` is `<createdAt>#<key>`."""
+    """The recipient hash an index entry stands for: its `id` is `<createdAt>#<recipient hash>`."""
     return str(entry["id"]["S"]).partition("#")[2]

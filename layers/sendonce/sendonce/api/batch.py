@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 from msgspec import Struct
+from msgspec.structs import replace
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sendonce.api.answers import send_answer
@@ -44,27 +45,37 @@ from sendonce.errors import (
     RecipientCapped,
     RecipientSuppressed,
     SendonceError,
+    SmsBudgetExceeded,
 )
 from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_key
 from sendonce.limits.model import seconds_to_next_day
-from sendonce.messages.batch import BatchOutcome, NotRendered
-from sendonce.messages.ports import Capped, GateClosed, MadeBefore, NotWritten, QuotaSpent, Suppressed
+from sendonce.messages.batch import BatchOutcome, DestinationRefused, NotRendered
+from sendonce.messages.ports import (
+    Capped,
+    GateClosed,
+    MadeBefore,
+    NotWritten,
+    QuotaSpent,
+    SmsBudgetSpent,
+    Suppressed,
+)
 from sendonce.messages.service import SendCommand, lock_of, template_lock_of
 
 MIN_ITEMS, MAX_ITEMS = 1, 500
 ITEM_KEY = "idempotencyKey"
-# Stable forever, and apart from the single send's: a batch's key covers the whole request.
-BATCH_KEY_PREFIX = "sendonce.v1.messages.batch"
 # An item answered so may succeed on a retry: a batch holding one is not stored under its key.
 # Never stored under a batch key: a retry may get another answer (a 429 among them).
 _RETRYABLE = {
     ("idempotency_in_progress", 409),
     ("unavailable", 503),
     ("quota_exceeded", 429),
+    ("sms_budget_exceeded", 429),
     ("recipient_capped", 429),
     ("rate_limited", 429),
     # Never stored under a key, as the single send's: once the workspace removes the entry, a retry sends.
     ("recipient_suppressed", 422),
+    # Never stored under a key, as the single send's: once the workspace allows it, a retry sends.
+    ("destination_not_allowed", 422),
     # A render refused writes nothing and leaves the key unused (section 13), as the single send's.
     ("template_not_found", 422),
     ("template_data_invalid", 422),
@@ -253,7 +264,7 @@ def _send_bulk(items: list[BatchItem], send_many: SendMany, results: dict[int, B
     for item, outcome in zip(items, outcomes, strict=True):
         if isinstance(outcome, NotWritten | GateClosed | MadeBefore):  # a campaign's two: never a batch's
             results[item.index] = error_result(item.index, unavailable())
-        elif isinstance(outcome, NotRendered):
+        elif isinstance(outcome, NotRendered | DestinationRefused):
             results[item.index] = error_result(item.index, from_domain_error(outcome.error))
         elif isinstance(outcome, Suppressed):
             refused = from_domain_error(RecipientSuppressed(outcome.reason))
@@ -261,6 +272,10 @@ def _send_bulk(items: list[BatchItem], send_many: SendMany, results: dict[int, B
         elif isinstance(outcome, QuotaSpent):
             results[item.index] = error_result(
                 item.index, from_domain_error(QuotaExceeded(seconds_to_next_day(utc_now())))
+            )
+        elif isinstance(outcome, SmsBudgetSpent):
+            results[item.index] = error_result(
+                item.index, from_domain_error(SmsBudgetExceeded(seconds_to_next_day(utc_now())))
             )
         elif isinstance(outcome, Capped):
             results[item.index] = error_result(
@@ -327,6 +342,11 @@ def answer_batch(
     payload, raw_items = parse_request(body)
     # A key on the whole request makes each item's retry safe: the items need none of their own.
     items = [parse_item(i, raw, workspace, key_required and key is None) for i, raw in enumerate(raw_items)]
+    if key is not None:  # each message made or caught names the batch's key: its answer shows them
+        items = [
+            replace(item, command=replace(item.command, batch_key=key)) if item.command is not None else item
+            for item in items
+        ]
     if strict and any(item.error is not None and item.error.status == 400 for item in items):
         raise validation_error(strict_details(items), "Some messages are not valid; nothing was sent.")
 

@@ -375,6 +375,7 @@ def command_of(
         html=message.html,
         template=TemplateUse(choice.name, message.data or {}, choice.version) if choice is not None else None,
         smart_encoding=message.smartEncoding,
+        sms=channels.spec(channel).sms,
         priority=Priority(message.priority),
         timezone=message.timezone,
         expires_at=parse_rfc3339(message.expiresAt) if message.expiresAt is not None else None,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # imported when a batch, the webhooks' use cases, or a provid
     from sendonce.activity.service import ActivityService
     from sendonce.api.batch import SendMany
     from sendonce.campaigns.service import CampaignService
+    from sendonce.erasures.service import ErasureService
     from sendonce.messages.batch import BatchOutcome
     from sendonce.provider_events.ports import EventQueue
     from sendonce.simulator.ports import SimulatorDeliveries
@@ -55,6 +56,10 @@ def _no_campaigns() -> CampaignService | None:
 
 
 def _no_activity() -> ActivityService | None:
+    return None
+
+
+def _no_erasures() -> ErasureService | None:
     return None
 
 
@@ -102,6 +107,8 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     # A message's timeline and the promise's daily counts, built on first use (`activity`): a new
     # send never needs them. None: their routes answer 503, and nothing is counted.
     build_activity: Callable[[], ActivityService | None] = _no_activity
+    # Erasures (/v1/erasures), built on first use (`erasures`); None: their routes answer 503.
+    build_erasures: Callable[[], ErasureService | None] = _no_erasures
 
     def send(self, command: SendCommand) -> StoredAnswer:
         return send_answer(self.messages.send(command))
@@ -125,6 +132,10 @@ class ApiDependencies(Struct, frozen=True, dict=True):
     @cached_property
     def activity(self) -> ActivityService | None:
         return self.build_activity()
+
+    @cached_property
+    def erasures(self) -> ErasureService | None:
+        return self.build_erasures()
 
 
 # Built by the API function's entry point (`sendonce.entrypoints.api.build`), which gives it its

@@ -13,6 +13,7 @@ from sendonce.errors import (
     CampaignFinished,
     CampaignNotFound,
     DependencyUnavailable,
+    DestinationNotAllowed,
     DispatchFailure,
     DuplicateContent,
     EndpointNotFound,
@@ -34,6 +35,7 @@ from sendonce.errors import (
     RetryLater,
     RotationConflict,
     SendonceError,
+    SmsBudgetExceeded,
     SuppressionNotFound,
     TemplateDataInvalid,
     TemplateExists,
@@ -53,8 +55,8 @@ class ErrorDetail(ResponseModel):
     code: str
     message: str
     # validation_error: one {"field", "message"} per wrong field; duplicate_content: {"messageId"};
-    # recipient_suppressed: {"reason"}; template_data_invalid: {"missing": [names]}, {"limit"} or
-    # {"reason"}.
+    # recipient_suppressed and destination_not_allowed: {"reason"}; template_data_invalid:
+    # {"missing": [names]}, {"limit"} or {"reason"}.
     details: list[dict[str, str]] | dict[str, str] | dict[str, list[str]] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
@@ -174,7 +176,9 @@ def _field_error(
     return [{"field": error.field, "message": str(error)}]
 
 
-def _retry_after(error: QuotaExceeded | RateLimited | RecipientCapped | TooManyRotations) -> dict[str, str]:
+def _retry_after(
+    error: QuotaExceeded | RateLimited | RecipientCapped | SmsBudgetExceeded | TooManyRotations,
+) -> dict[str, str]:
     return {"Retry-After": str(error.retry_after_seconds)}
 
 
@@ -242,8 +246,16 @@ DOMAIN_ERRORS: Mapping[type[SendonceError], DomainAnswer[Any]] = dict(
             lambda e: f"Not sent: {e!s}. Remove it (DELETE /v1/suppressions/{{to}}) once they opt back in.",
             details=lambda e: {"reason": e.reason},
         ),
+        _row(
+            DestinationNotAllowed,
+            422,
+            "destination_not_allowed",
+            lambda e: f"Not sent: {e!s}. An operator may allow it (sendonce workspace set-limits).",
+            details=lambda e: {"reason": e.reason},
+        ),
         _row(IdempotencyKeyReused, 422, "idempotency_key_reused", str),
         _row(QuotaExceeded, 429, "quota_exceeded", lambda e: f"The {e!s}.", headers=_retry_after),
+        _row(SmsBudgetExceeded, 429, "sms_budget_exceeded", lambda e: f"The {e!s}.", headers=_retry_after),
         _row(
             RecipientCapped,
             429,

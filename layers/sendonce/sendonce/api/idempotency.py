@@ -35,6 +35,8 @@ from sendonce.idempotency.keys import InvalidIdempotencyKey, parse_idempotency_k
 
 # Stable forever: changing it would forget every stored key.
 KEY_PREFIX = "sendonce.v1.messages.send"
+# Stable forever too, and apart from the single send's: a batch's key covers the whole request.
+BATCH_KEY_PREFIX = "sendonce.v1.messages.batch"
 
 StoredAnswer = dict[str, Any]
 # `send_once(request={"workspace", "key", "payload"}, command=...)`, as POST /v1/messages runs it.

@@ -42,7 +42,7 @@ from sendonce.campaigns.service import delay_until
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import DependencyUnavailable, MessageNotCancelable, MessageNotFound, SendonceError
 from sendonce.limits.model import Window
-from sendonce.messages.batch import BatchOutcome, NotRendered
+from sendonce.messages.batch import BatchOutcome, DestinationRefused, NotRendered
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
     CampaignGate,
@@ -53,6 +53,7 @@ from sendonce.messages.ports import (
     NotWritten,
     Page,
     QuotaSpent,
+    SmsBudgetSpent,
     Suppressed,
 )
 from sendonce.messages.service import SendCommand, SendResult
@@ -100,7 +101,7 @@ class CampaignMessages(Protocol):
 class _Chunk(Struct):
     outcomes: list[LineOutcome]
     errors: list[LineError]
-    stop: GateClosed | QuotaSpent | None = None
+    stop: GateClosed | QuotaSpent | SmsBudgetSpent | None = None
 
 
 class FanOut(Struct):
@@ -236,7 +237,7 @@ class FanOut(Struct):
             at += len(chunk.outcomes)
             if chunk.stop is not None:
                 self._flush(work, errors)
-                if isinstance(chunk.stop, QuotaSpent):
+                if isinstance(chunk.stop, QuotaSpent | SmsBudgetSpent):  # paused until resumed
                     self._quota_spent(campaign)
                 parked = PageProgress(at, counts, parked=True, version=progress.version + 1)
                 return self.store.save_progress(work, progress, parked)
@@ -294,7 +295,7 @@ class FanOut(Struct):
         results = self.send(commands, CampaignGate(campaign.workspace_id, campaign.id)) if commands else []
         stop_at, stop = size, None
         for k, result in zip(positions, results, strict=True):
-            if isinstance(result, GateClosed | QuotaSpent):
+            if isinstance(result, GateClosed | QuotaSpent | SmsBudgetSpent):
                 if k < stop_at:
                     stop_at, stop = k, result
                 continue
@@ -302,7 +303,9 @@ class FanOut(Struct):
                 raise DependencyUnavailable(f"a campaign's create failed: {result.reason}")
             if isinstance(result, Capped):  # a campaign is never capped (`BatchSender._write`)
                 raise DependencyUnavailable("a campaign's create met a frequency cap")
-            if isinstance(result, NotRendered):
+            if isinstance(
+                result, NotRendered | DestinationRefused
+            ):  # the line's error, as a refused render's
                 answer = self.refusal(result.error)
                 outcomes[k] = LineOutcome.INVALID
                 errors[k] = LineError(work.first_line + at + k, answer.code, answer.message, answer.details)

@@ -46,7 +46,7 @@ FINISHED = frozenset({CampaignStatus.COMPLETED, CampaignStatus.CANCELED})
 
 class PausedReason(StrEnum):
     PAUSED = "paused"  # by its owner: it goes on only by resume
-    QUOTA_EXCEEDED = "quota_exceeded"  # the workspace's daily quota was spent
+    QUOTA_EXCEEDED = "quota_exceeded"  # the workspace's daily quota (or sms budget) was spent
 
 
 def new_campaign_id(now: datetime) -> str:

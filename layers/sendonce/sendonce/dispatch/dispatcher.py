@@ -78,10 +78,11 @@ from sendonce.errors import (
     RetryLater,
     TransientFailure,
 )
+from sendonce.keyed_hash import logged_recipient
 from sendonce.messages.handoff import MAX_QUEUE_DELAY
 from sendonce.messages.model import AttemptOutcome, Message, MessageFailure, ProviderAttempt, Status
-from sendonce.messages.recipients import masked
 from sendonce.observability import logger, metrics
+from sendonce.suppressions.model import recipient_key
 
 
 class DispatchOutcome(StrEnum):
@@ -561,7 +562,7 @@ class Dispatcher:
                 "event": f"message.dispatch.{outcome.value}",
                 "message_id": message.id,
                 "channel": message.channel.value,
-                "to": masked(message.to),
+                "recipient": logged_recipient(self._store.keyed_hash, recipient_key(message.to)),
                 "attempts": message.attempts,
                 "provider": provider,
                 "cause": failure.code if failure else None,

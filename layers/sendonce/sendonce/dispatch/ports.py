@@ -11,6 +11,7 @@ from typing import Any, Protocol, Self
 from msgspec import Struct
 
 from sendonce.errors import TransientFailure
+from sendonce.keyed_hash import KeyedHash
 from sendonce.messages.model import Channel, Message, MessageFailure, ProviderAttempt, Status
 from sendonce.messages.ports import DedupLocks
 
@@ -65,6 +66,9 @@ class OutboxEntry(Struct, frozen=True):
 
 
 class DispatchStore(DedupLocks, Protocol):
+    # The deployment's keyed hash (`sendonce.keyed_hash`): the suppression keys', and the logs'.
+    keyed_hash: KeyedHash
+
     def claim(
         self,
         workspace_id: str,

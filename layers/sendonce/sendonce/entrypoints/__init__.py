@@ -14,6 +14,7 @@ parsing) and its `handler`. `functions/<name>/app.py` imports its module and exp
 | HandoffFunction | `handoff` |
 | MessageChangesFunction | `message_changes` |
 | WebhookDeliveryFunction | `webhook_delivery` |
+| ErasureFunction | `erasures` |
 
 What more than one of them uses is in `shared/`: `sqs_batches` and `stream_records` (the two kinds
 of batch Lambda hands over), `provider_registry` (the providers a dispatcher and the outbox choose

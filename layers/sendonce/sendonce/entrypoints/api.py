@@ -25,9 +25,10 @@ from sendonce.api.idempotency import StoredAnswer, idempotency_config, make_idem
 from sendonce.auth.key_cache import CachedApiKeyStore
 from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root, on_first_call
+from sendonce.entrypoints.shared.hashing_key import deployment_keyed_hash
 from sendonce.entrypoints.shared.sending_store import charged_sending_store
 from sendonce.errors import ProviderUnreachable
-from sendonce.limits.model import Limits
+from sendonce.limits.model import Limits, sms_countries
 from sendonce.limits.service import RequestLimits
 from sendonce.messages.service import MessageService, SendCommand
 from sendonce.observability import logger, metrics
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # imported when first needed (_webhooks, _test_deliveries, _s
     from sendonce.api.batch import SendMany
     from sendonce.api.idempotency import SendOnce
     from sendonce.campaigns.service import CampaignService
+    from sendonce.erasures.service import ErasureService
     from sendonce.messages.ports import SendingStore
     from sendonce.simulator.ports import SimulatorDeliveries
     from sendonce.status_webhooks.service import WebhookService
@@ -56,17 +58,24 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
     # A send calls DynamoDB only (its hand-off follows from the table's stream): SQS, for edits,
     # provider events and webhooks, is built by its first call.
     dynamodb, sqs = clients("dynamodb"), client_on_first_use("sqs", build=clients)
+    keyed_hash = deployment_keyed_hash(settings.hashing_key_arn, clients)
     store, limits = charged_sending_store(
         dynamodb,
         messages_table=settings.messages_table,
         retention_days=settings.message_retention_days,
         limits_table=settings.limits_table,
-        defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
+        defaults=Limits(
+            settings.rate_limit_per_second,
+            settings.daily_send_quota,
+            sms_countries=sms_countries(settings.sms_allowed_countries),
+            daily_sms_segments=settings.daily_sms_segments,
+        ),
         cache_seconds=settings.limits_cache_seconds,
+        keyed_hash=keyed_hash,
     )
     queue = SqsMessageQueue(sqs, settings.queue_urls)
     dedup_window = timedelta(seconds=settings.dedup_window_seconds)
-    suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table)
+    suppressions = DynamoDbSuppressionStore(dynamodb, settings.messages_table, keyed_hash)
     # The templates' use cases, built with the first request about templates or the first send from one.
     templates = on_first_call(partial(_templates, settings, dynamodb))
     messages = MessageService(
@@ -105,6 +114,7 @@ def build(settings: ApiSettings, clients: Clients) -> ApiDependencies:
         build_campaigns=partial(_campaigns, settings, dynamodb, clients),
         create_campaign_once=on_first_call(partial(_campaign_once, settings, dynamodb, config)),
         build_activity=partial(_activity, settings, dynamodb, messages),
+        build_erasures=partial(_erasures, settings, dynamodb, sqs),
     )
 
 
@@ -119,6 +129,18 @@ def _activity(settings: ApiSettings, dynamodb: Any, messages: MessageService) ->
         provider_events=DynamoDbProviderEventLog(dynamodb, settings.messages_table),
         counts=DynamoDbPromiseCounts(dynamodb, settings.webhooks_table),
     )
+
+
+def _erasures(settings: ApiSettings, dynamodb: Any, sqs: Any) -> ErasureService | None:
+    """The erasures' use cases, loaded with the first request about erasures."""
+    if not settings.erasure_queue_url:
+        return None
+    from sendonce.adapters.dynamodb_erasures import DynamoDbErasureStore  # noqa: PLC0415
+    from sendonce.adapters.sqs_erasure_queue import SqsErasureQueue  # noqa: PLC0415
+    from sendonce.erasures.service import ErasureService  # noqa: PLC0415
+
+    store = DynamoDbErasureStore(dynamodb, settings.messages_table)
+    return ErasureService(store, SqsErasureQueue(sqs, settings.erasure_queue_url))
 
 
 def _twilio_auth_token(settings: ApiSettings, clients: Clients) -> Secret | None:
@@ -158,7 +180,8 @@ def _send_many(
 
 
 def _batch_once(settings: ApiSettings, dynamodb: Any, config: IdempotencyConfig) -> SendOnce:
-    from sendonce.api.batch import BATCH_KEY_PREFIX, run_once  # noqa: PLC0415
+    from sendonce.api.batch import run_once  # noqa: PLC0415
+    from sendonce.api.idempotency import BATCH_KEY_PREFIX  # noqa: PLC0415
 
     return make_idempotent(
         run_once, settings.idempotency_table, dynamodb, config, key_prefix=BATCH_KEY_PREFIX

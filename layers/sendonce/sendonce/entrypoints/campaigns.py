@@ -20,9 +20,10 @@ from sendonce.api.campaign_lines import parse_line, recipient_key, refusal
 from sendonce.aws_clients import Clients, client
 from sendonce.campaigns.fanout import FanOut
 from sendonce.composition import Root
+from sendonce.entrypoints.shared.hashing_key import deployment_keyed_hash
 from sendonce.entrypoints.shared.sending_store import charged_sending_store
 from sendonce.entrypoints.shared.sqs_batches import SqsRecord, process_batch, read_record
-from sendonce.limits.model import Limits
+from sendonce.limits.model import Limits, sms_countries
 from sendonce.messages.batch import BatchSender
 from sendonce.observability import logger, metrics
 from sendonce.settings import CampaignSettings
@@ -33,19 +34,26 @@ if TYPE_CHECKING:
 
 def build(settings: CampaignSettings, clients: Clients) -> FanOut:
     dynamodb = clients("dynamodb")
+    keyed_hash = deployment_keyed_hash(settings.hashing_key_arn, clients)
     store, limits = charged_sending_store(
         dynamodb,
         messages_table=settings.messages_table,
         retention_days=settings.message_retention_days,
         limits_table=settings.limits_table,
-        defaults=Limits(settings.rate_limit_per_second, settings.daily_send_quota),
+        defaults=Limits(
+            settings.rate_limit_per_second,
+            settings.daily_send_quota,
+            sms_countries=sms_countries(settings.sms_allowed_countries),
+            daily_sms_segments=settings.daily_sms_segments,
+        ),
         cache_seconds=settings.limits_cache_seconds,
+        keyed_hash=keyed_hash,
     )
     sender = BatchSender(
         store=store,
         dedup_window=timedelta(seconds=settings.dedup_window_seconds),
         limits=limits,
-        suppressions=DynamoDbSuppressionStore(dynamodb, settings.messages_table),
+        suppressions=DynamoDbSuppressionStore(dynamodb, settings.messages_table, keyed_hash),
         templates=_templates(settings, dynamodb),
     )
     return FanOut(

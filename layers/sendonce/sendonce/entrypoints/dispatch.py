@@ -32,6 +32,7 @@ from sendonce.aws_clients import Clients, client, client_on_first_use
 from sendonce.composition import Root
 from sendonce.dispatch.dispatcher import Dispatcher, DispatchRequest
 from sendonce.dispatch.retry_policy import RetryPolicy
+from sendonce.entrypoints.shared.hashing_key import deployment_keyed_hash
 from sendonce.entrypoints.shared.provider_registry import PROVIDERS, ProviderBuilder, Providers
 from sendonce.entrypoints.shared.sqs_batches import (
     LambdaHandler,
@@ -75,7 +76,9 @@ def build(
     return DispatcherDependencies(
         settings=settings,
         dispatcher=Dispatcher(
-            store=DynamoDbDispatchStore(dynamodb, settings.messages_table),
+            store=DynamoDbDispatchStore(
+                dynamodb, settings.messages_table, deployment_keyed_hash(settings.hashing_key_arn, clients)
+            ),
             providers_for=providers,
             retry_policy=RetryPolicy(max_attempts=settings.max_dispatch_attempts),
             claim_seconds=int(settings.provider_timeout_seconds) + CLAIM_MARGIN_SECONDS,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sendonce.adapters.dynamodb_provider_events import DynamoDbProviderEventStore
 from sendonce.aws_clients import Clients, client
 from sendonce.composition import Root
+from sendonce.entrypoints.shared.hashing_key import deployment_keyed_hash
 from sendonce.entrypoints.shared.sqs_batches import SqsRecord, process_batch, read_record
 from sendonce.observability import logger, metrics
 from sendonce.provider_events.applier import apply_event
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 
 
 def build(settings: EventsSettings, clients: Clients) -> ProviderEventStore:
-    return DynamoDbProviderEventStore(clients("dynamodb"), settings.messages_table)
+    return DynamoDbProviderEventStore(
+        clients("dynamodb"), settings.messages_table, deployment_keyed_hash(settings.hashing_key_arn, clients)
+    )
 
 
 root: Root[ProviderEventStore] = Root(lambda: build(EventsSettings.from_environment(), client))

@@ -29,9 +29,14 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 from msgspec.structs import replace
+
+if TYPE_CHECKING:
+    from sendonce.controls.destinations import DestinationRules
 
 WINDOW_SECONDS = 2
 # Half of a DynamoDB partition's 1,000 writes a second: a counter item never throttles.
@@ -53,6 +58,9 @@ LEASE_SHARE = 4
 # Sanity bounds of an override: a rate or quota above them is a typo, not a plan.
 MAX_RATE_PER_SECOND = 100_000
 MAX_DAILY_QUOTA = 1_000_000_000
+MAX_DAILY_SMS_SEGMENTS = 1_000_000_000
+# A workspace's own retention of its messages (CONTRACT section 18).
+MIN_RETENTION_DAYS, MAX_RETENTION_DAYS = 1, 365
 # The longest an execution environment keeps a workspace's limits before reading them again, and a
 # second for the clocks of the environments and of the writer: a change takes effect after both.
 MAX_CACHE_SECONDS = 5
@@ -61,10 +69,20 @@ CLOCK_MARGIN_SECONDS = 1
 HISTORY_DAYS = 2
 
 
+class Ledger(StrEnum):
+    """A daily ledger counted on sharded counters (`QuotaCharge`), named by its items' key prefix."""
+
+    QUOTA = "QUOTA"  # new messages: the daily send quota
+    SMS_SEGMENTS = "SMSSEG"  # sms segments: the daily sms budget
+
+
 class Limits(Struct, frozen=True):
     """A workspace's request rate (a second) and daily send quota (0: none), and its send controls:
     a frequency cap of `per_recipient` messages (0: none) a `per_recipient_window` seconds, its quiet
-    hours ("HH:MM-HH:MM", empty: none) and its zone (`sendonce.controls`)."""
+    hours ("HH:MM-HH:MM", empty: none) and its zone (`sendonce.controls`). Its protections (CONTRACT
+    section 18): the countries an sms may go to (ISO 3166 alpha-2, empty: all), whether premium-rate
+    and shared-cost numbers may be sent to, the sms segments a UTC day (0: none), and how many days
+    its messages are kept (None: the stack's retention)."""
 
     rate_per_second: int
     daily_quota: int
@@ -72,10 +90,28 @@ class Limits(Struct, frozen=True):
     per_recipient_window: int = 0
     quiet_hours: str = ""
     timezone: str = "UTC"
+    sms_countries: tuple[str, ...] = ()
+    allow_premium_numbers: bool = False
+    daily_sms_segments: int = 0
+    retention_days: int | None = None
 
     def __post_init__(self) -> None:
         check_rate(self.rate_per_second)
         check_daily_quota(self.daily_quota)
+        check_daily_sms_segments(self.daily_sms_segments)
+        if self.retention_days is not None:
+            check_retention_days(self.retention_days)
+
+    def allowance(self, ledger: Ledger) -> int:
+        """What a UTC day may take of `ledger` (0: none counted)."""
+        return self.daily_quota if ledger is Ledger.QUOTA else self.daily_sms_segments
+
+    @property
+    def destinations(self) -> DestinationRules:
+        """Where the workspace's sms and iMessage to phone numbers may go."""
+        from sendonce.controls.destinations import DestinationRules  # noqa: PLC0415  # the API's only
+
+        return DestinationRules(frozenset(self.sms_countries), self.allow_premium_numbers)
 
     @property
     def window_quota(self) -> int:
@@ -110,6 +146,30 @@ def check_rate(value: int) -> None:
 def check_daily_quota(value: int) -> None:
     if not 0 <= value <= MAX_DAILY_QUOTA:
         raise ValueError(f"the daily quota must be 0 (none) to {MAX_DAILY_QUOTA:,}, not {value}")
+
+
+def check_daily_sms_segments(value: int) -> None:
+    if not 0 <= value <= MAX_DAILY_SMS_SEGMENTS:
+        raise ValueError(
+            f"the daily sms segments must be 0 (none) to {MAX_DAILY_SMS_SEGMENTS:,}, not {value}"
+        )
+
+
+def check_retention_days(value: int) -> None:
+    if not MIN_RETENTION_DAYS <= value <= MAX_RETENTION_DAYS:
+        raise ValueError(
+            f"the retention must be {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS} days, not {value}"
+        )
+
+
+def sms_countries(text: str) -> tuple[str, ...]:
+    """The countries a comma-separated list names (ISO 3166 alpha-2, any case; empty: all), sorted;
+    ValueError for anything that is not a pair of letters."""
+    codes = sorted({code.strip().upper() for code in text.split(",") if code.strip()})
+    wrong = [code for code in codes if len(code) != 2 or not code.isascii() or not code.isalpha()]
+    if wrong:
+        raise ValueError(f"countries are ISO 3166 alpha-2 codes such as US,CA, not {', '.join(wrong)}")
+    return tuple(codes)
 
 
 class Window(Struct, frozen=True):
@@ -201,12 +261,20 @@ class LimitsChange(Struct, frozen=True):
     per_recipient_window: int | None = None
     quiet_hours: str | None = None
     timezone: str | None = None
+    sms_countries: tuple[str, ...] | None = None  # () sets all countries, whatever the default
+    allow_premium_numbers: bool | None = None
+    daily_sms_segments: int | None = None
+    retention_days: int | None = None
 
     def __post_init__(self) -> None:
         if self.rate_per_second is not None:
             check_rate(self.rate_per_second)
         if self.daily_quota is not None:
             check_daily_quota(self.daily_quota)
+        if self.daily_sms_segments is not None:
+            check_daily_sms_segments(self.daily_sms_segments)
+        if self.retention_days is not None:
+            check_retention_days(self.retention_days)
 
 
 def change_at(written_at: datetime, cache_seconds: int = MAX_CACHE_SECONDS) -> int:
@@ -244,27 +312,42 @@ class LimitsTimeline(Struct, frozen=True):
         if change is None:
             return self.defaults
         rate, quota = change.rate_per_second, change.daily_quota
+        defaults = self.defaults
         return Limits(
-            rate_per_second=self.defaults.rate_per_second if rate is None else rate,
-            daily_quota=self.defaults.daily_quota if quota is None else quota,
+            rate_per_second=defaults.rate_per_second if rate is None else rate,
+            daily_quota=defaults.daily_quota if quota is None else quota,
             per_recipient=change.per_recipient or 0,
             per_recipient_window=change.per_recipient_window or 0,
             quiet_hours=change.quiet_hours or "",
             timezone=change.timezone or "UTC",
+            sms_countries=defaults.sms_countries if change.sms_countries is None else change.sms_countries,
+            allow_premium_numbers=(
+                defaults.allow_premium_numbers
+                if change.allow_premium_numbers is None
+                else change.allow_premium_numbers
+            ),
+            daily_sms_segments=(
+                defaults.daily_sms_segments
+                if change.daily_sms_segments is None
+                else change.daily_sms_segments
+            ),
+            retention_days=defaults.retention_days
+            if change.retention_days is None
+            else change.retention_days,
         )
 
-    def quota_plans(self, when: datetime) -> list[QuotaPlan]:
-        """The quota plans in force in `when`'s UTC day up to `when`, the one in force now last.
+    def quota_plans(self, when: datetime, ledger: Ledger = Ledger.QUOTA) -> list[QuotaPlan]:
+        """The plans of `ledger` in force in `when`'s UTC day up to `when`, the one in force now last.
 
-        A plan's `since` is when its quota took effect, or the day's start for one already in force
-        then: a change of the rate alone is no new plan, and every environment names a plan alike.
+        A plan's `since` is when its allowance took effect, or the day's start for one already in
+        force then: a change of another limit is no new plan, and every environment names a plan alike.
         """
         day_start = int(start_of_day(when).timestamp())
         now = when.timestamp()
-        plans = [QuotaPlan(self._limits(self._in_force(day_start)).daily_quota, day_start)]
+        plans = [QuotaPlan(self._limits(self._in_force(day_start)).allowance(ledger), day_start)]
         for change in self.changes:
             if day_start < change.at <= now:
-                quota = self._limits(change).daily_quota
+                quota = self._limits(change).allowance(ledger)
                 if quota != plans[-1].quota:
                     plans.append(QuotaPlan(quota, change.at))
         return plans
@@ -324,22 +407,31 @@ class QuotaPlan(Struct, frozen=True):
 
 
 class QuotaCharge(Struct, frozen=True):
-    """A new message's (or a bulk transaction's) claim on its workspace's quota for `day`, under
-    `plan`. `fresh`: the plan has been in force since the day began, so a shard it has not charged
-    yet may take its share at its first charge; after a change, only a re-plan gives shards theirs."""
+    """A new message's (or a bulk transaction's) claim on its workspace's `ledger` for `day` (the
+    quota by default, or the sms budget), under `plan`. `fresh`: the plan has been in force since the
+    day began, so a shard it has not charged yet may take its share at its first charge; after a
+    change, only a re-plan gives shards theirs."""
 
     workspace_id: str
     day: str
     plan: QuotaPlan
     fresh: bool
     expires_at: datetime  # when its counters may go: two days after the day ends
+    ledger: Ledger = Ledger.QUOTA
+    units: int = 1  # what one create takes: a message of the quota, its segments of the sms budget
 
     @classmethod
-    def of(cls, workspace_id: str, limits: Limits | LimitsTimeline, now: datetime) -> QuotaCharge | None:
-        """None when the workspace has no quota now: nothing is counted."""
+    def of(
+        cls,
+        workspace_id: str,
+        limits: Limits | LimitsTimeline,
+        now: datetime,
+        ledger: Ledger = Ledger.QUOTA,
+    ) -> QuotaCharge | None:
+        """None when the workspace has no allowance of `ledger` now: nothing is counted."""
         timeline = limits if isinstance(limits, LimitsTimeline) else LimitsTimeline(limits)
-        plans = [plan for plan in timeline.quota_plans(now) if plan.quota > 0]
-        if not plans or plans[-1].quota != timeline.at(now).daily_quota:
+        plans = [plan for plan in timeline.quota_plans(now, ledger) if plan.quota > 0]
+        if not plans or plans[-1].quota != timeline.at(now).allowance(ledger):
             return None
         return cls(
             workspace_id,
@@ -347,7 +439,12 @@ class QuotaCharge(Struct, frozen=True):
             plans[-1],
             fresh=plans[-1].since == int(start_of_day(now).timestamp()),
             expires_at=next_day(now) + timedelta(days=2),
+            ledger=ledger,
         )
+
+    def taking(self, units: int) -> QuotaCharge:
+        """This charge for `units` (a message's sms segments)."""
+        return replace(self, units=units)
 
     def adopting(self, plan: QuotaPlan) -> QuotaCharge:
         """This charge under the plan the shards carry (a later one than this environment knew)."""
@@ -358,6 +455,7 @@ class Usage(Struct, frozen=True):
     limits: Limits
     used_today: int
     resets_at: datetime
+    sms_segments_today: int = 0  # of the sms budget (0 without one)
 
 
 class SendControlsChange(Struct, frozen=True):
@@ -401,3 +499,48 @@ class SendControlsChange(Struct, frozen=True):
         if merged.timezone is not None:
             zone_of(merged.timezone)
         return merged
+
+
+class ProtectionChange(Struct, frozen=True):
+    """An operator's change of a workspace's protections (CONTRACT section 18); a value None keeps
+    the one in force. `sms_countries` () allows every country; `daily_sms_segments` 0 removes the
+    budget."""
+
+    sms_countries: tuple[str, ...] | None = None
+    allow_premium_numbers: bool | None = None
+    daily_sms_segments: int | None = None
+    retention_days: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.daily_sms_segments is not None:
+            check_daily_sms_segments(self.daily_sms_segments)
+        if self.retention_days is not None:
+            check_retention_days(self.retention_days)
+
+    @property
+    def empty(self) -> bool:
+        return all(
+            value is None
+            for value in (
+                self.sms_countries,
+                self.allow_premium_numbers,
+                self.daily_sms_segments,
+                self.retention_days,
+            )
+        )
+
+    def applied_to(self, change: LimitsChange) -> LimitsChange:
+        """`change` with these values in place of its own."""
+        return replace(
+            change,
+            sms_countries=change.sms_countries if self.sms_countries is None else self.sms_countries,
+            allow_premium_numbers=(
+                change.allow_premium_numbers
+                if self.allow_premium_numbers is None
+                else self.allow_premium_numbers
+            ),
+            daily_sms_segments=(
+                change.daily_sms_segments if self.daily_sms_segments is None else self.daily_sms_segments
+            ),
+            retention_days=change.retention_days if self.retention_days is None else self.retention_days,
+        )

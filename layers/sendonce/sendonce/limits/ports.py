@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from sendonce.limits.model import LimitsTimeline, Window
+from sendonce.limits.model import Ledger, LimitsTimeline, Window
 
 
 class LimitsStore(Protocol):
@@ -18,6 +18,9 @@ class LimitsStore(Protocol):
         count the shard now holds (what the lease was granted follows from it: `Grant`)."""
         ...
 
-    def used_today(self, workspace_id: str, timeline: LimitsTimeline, now: datetime) -> int:
-        """New messages accepted in `now`'s UTC day under its quotas, whatever they were."""
+    def used_today(
+        self, workspace_id: str, timeline: LimitsTimeline, now: datetime, ledger: Ledger = Ledger.QUOTA
+    ) -> int:
+        """What `now`'s UTC day took of `ledger` (new messages, or sms segments) under its
+        allowances, whatever they were."""
         ...

@@ -26,7 +26,7 @@ from msgspec import Struct, field
 
 from sendonce.clock import Clock, utc_now
 from sendonce.errors import DependencyUnavailable
-from sendonce.limits.model import Grant, Limits, RateDecision, Usage, Window, next_day
+from sendonce.limits.model import Grant, Ledger, Limits, RateDecision, Usage, Window, next_day
 from sendonce.limits.ports import LimitsStore
 from sendonce.observability import logger, metrics
 
@@ -146,7 +146,12 @@ class RequestLimits:
     def usage(self, workspace_id: str) -> Usage:
         now = self._clock()
         timeline = self._store.timeline(workspace_id)
-        return Usage(timeline.at(now), self._store.used_today(workspace_id, timeline, now), next_day(now))
+        return Usage(
+            timeline.at(now),
+            self._store.used_today(workspace_id, timeline, now),
+            next_day(now),
+            sms_segments_today=self._store.used_today(workspace_id, timeline, now, Ledger.SMS_SEGMENTS),
+        )
 
 
 def _unavailable(error: DependencyUnavailable) -> None:

@@ -13,7 +13,9 @@ inside its own write, so a suppression that lands in between still stops the del
 item to several recipients drops its suppressed ones (named in its `suppressedRecipients`) and is
 Suppressed only when none is left; its dedup identity stays that of every recipient it named.
 A command from a template is rendered first, as the single send renders it; one whose template is
-unknown or refuses its data is NotRendered, and written not at all.
+unknown or refuses its data is NotRendered, and written not at all. A command to a phone number its
+workspace's destination rules exclude is DestinationRefused, and written not at all; an sms takes
+its segments of the daily sms budget in its transaction (SmsBudgetSpent past it).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 
 from sendonce.clock import Clock, utc_now
-from sendonce.errors import DependencyUnavailable, TemplateDataInvalid, UnknownTemplate
-from sendonce.limits.model import QuotaCharge
+from sendonce.errors import DependencyUnavailable, DestinationNotAllowed, TemplateDataInvalid, UnknownTemplate
+from sendonce.limits.model import Ledger, LimitsTimeline, QuotaCharge
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Message
@@ -42,6 +44,7 @@ from sendonce.messages.ports import (
     NotWritten,
     QuotaSpent,
     SendingStore,
+    SmsBudgetSpent,
     Suppressed,
     TemplateChanged,
     TiedToKey,
@@ -52,11 +55,13 @@ from sendonce.messages.service import (
     TemplatesOnFirstUse,
     TemplatesRead,
     claim_of,
+    destination_refusal,
     new_message,
     quota_charge,
     recipient_cap,
     refused,
     rendered,
+    segments_of,
 )
 from sendonce.observability import logger, metrics
 from sendonce.suppressions.model import Suppression
@@ -72,8 +77,23 @@ class NotRendered(Struct, frozen=True):
     error: UnknownTemplate | TemplateDataInvalid
 
 
+class DestinationRefused(Struct, frozen=True):
+    """The command's phone recipient is outside its workspace's destination rules: nothing was written."""
+
+    error: DestinationNotAllowed
+
+
 BatchOutcome = (
-    SendResult | NotWritten | QuotaSpent | Capped | Suppressed | NotRendered | GateClosed | MadeBefore
+    SendResult
+    | NotWritten
+    | QuotaSpent
+    | SmsBudgetSpent
+    | Capped
+    | Suppressed
+    | NotRendered
+    | DestinationRefused
+    | GateClosed
+    | MadeBefore
 )
 
 
@@ -155,8 +175,24 @@ class BatchSender:
     ) -> list[BatchOutcome]:
         now = self._clock()
         workspace = commands[0].workspace_id
-        # The workspace's limits, read once: its quota, and the send controls its messages are made under.
+        # The workspace's limits, read once: its quota, its protections, and the send controls its
+        # messages are made under.
         timeline = self._limits.timeline(workspace) if self._limits is not None else None
+        limits = timeline.at(now) if timeline is not None else None
+        refusals = [destination_refusal(command, limits) for command in commands]
+        allowed = [command for command, refusal in zip(commands, refusals, strict=True) if refusal is None]
+        sent = iter(self._write_allowed(allowed, refused, gate, now, timeline) if allowed else [])
+        return [DestinationRefused(refusal) if refusal is not None else next(sent) for refusal in refusals]
+
+    def _write_allowed(
+        self,
+        commands: Sequence[SendCommand],
+        refused: dict[str, Suppression],
+        gate: CampaignGate | None,
+        now: datetime,
+        timeline: LimitsTimeline | None,
+    ) -> list[BatchOutcome]:
+        workspace = commands[0].workspace_id
         limits = timeline.at(now) if timeline is not None else None
         # The first command of each identity is written; the later ones are its duplicates (a command
         # from a template has two identities: it follows the first leader holding either).
@@ -165,7 +201,7 @@ class BatchSender:
         caps: list[RecipientCap | None] = []  # per entry: the frequency cap it counts against
         leader_of: list[int] = []  # per command: its position in `entries`
         for command in commands:
-            claim = claim_of(command, now + self._dedup_window)
+            claim = claim_of(command, now + self._dedup_window, self._store.keyed_hash)
             locks = [lock for lock in (claim.lock_id, claim.template_lock_id) if lock is not None]
             leader = next((leaders[lock] for lock in locks if lock in leaders), None)
             if leader is None:
@@ -178,18 +214,24 @@ class BatchSender:
                         message=message.without(refused.keys()) or message,
                         claim=claim,
                         handoff_due_at=handoff_due_at(now, message.send_at),
+                        segments=segments_of(command, message),
                     )
                 )
                 # A campaign sends each recipient one message at most (its lock), and is not capped.
-                caps.append(recipient_cap(command, limits, now) if gate is None else None)
+                caps.append(
+                    recipient_cap(command, limits, now, self._store.keyed_hash) if gate is None else None
+                )
             leader_of.append(leader)
 
         quota = quota_charge(timeline, workspace, now) if entries else None
+        budget = None
+        if timeline is not None and any(entry.segments for entry in entries):
+            budget = QuotaCharge.of(workspace, timeline, now, Ledger.SMS_SEGMENTS)
         written: Sequence[CreateManyOutcome]
         if any(cap is not None for cap in caps):
-            written = self._write_capped(entries, caps, now, quota)
+            written = self._write_capped(entries, caps, now, quota, budget)
         else:
-            written = self._store.create_many(entries, now, quota, gate) if entries else []
+            written = self._store.create_many(entries, now, quota, gate, budget) if entries else []
         leader_outcomes = [self._leader_outcome(outcome, now) for outcome in written]
 
         outcomes: list[BatchOutcome] = []
@@ -208,6 +250,7 @@ class BatchSender:
         caps: Sequence[RecipientCap | None],
         now: datetime,
         quota: QuotaCharge | None,
+        budget: QuotaCharge | None,
     ) -> list[CreateManyOutcome]:
         """Under a frequency cap, each entry as a single send writes it: its frames conditioned in
         its own transaction (one recipient's entries would meet in one bulk transaction)."""
@@ -215,7 +258,16 @@ class BatchSender:
         def one(entry: NewMessage, cap: RecipientCap | None) -> CreateManyOutcome:
             try:
                 outcome = self._store.create(
-                    entry.message, entry.claim, None, entry.handoff_due_at, now, quota=quota, cap=cap
+                    entry.message,
+                    entry.claim,
+                    None,
+                    entry.handoff_due_at,
+                    now,
+                    quota=quota,
+                    cap=cap,
+                    sms_budget=budget.taking(entry.segments)
+                    if budget is not None and entry.segments
+                    else None,
                 )
             except DependencyUnavailable as error:
                 return NotWritten(str(error))
@@ -233,6 +285,9 @@ class BatchSender:
         if isinstance(outcome, QuotaSpent):
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
             return outcome
+        if isinstance(outcome, SmsBudgetSpent):
+            metrics.add_metric(name="SmsBudgetExceeded", unit="Count", value=1)
+            return outcome
         if isinstance(outcome, Capped):
             metrics.add_metric(name="RecipientCapped", unit="Count", value=1)
             return outcome
@@ -245,7 +300,7 @@ class BatchSender:
         self, command: SendCommand, leader: CreateManyOutcome, now: datetime
     ) -> BatchOutcome:
         """An identical command after its leader: a duplicate of the leader's message, counted on it."""
-        if isinstance(leader, NotWritten | QuotaSpent | Capped | GateClosed | MadeBefore):
+        if isinstance(leader, NotWritten | QuotaSpent | SmsBudgetSpent | Capped | GateClosed | MadeBefore):
             return leader  # as its leader: an identical send after it would get the same
         if isinstance(leader, Created):
             original_id, locked_at = leader.message.id, now
@@ -254,7 +309,9 @@ class BatchSender:
         else:
             return self._duplicate(None, leader.locked_at, now)
         try:
-            original = self._store.count_duplicate(command.workspace_id, original_id)
+            original = self._store.count_duplicate(
+                command.workspace_id, original_id, command.idempotency_key, command.batch_key
+            )
         except DependencyUnavailable as error:
             return NotWritten(str(error))
         return self._duplicate(original, locked_at, now)

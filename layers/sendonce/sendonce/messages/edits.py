@@ -36,6 +36,7 @@ from sendonce.clock import Clock, rfc3339
 from sendonce.dedup.identity import message_identity
 from sendonce.errors import DependencyUnavailable, DuplicateContent, InvalidEdit, MessageNotEditable
 from sendonce.idempotency.keys import payload_fingerprint, tie_identity
+from sendonce.keyed_hash import KeyedHash
 from sendonce.messages.handoff import handoff_due_at
 from sendonce.messages.model import Message, Status
 from sendonce.messages.ports import (
@@ -93,6 +94,7 @@ def plan_edit(
     now: datetime,
     *,
     dedup_window: timedelta,
+    keyed: KeyedHash,
     hold: Hold | None = None,
 ) -> MessageEdit:
     """The edit of `current`; raises InvalidEdit or MessageNotEditable before anything is written. A
@@ -115,12 +117,14 @@ def plan_edit(
             edited = hold(edited, now)
     # Every recipient the send named, suppressed ones included: the identity it was created with.
     requested = current.requested_recipients
-    lock_id = message_identity(
-        current.workspace_id,
-        [channels.normalise_recipient(current.channel, address).dedup_form for address in requested],
-        edited.subject,
-        edited.body,
-        edited.html,
+    lock_id = keyed(
+        message_identity(
+            current.workspace_id,
+            [channels.normalise_recipient(current.channel, address).dedup_form for address in requested],
+            edited.subject,
+            edited.body,
+            edited.html,
+        )
     )
     claim = None
     if lock_id != current.dedup_lock_id:
@@ -129,8 +133,10 @@ def plan_edit(
     tie = None
     if current.idempotency_key is not None:
         tie = KeyTie(
-            tie_id=tie_identity(current.workspace_id, current.idempotency_key, tie_destination(requested)),
-            payload_fingerprint=payload_fingerprint(edited_payload(edited)),
+            tie_id=keyed(
+                tie_identity(current.workspace_id, current.idempotency_key, tie_destination(requested))
+            ),
+            payload_fingerprint=keyed(payload_fingerprint(edited_payload(edited))),
         )
     due = None
     if edited.send_at != current.send_at:
@@ -155,7 +161,7 @@ def edit_message(
     for _ in range(MAX_EDIT_RACES):
         now = clock()
         current = read()
-        plan = plan_edit(current, changes, now, dedup_window=dedup_window, hold=hold)
+        plan = plan_edit(current, changes, now, dedup_window=dedup_window, keyed=store.keyed_hash, hold=hold)
         outcome = store.edit(plan, now)
         if isinstance(outcome, Edited):
             logger.info(

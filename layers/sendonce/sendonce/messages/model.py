@@ -126,6 +126,9 @@ class Message(Struct, frozen=True):
     # which, unlike the dedup locks, a cancel keeps: a campaign sends a recipient one message at most.
     campaign_id: str | None = None
     campaign_lock_id: str | None = None
+    # Sent as an item of a batch under its own Idempotency-Key: that key, whose stored answer shows
+    # this message (an erasure of its recipient erases that answer too).
+    batch_key: str | None = None
     # The provider that accepted it (None: none has), and every provider call made for it, in order.
     provider: str | None = None
     provider_attempts: tuple[ProviderAttempt, ...] = ()
@@ -135,6 +138,9 @@ class Message(Struct, frozen=True):
     priority: Priority = Priority.NORMAL
     held_for: HeldFor | None = None
     timezone: str | None = None  # the recipient's zone as the send gave it (IANA): its quiet hours'
+    # Kept this many days (its `expiresAt`), its workspace's retention when it was accepted; None:
+    # the stack's (`SENDONCE_MESSAGE_RETENTION_DAYS`).
+    retention_days: int | None = None
 
     def email_fields(self) -> dict[str, object]:
         """`cc`, `bcc`, `replyTo` and `html` under their API names, each only when the message has it

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from msgspec import Struct
 from msgspec.structs import replace
 
+from sendonce.keyed_hash import KeyedHash
 from sendonce.messages.model import Channel, Message, Status
 from sendonce.messages.recipients import ascii_lower
 
@@ -70,6 +71,11 @@ class QuotaSpent(Struct, frozen=True):
     """The workspace's daily quota is used up: nothing was written, and the identity is free."""
 
 
+class SmsBudgetSpent(Struct, frozen=True):
+    """The workspace's daily sms budget has no room for the message's segments: nothing was
+    written, and the identity is free."""
+
+
 class Capped(Struct, frozen=True):
     """The frequency cap of a recipient had no room: nothing was written, and the identity is free.
     A message could take a place in `retry_after_seconds` (`RecipientCap.retry_after`)."""
@@ -89,7 +95,9 @@ class TemplateChanged(Struct, frozen=True):
     since it was read: nothing was written; read it again and render again."""
 
 
-CreateOutcome = Created | DuplicateOf | TiedToKey | QuotaSpent | Capped | Suppressed | TemplateChanged
+CreateOutcome = (
+    Created | DuplicateOf | TiedToKey | QuotaSpent | SmsBudgetSpent | Capped | Suppressed | TemplateChanged
+)
 
 
 class TemplateInForce(Struct, frozen=True):
@@ -108,6 +116,7 @@ class NewMessage(Struct, frozen=True):
     message: Message
     claim: DedupClaim
     handoff_due_at: datetime
+    segments: int = 0  # its sms segments, taken of the sms budget (0: not sms)
 
 
 class NotWritten(Struct, frozen=True):
@@ -136,7 +145,9 @@ class CampaignGate(Struct, frozen=True):
     campaign_id: str
 
 
-CreateManyOutcome = Created | DuplicateOf | NotWritten | QuotaSpent | Capped | GateClosed | MadeBefore
+CreateManyOutcome = (
+    Created | DuplicateOf | NotWritten | QuotaSpent | SmsBudgetSpent | Capped | GateClosed | MadeBefore
+)
 
 
 class MessageEdit(Struct, frozen=True):
@@ -223,6 +234,10 @@ class DedupLocks(Protocol):
 
 
 class SendingStore(DedupLocks, Protocol):
+    # What the store holds in place of an identity (a lock's, a key tie's, a capped recipient's): its
+    # HMAC under the deployment's hashing key, so no stored key can be recomputed from an address.
+    keyed_hash: KeyedHash
+
     def create(
         self,
         message: Message,
@@ -234,6 +249,7 @@ class SendingStore(DedupLocks, Protocol):
         quota: QuotaCharge | None = None,
         template: TemplateInForce | None = None,
         cap: RecipientCap | None = None,
+        sms_budget: QuotaCharge | None = None,
     ) -> CreateOutcome:
         """Write the message, its dedup lock, its key tie, one unit of its quota and its places under
         the frequency `cap` atomically, or none of them (Capped when a frame has no room: after a
@@ -243,7 +259,9 @@ class SendingStore(DedupLocks, Protocol):
         checked: the suppressed ones are dropped (Created's message names them in
         `suppressed_recipients`; the lock and tie stay as given), and with nobody left, Suppressed
         (the first recipient's reason). A held lock or tie is answered before the quota: a duplicate
-        or a replay is never QuotaSpent. With `template`, also while the template is as the send
+        or a replay is never QuotaSpent. With `sms_budget`, also its segments (`sms_budget.units`) of
+        the day's sms budget in the same write (SmsBudgetSpent when no shard has room, as the quota's
+        QuotaSpent, after a tie or a held lock). With `template`, also while the template is as the send
         rendered it (checked in the same write: TemplateChanged, after a tie or a held lock).
 
         `handoff_due_at`: when the outbox takes the hand-off to the queue over, if still owed.
@@ -264,8 +282,10 @@ class SendingStore(DedupLocks, Protocol):
         now: datetime,
         quota: QuotaCharge | None = None,
         gate: CampaignGate | None = None,
+        sms_budget: QuotaCharge | None = None,
     ) -> Sequence[CreateManyOutcome]:
-        """Each entry written with its lock (and its unit of quota) as `create` writes it, in as few
+        """Each entry written with its lock (and its unit of quota, and its `segments` of the
+        `sms_budget`: SmsBudgetSpent past it) as `create` writes it, in as few
         transactions as the store allows; one outcome per entry, in order. The entries' locks are
         distinct. A lock held by another message is its DuplicateOf, counted on the original as
         `create` counts it; an entry past the quota is QuotaSpent. With `gate`: each transaction
@@ -273,8 +293,16 @@ class SendingStore(DedupLocks, Protocol):
         an entry whose campaign lock is held is MadeBefore, whatever else it meets."""
         ...
 
-    def count_duplicate(self, workspace_id: str, message_id: str) -> Message | None:
-        """Record one duplicate caught against this message (as `create` does); the message, if it exists."""
+    def count_duplicate(
+        self,
+        workspace_id: str,
+        message_id: str,
+        answered_under: str | None = None,
+        batch_key: str | None = None,
+    ) -> Message | None:
+        """Record one duplicate caught against this message (as `create` does); the message, if it
+        exists. `answered_under`: the duplicate's Idempotency-Key, `batch_key` its batch's: their
+        stored answers show this message, so both are kept on it for an erasure to find."""
         ...
 
     def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:

@@ -84,11 +84,3 @@ def tie_destination(addresses: Sequence[str]) -> str | list[str]:
 def normalise_phone_or_email(raw: str) -> Recipient:
     """A phone number, or an email address (an iMessage Apple ID)."""
     return normalise_email(raw) if "@" in raw else normalise_phone(raw)
-
-
-def masked(address: str) -> str:
-    """For logs: enough to tell recipients apart when debugging, never the whole address."""
-    if "@" in address:
-        local, _, domain = address.partition("@")
-        return f"{local[:1]}***@{domain}"
-    return f"{address[:3]}***{address[-2:]}"

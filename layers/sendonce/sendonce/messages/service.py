@@ -17,6 +17,12 @@ places are counted by that transaction on conditions that keep the cap (`Capped`
 suppression, a tie or a held lock, so a replay or a duplicate never counts); quiet hours move a
 message's sendAt before it is written (`held`), and its expiry is written with it. A critical send
 is neither held nor counted.
+
+Protections (CONTRACT section 18) come from the same limits, read once per send: a phone recipient
+outside the workspace's destination rules is refused before anything is written (`refuse_destination`,
+raised inside the key's record, so the key stays unused); an sms takes its segments of the daily sms
+budget in the create's own write (`sms_budget_charge`, SmsBudgetSpent otherwise, as the quota); and
+the message is kept its workspace's retention.
 """
 
 from __future__ import annotations
@@ -32,18 +38,21 @@ from sendonce.clock import Clock, utc_now
 from sendonce.dedup.identity import campaign_identity, message_identity, template_identity
 from sendonce.errors import (
     DependencyUnavailable,
+    DestinationNotAllowed,
     IdempotencyKeyReused,
     MessageNotFound,
     QueueUnavailable,
     QuotaExceeded,
     RecipientCapped,
     RecipientSuppressed,
+    SmsBudgetExceeded,
     TemplateDataInvalid,
     TooManyCappedRecipients,
     UnknownTemplate,
 )
 from sendonce.idempotency.keys import tie_identity
-from sendonce.limits.model import Limits, LimitsTimeline, QuotaCharge, seconds_to_next_day
+from sendonce.keyed_hash import KeyedHash
+from sendonce.limits.model import Ledger, Limits, LimitsTimeline, QuotaCharge, seconds_to_next_day
 from sendonce.limits.ports import LimitsStore
 from sendonce.messages import sms
 from sendonce.messages.edits import MessageChanges, edit_message
@@ -73,6 +82,7 @@ from sendonce.messages.ports import (
     QuotaSpent,
     SendingStore,
     SendTemplates,
+    SmsBudgetSpent,
     Suppressed,
     TemplateChanged,
     TemplateInForce,
@@ -100,9 +110,12 @@ class SendCommand(Struct, frozen=True):
     send_at: datetime | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
+    # An item of a batch sent under its own Idempotency-Key: that key (`Message.batch_key`).
+    batch_key: str | None = None
     payload_fingerprint: str | None = None
     template: TemplateUse | None = None
     smart_encoding: bool = False  # a rendered sms body's look-alikes replaced (a written one's are already)
+    sms: bool = False  # its channel's messages are sms (`channels.ChannelSpec.sms`): counted in segments
     # An email's recipient lists, de-duplicated across them (`recipients.deduplicated`): `to_list`
     # when `to` was a list (None: `recipient` alone, given as a string), `cc` and `bcc` when given.
     to_list: tuple[Recipient, ...] | None = None
@@ -159,17 +172,18 @@ def template_lock_of(command: SendCommand) -> str | None:
 CAMPAIGN_LOCK_LIFE = timedelta(days=90)
 
 
-def claim_of(command: SendCommand, expires_at: datetime) -> DedupClaim:
+def claim_of(command: SendCommand, expires_at: datetime, keyed: KeyedHash) -> DedupClaim:
     """The locks a rendered command's message takes, until `expires_at` (a campaign's lock on its
-    recipient: CAMPAIGN_LOCK_LIFE after its dedup window)."""
+    recipient: CAMPAIGN_LOCK_LIFE after its dedup window), each its identity's `keyed` hash."""
     campaign_lock = None
     if command.campaign_id is not None:
         recipients = [recipient.dedup_form for recipient in command.recipients]
-        campaign_lock = campaign_identity(command.workspace_id, command.campaign_id, recipients)
+        campaign_lock = keyed(campaign_identity(command.workspace_id, command.campaign_id, recipients))
+    template_lock = template_lock_of(command)
     return DedupClaim(
-        lock_id=lock_of(command),
+        lock_id=keyed(lock_of(command)),
         expires_at=expires_at,
-        template_lock_id=template_lock_of(command),
+        template_lock_id=keyed(template_lock) if template_lock is not None else None,
         campaign_lock_id=campaign_lock,
         campaign_lock_expires_at=expires_at + CAMPAIGN_LOCK_LIFE if campaign_lock is not None else None,
     )
@@ -253,6 +267,44 @@ def quota_charge(timeline: LimitsTimeline | None, workspace_id: str, now: dateti
     return QuotaCharge.of(workspace_id, timeline, now)
 
 
+def segments_of(command: SendCommand, message: Message) -> int:
+    """The sms segments a rendered command's message takes of the sms budget (0: not sms)."""
+    return sms.count(message.body).segments if command.sms else 0
+
+
+def sms_budget_charge(
+    timeline: LimitsTimeline | None, workspace_id: str, now: datetime, segments: int
+) -> QuotaCharge | None:
+    """What a message of `segments` sms segments takes of its workspace's sms budget today; None
+    when it takes nothing (not sms, or no budget)."""
+    if timeline is None or segments == 0:
+        return None
+    charge = QuotaCharge.of(workspace_id, timeline, now, Ledger.SMS_SEGMENTS)
+    return charge.taking(segments) if charge is not None else None
+
+
+def destination_refusal(command: SendCommand, limits: Limits | None) -> DestinationNotAllowed | None:
+    """The refusal of a command to a phone number its workspace's destination rules exclude (sms,
+    and iMessage to a phone number: E.164 addresses); None when it may go. Decided from the limits
+    already read for the send: no call."""
+    if limits is None:
+        return None
+    phones = [recipient.address for recipient in command.recipients if recipient.address.startswith("+")]
+    reason = limits.destinations.refusal(phones) if phones else None
+    if reason is None:
+        return None
+    metrics.add_metric(name="DestinationNotAllowed", unit="Count", value=1)
+    logger.info(
+        "message.api.destination_not_allowed",
+        extra={
+            "event": "message.api.destination_not_allowed",
+            "workspace_id": command.workspace_id,
+            "reason": reason.value,
+        },
+    )
+    return DestinationNotAllowed(reason.value)
+
+
 def refused(workspace_id: str, reasons: Sequence[str]) -> None:
     """Sends refused for their suppressed recipients: counted, and logged without the recipients."""
     metrics.add_metric(name="RecipientSuppressed", unit="Count", value=len(reasons))
@@ -274,7 +326,13 @@ def new_message(command: SendCommand, now: datetime, limits: Limits | None = Non
     expires_at = command.expires_at
     if expires_at is None and command.valid_for_seconds is not None:
         expires_at = valid_from + timedelta(seconds=command.valid_for_seconds)
-    message = replace(message, expires_at=expires_at, priority=command.priority, timezone=command.timezone)
+    message = replace(
+        message,
+        expires_at=expires_at,
+        priority=command.priority,
+        timezone=command.timezone,
+        retention_days=limits.retention_days if limits is not None else None,
+    )
     return held(message, limits, max(valid_from, now))
 
 
@@ -294,13 +352,18 @@ def held(message: Message, limits: Limits | None, goes_out_at: datetime) -> Mess
     return replace(message, status=Status.SCHEDULED, send_at=until, held_for=HeldFor.QUIET_HOURS)
 
 
-def recipient_cap(command: SendCommand, limits: Limits | None, now: datetime) -> RecipientCap | None:
-    """The frequency cap a command's message counts against; None without one, or for a critical send."""
+def recipient_cap(
+    command: SendCommand, limits: Limits | None, now: datetime, keyed: KeyedHash
+) -> RecipientCap | None:
+    """The frequency cap a command's message counts against (its recipients by their `keyed` hashes);
+    None without one, or for a critical send."""
     if limits is None or not limits.per_recipient or command.priority is Priority.CRITICAL:
         return None
     from sendonce.controls.cap import MAX_CAPPED_RECIPIENTS, RecipientCap  # noqa: PLC0415  # when set
 
-    recipients = tuple(dict.fromkeys(recipient_key(recipient.address) for recipient in command.recipients))
+    recipients = tuple(
+        dict.fromkeys(keyed(recipient_key(recipient.address)) for recipient in command.recipients)
+    )
     if len(recipients) > MAX_CAPPED_RECIPIENTS:
         raise TooManyCappedRecipients(MAX_CAPPED_RECIPIENTS)
     return RecipientCap(
@@ -335,6 +398,7 @@ def _new_message(command: SendCommand, now: datetime) -> Message:
         updated_at=now,
         template=TemplateRef(use.name, use.version) if use is not None and use.version is not None else None,
         campaign_id=command.campaign_id,
+        batch_key=command.batch_key,
     )
 
 
@@ -377,23 +441,30 @@ class MessageService:
         """The send of a rendered command (`asked`: its template as the request named it); None when
         its template changed since it was read."""
         now = self._clock()
-        claim = claim_of(command, now + self._dedup_window)
+        keyed = self._store.keyed_hash
+        claim = claim_of(command, now + self._dedup_window, keyed)
         tie = None
         if command.idempotency_key is not None and command.payload_fingerprint is not None:
             tie = KeyTie(
-                tie_id=tie_identity(
-                    command.workspace_id,
-                    command.idempotency_key,
-                    tie_destination([recipient.address for recipient in command.recipients]),
+                tie_id=keyed(
+                    tie_identity(
+                        command.workspace_id,
+                        command.idempotency_key,
+                        tie_destination([recipient.address for recipient in command.recipients]),
+                    )
                 ),
-                payload_fingerprint=command.payload_fingerprint,
+                payload_fingerprint=keyed(command.payload_fingerprint),
             )
 
         try:
             # The workspace's limits, read once: its quota, and the send controls the message is made under.
             timeline = self._limits.timeline(command.workspace_id) if self._limits is not None else None
             limits = timeline.at(now) if timeline is not None else None
+            refusal = destination_refusal(command, limits)
+            if refusal is not None:
+                raise refusal  # inside the key's record: never stored under the key
             message = new_message(command, now, limits)
+            budget = sms_budget_charge(timeline, command.workspace_id, now, segments_of(command, message))
             outcome = self._store.create(
                 message,
                 claim,
@@ -402,7 +473,8 @@ class MessageService:
                 now,
                 quota=quota_charge(timeline, command.workspace_id, now),
                 template=in_force(command, asked),
-                cap=recipient_cap(command, limits, now),
+                cap=recipient_cap(command, limits, now, keyed),
+                sms_budget=budget,
             )
         except DependencyUnavailable:
             # Nothing was written: unlike a guard that falls through, no send goes unguarded.
@@ -432,6 +504,10 @@ class MessageService:
             # Raised inside the key's record, so no 429 is ever stored under a key.
             metrics.add_metric(name="QuotaExceeded", unit="Count", value=1)
             raise QuotaExceeded(seconds_to_next_day(now))
+        if isinstance(outcome, SmsBudgetSpent):
+            # As a spent quota: raised inside the key's record, never stored under it.
+            metrics.add_metric(name="SmsBudgetExceeded", unit="Count", value=1)
+            raise SmsBudgetExceeded(seconds_to_next_day(now))
         if isinstance(outcome, DuplicateOf):
             age = max(0, int((now - outcome.locked_at).total_seconds()))
             logger.info(
@@ -449,7 +525,7 @@ class MessageService:
         original = outcome.original
         if (
             original is None
-            or outcome.payload_fingerprint != command.payload_fingerprint
+            or outcome.payload_fingerprint != keyed(command.payload_fingerprint or "")
             or original.status is Status.CANCELED
         ):
             raise IdempotencyKeyReused()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sendonce.settings.api import ApiSettings
     from sendonce.settings.campaigns import CampaignSettings
     from sendonce.settings.dispatcher import DispatcherSettings
+    from sendonce.settings.erasures import ErasureSettings
     from sendonce.settings.events import EventsSettings
     from sendonce.settings.handoff import HandoffSettings
     from sendonce.settings.message_changes import MessageChangesSettings
@@ -40,6 +41,7 @@ __all__ = [
     "ApiSettings",
     "CampaignSettings",
     "DispatcherSettings",
+    "ErasureSettings",
     "EventsSettings",
     "EveryChannelsQueue",
     "FunctionSettings",
@@ -54,6 +56,7 @@ CLASSES = {
     "ApiSettings": "api",
     "CampaignSettings": "campaigns",
     "DispatcherSettings": "dispatcher",
+    "ErasureSettings": "erasures",
     "HandoffSettings": "handoff",
     "EventsSettings": "events",
     "MessageChangesSettings": "message_changes",
@@ -133,6 +136,29 @@ def flag(value: str) -> bool:
 def setting(variable: str, parse: Callable[[str], Any], default: Any = MISSING) -> Any:
     """A field read from `variable` (required when it has no default)."""
     return field(default=default, metadata={"variable": variable, "parse": parse})
+
+
+def countries(value: str) -> str:
+    """ISO 3166 alpha-2 codes, comma-separated, such as US,CA (empty: every country); checked, and
+    given as `limits.model.sms_countries` reads them back: upper-case, sorted, each once."""
+    from sendonce.limits.model import sms_countries  # noqa: PLC0415  # read by the functions that send
+
+    try:
+        return ",".join(sms_countries(value))
+    except ValueError as error:
+        raise Unreadable(str(error)) from None
+
+
+# The protections' defaults (CONTRACT section 18), unless a workspace's own: each declared once
+# here, a field of every function that sends.
+def sms_allowed_countries_setting() -> Any:
+    """Where a workspace's sms (and iMessage to a phone number) may go: every country when empty."""
+    return setting("SENDONCE_SMS_ALLOWED_COUNTRIES", countries, "")
+
+
+def daily_sms_segments_setting() -> Any:
+    """The sms segments a workspace may send a UTC day (0: no budget)."""
+    return setting("SENDONCE_DAILY_SMS_SEGMENTS", integer(minimum=0, maximum=1_000_000_000), 0)
 
 
 def queue_urls(environ: Mapping[str, str]) -> dict[str, str]:

@@ -8,9 +8,11 @@ from sendonce.settings import (
     LIMITS_CACHE_MAX_SECONDS,
     EveryChannelsQueue,
     FunctionSettings,
+    daily_sms_segments_setting,
     flag,
     integer,
     setting,
+    sms_allowed_countries_setting,
     text,
 )
 
@@ -18,6 +20,9 @@ from sendonce.settings import (
 @dataclass(frozen=True)
 class ApiSettings(EveryChannelsQueue, FunctionSettings):
     messages_table: str = setting("MESSAGES_TABLE", text(min_length=1))
+    # The hashing key's secret (its ARN, never its value): what every lock, tie and suppression key
+    # is made with (`sendonce.keyed_hash`). Required: no key is ever made up.
+    hashing_key_arn: str = setting("SENDONCE_HASHING_KEY_ARN", text(min_length=1))
     idempotency_table: str = setting("IDEMPOTENCY_TABLE", text(min_length=1))
     # The hashed API keys, read on a request whose key this environment has not found good lately.
     api_keys_table: str = setting("API_KEYS_TABLE", text(min_length=1))
@@ -44,6 +49,8 @@ class ApiSettings(EveryChannelsQueue, FunctionSettings):
     # Campaigns: where their recipient lists are kept, and the queue of their fan-out ("": none).
     campaigns_bucket: str = setting("CAMPAIGNS_BUCKET", text(), "")
     campaign_queue_url: str = setting("CAMPAIGN_QUEUE_URL", text(), "")
+    # Erasures: the queue of their jobs ("": none, and the erasure routes answer 503).
+    erasure_queue_url: str = setting("ERASURE_QUEUE_URL", text(), "")
     # Per-workspace limits: the defaults, overridden per workspace in the limits table ("": none).
     limits_table: str = setting("LIMITS_TABLE", text(), "")
     rate_limit_per_second: int = setting(
@@ -52,6 +59,8 @@ class ApiSettings(EveryChannelsQueue, FunctionSettings):
     daily_send_quota: int = setting(
         "SENDONCE_DAILY_SEND_QUOTA", integer(minimum=0, maximum=1_000_000_000), 10_000
     )
+    sms_allowed_countries: str = sms_allowed_countries_setting()
+    daily_sms_segments: int = daily_sms_segments_setting()
     # How long an execution environment keeps a workspace's limits before reading them again: at most
     # what a change of the limits waits out before it takes effect.
     limits_cache_seconds: int = setting(

@@ -15,6 +15,10 @@ class DispatcherSettings(FunctionSettings):
     """A dispatcher's, and the outbox's: providers and queues for the channels they serve."""
 
     messages_table: str = setting("MESSAGES_TABLE", text(min_length=1))
+    # The hashing key's secret (its ARN, never its value): what the suppression checks of a claim
+    # find entries with (`sendonce.keyed_hash`). "" only for the outbox, which never checks one: a
+    # dispatcher without it claims nothing (SecretUnavailable), it never hashes under another key.
+    hashing_key_arn: str = setting("SENDONCE_HASHING_KEY_ARN", text(), "")
     queue_urls: dict[str, str] = field(default_factory=dict)
     # Each channel's providers, in the order they are tried.
     providers: dict[str, tuple[str, ...]] = field(default_factory=dict)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from sendonce.clock import Clock, rfc3339, utc_now
 from sendonce.errors import AmbiguousOutcome, DependencyUnavailable, PermanentFailure, TransientFailure
 from sendonce.messages.model import Message, MessageFailure
-from sendonce.messages.recipients import masked
 from sendonce.modes import Mode
 from sendonce.observability import logger
 from sendonce.provider_events.model import SIMULATOR, ProviderEvent, ProviderEventType
@@ -88,7 +87,6 @@ class Simulator:
             extra={
                 "event": "simulator.accepted" if first else "simulator.replayed",
                 "message_id": message.id,
-                "to": masked(message.to),
                 "behaviour": behaviour.value,
             },
         )

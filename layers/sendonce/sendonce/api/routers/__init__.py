@@ -17,6 +17,7 @@ from importlib import import_module
 from sendonce.api.routes import DeclaredRouter, Route, RouteTable
 from sendonce.api.routes import campaigns as campaigns_routes
 from sendonce.api.routes import console as console_routes
+from sendonce.api.routes import erasures as erasures_routes
 from sendonce.api.routes import messages as messages_routes
 from sendonce.api.routes import promise as promise_routes
 from sendonce.api.routes import provider_events as provider_events_routes
@@ -74,6 +75,7 @@ ROUTERS: dict[str, tuple[Route, ...]] = {
     ),
     "usage": (usage_routes.USAGE, usage_routes.TEST_DELIVERIES),
     "promise": (promise_routes.PROMISE_DAYS,),
+    "erasures": (erasures_routes.REQUEST_ERASURE, erasures_routes.GET_ERASURE),
     "service": (service_routes.HEALTH, service_routes.OPENAPI, service_routes.DOCS),
     "console": (console_routes.CONSOLE_PAGE, console_routes.CONSOLE_ASSET),
 }

@@ -56,11 +56,26 @@ class SendControlsModel(ResponseModel):
     )
 
 
+class SmsBudgetModel(ResponseModel):
+    dailySegments: int = Field(description="Sms segments a UTC day")
+    usedToday: int
+
+
+class ProtectionsModel(ResponseModel):
+    smsCountries: list[str] = Field(
+        description="ISO 3166 alpha-2 codes a phone recipient (sms, iMessage) may be of; empty: every country"
+    )
+    allowPremiumNumbers: bool = Field(description="Premium-rate and shared-cost numbers are sent to")
+    smsBudget: SmsBudgetModel | None = Field(description="null: no sms budget")
+    retentionDays: int = Field(description="How long the workspace's new messages are kept")
+
+
 class UsageReport(ResponseModel):
     success: Literal[True]
     rateLimit: RateLimitModel
     quota: QuotaModel
     sendControls: SendControlsModel
+    protections: ProtectionsModel
 
 
 class SimulatedDeliveryModel(ResponseModel):
@@ -104,6 +119,7 @@ def usage() -> Response[Any]:
     if limits is None:
         raise unavailable("Limits are not configured.")
     report = limits.usage(caller(router.context))
+    retention = report.limits.retention_days or dependencies.root.get().settings.message_retention_days
     return answer(
         200,
         UsageReport(
@@ -127,6 +143,16 @@ def usage() -> Response[Any]:
                 if report.limits.quiet_hours
                 else None,
                 timezone=report.limits.timezone,
+            ),
+            protections=ProtectionsModel(
+                smsCountries=list(report.limits.sms_countries),
+                allowPremiumNumbers=report.limits.allow_premium_numbers,
+                smsBudget=SmsBudgetModel(
+                    dailySegments=report.limits.daily_sms_segments, usedToday=report.sms_segments_today
+                )
+                if report.limits.daily_sms_segments
+                else None,
+                retentionDays=retention,
             ),
         ),
     )

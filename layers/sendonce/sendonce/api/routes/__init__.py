@@ -46,12 +46,15 @@ _ERRORS = {
     413: "payload_too_large: body over 256 KiB",
     415: "unsupported_media_type: not JSON, or JSON that is not UTF-8",
     422: (
-        "idempotency_key_reused (the key was used with a different request) or recipient_suppressed "
-        "(the recipient is on the workspace's suppression list; details.reason; nothing was written)"
+        "idempotency_key_reused (the key was used with a different request), recipient_suppressed "
+        "(the recipient is on the workspace's suppression list; details.reason; nothing was written) "
+        "or destination_not_allowed (a phone number outside the workspace's sms countries, or "
+        "premium-rate or shared-cost; details.reason; nothing was written)"
     ),
     429: (
         "rate_limited (the workspace's request rate; with Retry-After and the RateLimit fields), "
-        "quota_exceeded (the daily send quota; Retry-After: seconds to 00:00 UTC) or recipient_capped "
+        "quota_exceeded (the daily send quota; Retry-After: seconds to 00:00 UTC), sms_budget_exceeded "
+        "(the daily sms segments; Retry-After: seconds to 00:00 UTC) or recipient_capped "
         "(the workspace's frequency cap for a recipient; Retry-After: when a place comes back)"
     ),
     503: "unavailable: a dependency failed and nothing was sent; safe to retry (with Retry-After)",

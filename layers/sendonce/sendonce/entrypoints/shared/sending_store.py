@@ -9,6 +9,7 @@ from typing import Any
 
 from sendonce.adapters.dynamodb_limits import DynamoDbLimits
 from sendonce.adapters.dynamodb_sending import DynamoDbSendingStore
+from sendonce.keyed_hash import KeyedHash
 from sendonce.limits.model import Limits
 
 
@@ -20,12 +21,17 @@ def charged_sending_store(
     limits_table: str,
     defaults: Limits,
     cache_seconds: int,
+    keyed_hash: KeyedHash,
 ) -> tuple[DynamoDbSendingStore, DynamoDbLimits | None]:
     """The store, and its workspaces' limits (None, and nothing charged, without a limits table)."""
     limits = None
     if limits_table:
         limits = DynamoDbLimits(dynamodb, limits_table, defaults=defaults, cache_seconds=cache_seconds)
     store = DynamoDbSendingStore(
-        dynamodb, messages_table, retention=timedelta(days=retention_days), quota=limits
+        dynamodb,
+        messages_table,
+        retention=timedelta(days=retention_days),
+        quota=limits,
+        keyed_hash=keyed_hash,
     )
     return store, limits

@@ -1,0 +1,1 @@
+"""Erasure: a recipient forgotten by a workspace, its guarantees kept (CONTRACT section 18)."""
