@@ -13,23 +13,19 @@ DynamoDB Local when it is installed.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.limits.model import Limits, SendControlsChange
-from sendonce_cli.api_keys import store_api_key
+from sendonce.limits.model import SendControlsChange
 
 from bench.call_counter import COUNTER
 from bench.events import send_event
-from bench.local_stack import API_KEY, BenchStack, engines_named, on_each_engine
+from bench.local_stack import API_KEY, BenchStack, engines_named, limited_workspace, on_each_engine
 from bench.paired import measure_paired
 from bench.quiet import silenced_stdout
-from sendonce_local.emulator import client
 
 PER_ROUND = 20
 CAP = 1000
@@ -48,22 +44,13 @@ def _sms(number: int) -> dict[str, Any]:
 
 
 def _capped_workspace(stack: BenchStack) -> None:
-    """The second workspace, its key, and its controls in force at once (written as of a minute ago,
-    so no execution environment waits for the change)."""
-    local = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")  # DynamoDB Local's, while the tables are there
-    dynamodb = client("dynamodb", local) if local else stack.client("dynamodb")
-    store_api_key(dynamodb, "ApiKeysTable", CAPPED_WORKSPACE, CAPPED_KEY)
-    now = datetime.now(UTC)
     # Quiet hours that never contain the bench's run: the two minutes twelve hours away.
-    far = now + timedelta(hours=12)
+    far = datetime.now(UTC) + timedelta(hours=12)
     hours = f"{far:%H:%M}-{far + timedelta(minutes=2):%H:%M}"
     controls = SendControlsChange(
         per_recipient=CAP, per_recipient_window=3600, quiet_hours=hours, timezone="UTC"
     )
-    limits = DynamoDbLimits(dynamodb, "LimitsTable", defaults=Limits(rate_per_second=1, daily_quota=0))
-    limits.set_limits(
-        CAPPED_WORKSPACE, None, None, now=now - timedelta(minutes=1), cache_seconds=0, controls=controls
-    )
+    limited_workspace(stack, CAPPED_WORKSPACE, CAPPED_KEY, controls=controls)
 
 
 def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -13,23 +13,18 @@ plain send makes. A guarded send's p50 over a plain send's is the median of the 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sendonce.adapters.dynamodb_limits import DynamoDbLimits
-from sendonce.limits.model import Limits, ProtectionChange
-from sendonce_cli.api_keys import store_api_key
+from sendonce.limits.model import ProtectionChange
 
 from bench.call_counter import COUNTER
 from bench.events import send_event
-from bench.local_stack import API_KEY, BenchStack, engines_named, on_each_engine
+from bench.local_stack import API_KEY, BenchStack, engines_named, limited_workspace, on_each_engine
 from bench.paired import measure_paired
 from bench.quiet import silenced_stdout
-from sendonce_local.emulator import client
 
 PER_ROUND = 20
 # A budget no run reaches: every guarded send is counted, none refused.
@@ -48,23 +43,10 @@ def _sms(number: int) -> dict[str, Any]:
 
 
 def _guarded_workspace(stack: BenchStack) -> None:
-    """The second workspace, its key, and its protections in force at once (written as of a minute
-    ago, so no execution environment waits for the change)."""
-    local = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")  # DynamoDB Local's, while the tables are there
-    dynamodb = client("dynamodb", local) if local else stack.client("dynamodb")
-    store_api_key(dynamodb, "ApiKeysTable", GUARDED_WORKSPACE, GUARDED_KEY)
     protection = ProtectionChange(
         sms_countries=("US",), allow_premium_numbers=False, daily_sms_segments=BUDGET
     )
-    limits = DynamoDbLimits(dynamodb, "LimitsTable", defaults=Limits(rate_per_second=1, daily_quota=0))
-    limits.set_limits(
-        GUARDED_WORKSPACE,
-        None,
-        None,
-        now=datetime.now(UTC) - timedelta(minutes=1),
-        cache_seconds=0,
-        protection=protection,
-    )
+    limited_workspace(stack, GUARDED_WORKSPACE, GUARDED_KEY, protection=protection)
 
 
 def _measure(stack: BenchStack, rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,19 @@ def drain(sqs: Any, queue: str) -> None:
             QueueUrl=queue,
             Entries=[{"Id": str(i), "ReceiptHandle": r["ReceiptHandle"]} for i, r in enumerate(records)],
         )
+
+
+def limited_workspace(stack: BenchStack, workspace: str, key: str, **changes: Any) -> None:
+    """A second workspace, its key, and its limits (`DynamoDbLimits.set_limits`'s `controls` or
+    `protection`) in force at once: written as of a minute ago, so no execution environment waits
+    for the change. On DynamoDB Local's tables while they are there."""
+    from sendonce.adapters.dynamodb_limits import DynamoDbLimits  # noqa: PLC0415 - the paired benches only
+    from sendonce.limits.model import Limits  # noqa: PLC0415
+
+    local = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    dynamodb = client("dynamodb", local) if local else stack.client("dynamodb")
+    store_api_key(dynamodb, "ApiKeysTable", workspace, key)
+    limits = DynamoDbLimits(dynamodb, "LimitsTable", defaults=Limits(rate_per_second=1, daily_quota=0))
+    limits.set_limits(
+        workspace, None, None, now=datetime.now(UTC) - timedelta(minutes=1), cache_seconds=0, **changes
+    )
