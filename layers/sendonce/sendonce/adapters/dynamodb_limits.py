@@ -223,13 +223,17 @@ class DynamoDbLimits:
         shard_of: Callable[[int], int] = random.randrange,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        plan_wait_seconds: float = PLAN_WAIT_SECONDS,
     ) -> None:
+        """`plan_wait_seconds`: how long a charge waits on the day's planners before a 503 (a test
+        engine on a loaded machine plans slower than DynamoDB does)."""
         self._table = DynamoDbTable(client, table_name)
         self._defaults = defaults
         self._cache_seconds = min(cache_seconds, MAX_CACHE_SECONDS)
         self._overrides = _Overrides(self._table)
         self._shard_of = shard_of
         self._sleep = sleep
+        self._plan_wait = plan_wait_seconds
         # (ledger, workspace, day, plan) -> the shards found full, and when each was found so.
         self._full: dict[tuple[str, str, str, str], dict[int, float]] = {}
         self._lock = threading.Lock()
@@ -428,9 +432,9 @@ class DynamoDbLimits:
 
     def settle(self, charge: QuotaCharge, refusal: Replan | Replanning | Adopt, since: float) -> QuotaCharge:
         """Act on a refusal that is not a lack of room: the charge to try again with. `since`: when
-        (time.monotonic) this create began; after PLAN_WAIT_SECONDS of planners, it is a 503."""
+        (time.monotonic) this create began; after `plan_wait_seconds` of planners, it is a 503."""
         waited = time.monotonic() - since
-        if waited >= PLAN_WAIT_SECONDS:
+        if waited >= self._plan_wait:
             raise DependencyUnavailable("the day's quota is being re-planned; try again")
         if isinstance(refusal, Adopt):
             return charge.adopting(refusal.plan)
