@@ -525,7 +525,7 @@ class DynamoDbSendingStore:
         if lock_item["messageId"]["S"] == message.id:
             # Our own committed write, met again by a retry the engine did not recognise.
             return Created(message)
-        original = self._count_duplicate(
+        original = self.count_duplicate(
             message.workspace_id, lock_item["messageId"]["S"], message.idempotency_key, message.batch_key
         )
         return DuplicateOf(original=original, locked_at=parse_datetime(lock_item["lockedAt"]["S"]))
@@ -735,15 +735,6 @@ class DynamoDbSendingStore:
                 return held
         return None
 
-    def count_duplicate(
-        self,
-        workspace_id: str,
-        message_id: str,
-        answered_under: str | None = None,
-        batch_key: str | None = None,
-    ) -> Message | None:
-        return self._count_duplicate(workspace_id, message_id, answered_under, batch_key)
-
     def edit(self, edit: MessageEdit, now: datetime) -> EditOutcome:
         """One transaction: the message, if still as read and scheduled (handed to its queue or
         not: only a claim fixes what is sent); its old lock released and its new one taken; its key
@@ -918,7 +909,7 @@ class DynamoDbSendingStore:
             raise MessageNotCancelable(current["status"]["S"])
         return from_item(response["Attributes"])
 
-    def _count_duplicate(
+    def count_duplicate(
         self,
         workspace_id: str,
         message_id: str,
